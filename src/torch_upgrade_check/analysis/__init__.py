@@ -1,0 +1,1 @@
+"""Pure decisions: statistics, comparisons and verdicts (no I/O, no torch)."""

@@ -1,0 +1,167 @@
+"""Observation -> CheckResult: the pass/fail rules of every aspect, with one-line reasons (pure).
+
+Rules (thresholds are recorded on each result):
+- numerics, float32/float64: every element within atol + rtol*|golden| of the fp64 CPU golden
+  (torch.testing.assert_close's rule and, by default, its tolerances for the dtype).
+- numerics, float16/bfloat16: elementwise as above, or else RMSE against the golden at most
+  LOWP_MULTIPLIER x the dtype's own rounding error of the golden (+ atol/10): low precision cannot
+  meet fp64-derived elementwise tolerances, so its error is judged against its noise floor.
+- cross-backend and compile: elementwise as above, or else RMSE against the golden at most
+  MULTIPLIER x the reference implementation's RMSE (+ atol/10): the reference is the CPU (cross-backend)
+  or eager (compile) in the same dtype. This is torch._dynamo's `same(fp64_ref=...)` rule.
+- determinism: two seeded training steps bitwise equal.
+- latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
+- memory: recorded; passes when measured.
+- fsdp2: parameters after the sharded steps within FSDP2_ATOL + FSDP2_RTOL*|unsharded|.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from torch_upgrade_check.analysis import stats
+from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
+
+MULTIPLIER = 2.0
+LOWP_MULTIPLIER = 4.0
+FSDP2_ATOL = 1e-5
+FSDP2_RTOL = 1e-4
+LOW_PRECISION = ("float16", "bfloat16")
+
+
+def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, float] | None = None, repro: str = "") -> CheckResult:
+    base = {"workload": spec.workload, "aspect": spec.aspect, "device": spec.device, "dtype": spec.dtype,
+            "duration_s": round(obs.duration_s, 6), "repro": repro}
+    if obs.status == "skipped":
+        return CheckResult(outcome=Outcome.SKIPPED, reason=obs.message, **base)
+    if obs.status in ("exception", "crash", "timeout"):
+        return CheckResult(outcome=Outcome.ERROR, reason=obs.message, details=obs.traceback, metrics=dict(obs.metrics),
+                           **base)
+    m = dict(obs.metrics)
+    if spec.aspect in ("numerics", "cross-backend", "compile"):
+        outcome, reason, thresholds = _closeness(spec, m)
+    elif spec.aspect == "determinism":
+        ok = bool(m.get("bitwise_equal"))
+        outcome = Outcome.PASSED if ok else Outcome.FAILED
+        reason = "two seeded training steps are bitwise equal" if ok else (
+            f"two seeded training steps differ in {m.get('differing_tensors')} of {m.get('compared_tensors')} tensors "
+            f"(max abs diff {_g(m.get('max_abs_diff'))}; first: {', '.join(m.get('first_differing', [])[:3])})")
+        thresholds = {"bitwise": True}
+    elif spec.aspect == "latency":
+        outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
+    elif spec.aspect == "memory":
+        outcome, thresholds = Outcome.PASSED, {}
+        reason = f"peak {_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
+    elif spec.aspect == "fsdp2":
+        err, rel = _f(m.get("max_abs_err")), _f(m.get("max_rel_err"))
+        ok = err <= FSDP2_ATOL or rel <= FSDP2_RTOL
+        outcome = Outcome.PASSED if ok else Outcome.FAILED
+        reason = (f"{'matches' if ok else 'differs from'} the unsharded model after {m.get('steps')} steps on "
+                  f"{m.get('world_size')} ranks ({m.get('backend')}): max abs err {_g(err)}, max rel err {_g(rel)}")
+        thresholds = {"atol": FSDP2_ATOL, "rtol": FSDP2_RTOL}
+    else:
+        return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
+    return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds,
+                       details=_mismatch_details(m), **base)
+
+
+def _closeness(spec: CheckSpec, m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+    rtol, atol = _f(m.get("rtol")), _f(m.get("atol"))
+    thresholds: dict[str, Any] = {"rtol": rtol, "atol": atol}
+    count, share = int(m.get("mismatched_count", 0)), _f(m.get("mismatched_share"))
+    rmse = _f(m.get("rmse"))
+    within = (f"max abs err {_g(m.get('max_abs_err'))} within atol {_g(atol)} + rtol {_g(rtol)}·|ref| "
+              f"on all {m.get('numel')} elements")
+    if m.get("nan_count"):
+        return Outcome.FAILED, f"{m['nan_count']} NaN values where the golden has numbers", thresholds
+    if count == 0:
+        return Outcome.PASSED, within, thresholds
+    elementwise = (f"max abs err {_g(m.get('max_abs_err'))} > atol {_g(atol)} + rtol {_g(rtol)}·|ref| "
+                   f"on {_pct(share)} of elements ({count} of {m.get('numel')})")
+    if spec.aspect == "numerics" and spec.dtype in LOW_PRECISION:
+        floor = _f(m.get("floor_rmse"))
+        bound = LOWP_MULTIPLIER * floor + atol / 10
+        thresholds.update(multiplier=LOWP_MULTIPLIER, rmse_bound=bound)
+        ok = rmse <= bound
+        what = f"rmse {_g(rmse)} {'≤' if ok else '>'} {LOWP_MULTIPLIER:g}× {spec.dtype} rounding error {_g(floor)}"
+        return (Outcome.PASSED if ok else Outcome.FAILED), f"{what}; {elementwise}", thresholds
+    if spec.aspect in ("cross-backend", "compile"):
+        ref = _f(m.get("ref_rmse"))
+        bound = MULTIPLIER * ref + atol / 10
+        thresholds.update(multiplier=MULTIPLIER, rmse_bound=bound)
+        ok = rmse <= bound
+        who = "CPU" if spec.aspect == "cross-backend" else "eager"
+        what = f"rmse vs fp64 {_g(rmse)} {'≤' if ok else '>'} {MULTIPLIER:g}× {who}'s {_g(ref)}"
+        return (Outcome.PASSED if ok else Outcome.FAILED), f"{what}; {elementwise}", thresholds
+    return Outcome.FAILED, elementwise, thresholds
+
+
+def _latency(spec: CheckSpec, m: dict[str, Any], limits: Mapping[str, float]) -> tuple[Outcome, str, dict[str, Any]]:
+    samples = [float(x) for x in m.get("samples_ms", [])]
+    med, spread = stats.median(samples), stats.iqr(samples)
+    m["median_ms"], m["iqr_ms"] = med, spread
+    limit = latency_limit(spec, limits)
+    text = f"median {_ms(med)} (IQR {_ms(spread)}, {len(samples)} samples)"
+    if not samples:
+        return Outcome.FAILED, "no latency samples were taken", {}
+    if limit is None:
+        return Outcome.PASSED, text, {}
+    ok = med <= limit
+    return (Outcome.PASSED if ok else Outcome.FAILED), f"{text} {'≤' if ok else '>'} limit {_ms(limit)}", {"max_latency_ms": limit}
+
+
+def latency_limit(spec: CheckSpec, limits: Mapping[str, float]) -> float | None:
+    """The limit whose key names this workload or matches its check id (exact name first)."""
+    if spec.workload in limits:
+        return float(limits[spec.workload])
+    for pattern, limit in limits.items():
+        if fnmatch.fnmatchcase(spec.id, pattern.replace("[", "[[]")) or fnmatch.fnmatchcase(spec.workload, pattern):
+            return float(limit)
+    return None
+
+
+def _mismatch_details(m: Mapping[str, Any]) -> str:
+    rows = m.get("top_mismatches") or []
+    if not rows:
+        return ""
+    lines = ["largest mismatches (index: got vs expected, abs err):"]
+    lines += [f"  {r['index']}: {_g(r['got'])} vs {_g(r['expected'])}, {_g(r['abs_err'])}" for r in rows]
+    return "\n".join(lines)
+
+
+def _f(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _g(value: Any) -> str:
+    v = _f(value)
+    return f"{v:.3g}" if not math.isnan(v) else str(value)
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.2g}%" if share >= 0.0001 else f"{share * 100:.1e}%"
+
+
+def _ms(value: float) -> str:
+    if math.isnan(value):
+        return "n/a"
+    if value >= 1000:
+        return f"{value / 1000:.3g} s"
+    if value >= 1:
+        return f"{value:.3g} ms"
+    return f"{value * 1000:.3g} µs"
+
+
+def _bytes(n: Any) -> str:
+    v = _f(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(v) < 1024 or unit == "GiB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return f"{v:.1f} GiB"

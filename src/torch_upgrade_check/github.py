@@ -1,0 +1,93 @@
+"""The one module that touches GitHub: junit.xml and summary.md, the step summary, outputs, workflow commands."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from torch_upgrade_check.model import Report
+from torch_upgrade_check.report.annotations import annotations
+from torch_upgrade_check.report.junit import build_junit, junit_to_string
+from torch_upgrade_check.report.outputs import action_outputs
+from torch_upgrade_check.report.summary import BUDGET_BYTES, render_summary
+from torch_upgrade_check.schema import atomic_write_text
+
+STEP_SUMMARY_LIMIT = 1024 * 1024  # GitHub drops a step's summary above this size
+MIN_SUMMARY_BYTES = 4096  # below this much room, appending would only show a truncation notice
+
+
+def publish(
+    reports: Sequence[Report],
+    out_dir: Path,
+    *,
+    environ: Mapping[str, str],
+    report_path: Path | None = None,
+    job_summary: bool = True,
+    stream: TextIO | None = None,
+    junit_path: Path | None = None,
+    summary_path: Path | None = None,
+) -> dict[str, str]:
+    """Write junit.xml and summary.md (by default in out_dir); on GitHub also the step summary, the
+    workflow commands (when GITHUB_ACTIONS is "true") and the outputs. Returns the outputs."""
+    out_dir = Path(out_dir)
+    junit_path = Path(junit_path) if junit_path else out_dir / "junit.xml"
+    summary_path = Path(summary_path) if summary_path else out_dir / "summary.md"
+    atomic_write_text(junit_path, junit_to_string(build_junit(reports)))
+    summary = render_summary(reports)
+    atomic_write_text(summary_path, summary)
+    if job_summary and environ.get("GITHUB_STEP_SUMMARY"):
+        append_step_summary(Path(environ["GITHUB_STEP_SUMMARY"]), reports, summary)
+    if environ.get("GITHUB_ACTIONS") == "true":
+        stream = sys.stdout if stream is None else stream
+        for line in annotations(reports):
+            print(line, file=stream)
+        stream.flush()
+    paths = {
+        "report": str(Path(report_path).resolve()) if report_path else "",
+        "junit": str(junit_path.resolve()),
+        "summary": str(summary_path.resolve()),
+    }
+    outputs = action_outputs(reports, paths)
+    if environ.get("GITHUB_OUTPUT"):
+        write_outputs(Path(environ["GITHUB_OUTPUT"]), outputs)
+    return outputs
+
+
+def append_step_summary(path: Path, reports: Sequence[Report], summary: str) -> None:
+    """Append to the step summary; re-render smaller when what the step already wrote leaves less room.
+
+    Skipped entirely when less than MIN_SUMMARY_BYTES remain (summary.md still has the whole text).
+    """
+    used = path.stat().st_size if path.exists() else 0
+    room = min(BUDGET_BYTES, STEP_SUMMARY_LIMIT - used - 2)
+    if room < MIN_SUMMARY_BYTES:
+        return
+    if len(summary.encode("utf-8", "replace")) > room:
+        summary = render_summary(reports, budget_bytes=room)
+    with path.open("a", encoding="utf-8", errors="replace") as f:
+        f.write(("\n" if used else "") + summary)
+
+
+def format_outputs(outputs: Mapping[str, str]) -> str:
+    """GITHUB_OUTPUT text in the multi-line form `name<<delimiter`, value, `delimiter`, for every value.
+
+    Each delimiter is random and checked against the value, so no value can end its block early.
+    """
+    text = ""
+    for name, value in outputs.items():
+        if not name or any(c in name for c in "\r\n<=") or name.strip() != name:
+            raise ValueError(f"output name {name!r} cannot be written to GITHUB_OUTPUT; use letters, digits, - and _")
+        delimiter = f"ghadelimiter_{uuid.uuid4()}"
+        while delimiter in value:
+            delimiter = f"ghadelimiter_{uuid.uuid4()}"
+        text += f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
+    return text
+
+
+def write_outputs(path: Path, outputs: Mapping[str, str]) -> None:
+    """Append the outputs to the GITHUB_OUTPUT file (other steps' lines stay)."""
+    with path.open("a", encoding="utf-8", errors="replace") as f:
+        f.write(format_outputs(outputs))

@@ -1,0 +1,168 @@
+"""Plain data shared by orchestrator, worker and renderers: what was asked, seen and decided (stdlib only)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "latency", "memory", "fsdp2")
+DEVICES = ("cpu", "cuda", "mps")
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+class Outcome(str, enum.Enum):
+    """The outcome of one check. `not-run` marks a planned check that never started."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    NOT_RUN = "not-run"
+
+
+class Verdict(str, enum.Enum):
+    """The verdict of a whole run, as written to the `verdict` output."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+
+
+def check_id(workload: str, dtype: str, aspect: str) -> str:
+    """The stable name of a check, as it appears in every report: `workload[dtype]/aspect`."""
+    return f"{workload}[{dtype}]/{aspect}"
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """What to run: one aspect of one workload on one device in one dtype."""
+
+    workload: str
+    aspect: str
+    device: str
+    dtype: str
+    factory: str = ""  # "module:function" for user workloads; "" for built-ins
+    params: dict[str, Any] = field(default_factory=dict)  # thresholds the worker needs (rtol, atol, ...)
+
+    @property
+    def id(self) -> str:
+        return check_id(self.workload, self.dtype, self.aspect)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckSpec:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the worker saw for one check: raw metrics, or why it could not measure them.
+
+    status: "ok" (metrics hold the measurement), "skipped" (message says why),
+    "exception" (message and traceback say what was raised).
+    """
+
+    id: str
+    status: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+    traceback: str = ""
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Observation:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What was decided for one check, with everything a report needs to explain it.
+
+    `reason` is one line; `details` may hold several (top mismatches, stderr tail).
+    """
+
+    workload: str
+    aspect: str
+    device: str
+    dtype: str
+    outcome: Outcome
+    reason: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+    repro: str = ""
+    details: str = ""
+
+    @property
+    def id(self) -> str:
+        return check_id(self.workload, self.dtype, self.aspect)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome"] = self.outcome.value
+        data["id"] = self.id
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        data = {k: v for k, v in data.items() if k != "id"}
+        data["outcome"] = Outcome(data["outcome"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Report:
+    """One run of the suite on one device with one torch: the contents of report.json.
+
+    `label` names the torch under test ("2.13.0+cpu" by default; "baseline"/"candidate" in compare).
+    `infra_error` is set when the run could not happen at all (interpreter missing, torch not importable).
+    `complete` is False while the run is in progress or when it was killed.
+    """
+
+    tool_version: str
+    device: str
+    requested_device: str
+    label: str
+    command: list[str]
+    started: str
+    finished: str = ""
+    complete: bool = False
+    environment: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    results: tuple[CheckResult, ...] = ()
+    infra_error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["results"] = [r.to_dict() for r in self.results]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        data = dict(data)
+        data["results"] = tuple(CheckResult.from_dict(r) for r in data.get("results", ()))
+        return cls(**data)
+
+    def counts(self) -> dict[str, int]:
+        """How many checks ended in each outcome (every outcome present, zero when none)."""
+        counts = {o.value: 0 for o in Outcome}
+        for r in self.results:
+            counts[r.outcome.value] += 1
+        return counts
+
+    def verdict(self) -> Verdict:
+        """error: the run could not happen; failed: a check failed or crashed, or nothing ran."""
+        if self.infra_error:
+            return Verdict.ERROR
+        c = self.counts()
+        if c["failed"] or c["error"] or c["not-run"]:
+            return Verdict.FAILED
+        if not c["passed"]:
+            return Verdict.FAILED  # nothing ran: fails by default
+        return Verdict.PASSED

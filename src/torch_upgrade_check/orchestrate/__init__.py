@@ -1,0 +1,1 @@
+"""The orchestrator's process side: interpreters, worker processes, timeouts (never imports torch)."""

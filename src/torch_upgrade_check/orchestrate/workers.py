@@ -1,0 +1,274 @@
+"""Start worker processes in the interpreter under test and supervise them.
+
+Each check runs in a long-lived worker (compiled artifacts are shared, torch is imported once);
+when a check crashes the worker or outlives its timeout, the worker is killed, the check is
+recorded as an error with the signal or timeout and the tail of the worker's output, and a fresh
+worker continues with the next check. Order: timeout, then exit code, then the result file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch_upgrade_check
+from torch_upgrade_check.model import CheckSpec, Observation
+from torch_upgrade_check.schema import PLAN_KIND, PLAN_VERSION, START_MARKER
+
+POLL_S = 0.05
+HELLO_TIMEOUT_S = 180.0  # importing torch and probing devices; slow on a cold disk
+
+
+class InfrastructureError(RuntimeError):
+    """The environment under test could not run a worker at all (exit code 3)."""
+
+
+@dataclass
+class WorkerSession:
+    """What a set of worker launches observed: the environment, probes and one observation per check."""
+
+    environment: dict[str, Any] = field(default_factory=dict)
+    probes: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    observations: dict[str, Observation] = field(default_factory=dict)
+    launches: int = 0
+
+
+def package_path() -> Path:
+    """A folder holding only this package, for the worker's PYTHONPATH.
+
+    The orchestrator may be installed in a site-packages beside other packages (even another torch);
+    the worker must see nothing of it but torch_upgrade_check itself.
+    """
+    root = Path(tempfile.gettempdir()) / f"torch-upgrade-check-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    pkg = Path(torch_upgrade_check.__file__).resolve().parent
+    link_dir = root / f"pkg-{abs(hash(str(pkg))) % 10**10}"
+    link = link_dir / "torch_upgrade_check"
+    if not link.exists():
+        link_dir.mkdir(parents=True, exist_ok=True)
+        tmp = link_dir / f".link-{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(pkg, target_is_directory=True)
+        os.replace(tmp, link)
+    return link_dir
+
+
+def worker_env(extra_path: Sequence[str] = ()) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(package_path()), *extra_path])
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("PYTHONHOME", None)
+    return env
+
+
+def run_worker(
+    python: str,
+    checks: Sequence[CheckSpec],
+    *,
+    log_dir: Path,
+    timeout_s: float,
+    probe: Sequence[str] = (),
+    threads: int | None = None,
+    python_path: Sequence[str] = (),
+    log_prefix: str = "worker",
+    on_start: Callable[[CheckSpec], None] = lambda spec: None,
+    on_observation: Callable[[CheckSpec, Observation], None] = lambda spec, obs: None,
+) -> WorkerSession:
+    """Run `checks` in workers of `python`; every check ends with exactly one observation.
+
+    Raises InfrastructureError when the first worker cannot import torch or start at all.
+    """
+    session = WorkerSession()
+    remaining = list(checks)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    while True:
+        session.launches += 1
+        log_path = log_dir / f"{log_prefix}-{session.launches}.log"
+        done = _launch(
+            python, remaining, session, log_path, timeout_s, probe if session.launches == 1 else (), threads,
+            python_path, on_start, on_observation,
+        )
+        remaining = [c for c in remaining if c.id not in session.observations]
+        if done or not remaining:
+            return session
+
+
+def _launch(
+    python: str,
+    checks: list[CheckSpec],
+    session: WorkerSession,
+    log_path: Path,
+    timeout_s: float,
+    probe: Sequence[str],
+    threads: int | None,
+    python_path: Sequence[str],
+    on_start: Callable[[CheckSpec], None],
+    on_observation: Callable[[CheckSpec, Observation], None],
+) -> bool:
+    """One worker process; returns True when it finished its plan."""
+    by_id = {c.id: c for c in checks}
+    # Plan and events stay beside the worker's log: what it was asked and what it said, for debugging.
+    plan_path, events_path = log_path.with_suffix(".plan.json"), log_path.with_suffix(".events.jsonl")
+    plan = {
+        "kind": PLAN_KIND,
+        "schema_version": PLAN_VERSION,
+        "threads": threads,
+        "probe": list(probe),
+        "python_path": list(python_path),
+        "checks": [c.to_dict() for c in checks],
+    }
+    plan_path.write_text(json.dumps(plan), encoding="utf-8")
+    events_path.write_text("", encoding="utf-8")
+    cmd = [python, "-m", "torch_upgrade_check.worker", str(plan_path), str(events_path)]
+    with log_path.open("ab") as log:
+        try:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=worker_env(),
+                start_new_session=(os.name == "posix"),
+            )
+        except OSError as e:
+            raise InfrastructureError(f"cannot start interpreter {python}: {e.strerror or e}") from None
+        return _supervise(proc, events_path, log_path, by_id, session, timeout_s, on_start, on_observation)
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    events_path: Path,
+    log_path: Path,
+    by_id: dict[str, CheckSpec],
+    session: WorkerSession,
+    timeout_s: float,
+    on_start: Callable[[CheckSpec], None],
+    on_observation: Callable[[CheckSpec, Observation], None],
+) -> bool:
+    hello = False
+    current: str | None = None
+    started_at = time.monotonic()
+    launched_at = time.monotonic()
+    with events_path.open(encoding="utf-8") as events:
+        buffer = ""
+        while True:
+            exited = proc.poll() is not None
+            chunk = events.read()
+            buffer += chunk
+            *lines, buffer = buffer.split("\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind = event.pop("event")
+                if kind == "hello":
+                    hello = True
+                    session.environment = event["environment"]
+                    session.probes.update({k: (bool(v[0]), str(v[1])) for k, v in event["probes"].items()})
+                elif kind == "start":
+                    current, started_at = event["id"], time.monotonic()
+                    on_start(by_id[current])
+                elif kind == "observation":
+                    obs = Observation.from_dict(event)
+                    session.observations[obs.id] = obs
+                    on_observation(by_id[obs.id], obs)
+                    current = None
+                elif kind == "done":
+                    proc.wait()
+                    return True
+            if exited and not chunk:
+                break
+            now = time.monotonic()
+            if not hello and now - launched_at > HELLO_TIMEOUT_S:
+                _kill(proc)
+                raise InfrastructureError(
+                    f"the worker did not start within {HELLO_TIMEOUT_S:.0f}s (importing torch): {_tail(log_path)}"
+                )
+            if current is not None and now - started_at > timeout_s:
+                _kill(proc)
+                _record_failure(current, f"timed out after {timeout_s:g}s (per-check --timeout); the worker was killed",
+                                log_path, now - started_at, by_id, session, on_observation)
+                return False
+            time.sleep(POLL_S)
+    code = proc.wait()
+    if not hello:
+        raise InfrastructureError(
+            f"the worker exited ({_describe_exit(code)}) before reporting its environment; is torch installed "
+            f"in that interpreter? {_tail(log_path, lines=3)}"
+        )
+    if current is not None:
+        _record_failure(current, f"the worker crashed: {_describe_exit(code)}", log_path,
+                        time.monotonic() - started_at, by_id, session, on_observation)
+        return False
+    # The worker exited between checks without finishing: treat the next check as the victim
+    # so that a restart cannot loop forever.
+    pending = [i for i in by_id if i not in session.observations]
+    if pending:
+        _record_failure(pending[0], f"the worker exited before this check started: {_describe_exit(code)}",
+                        log_path, 0.0, by_id, session, on_observation)
+    return False
+
+
+def _record_failure(
+    check: str,
+    message: str,
+    log_path: Path,
+    duration: float,
+    by_id: dict[str, CheckSpec],
+    session: WorkerSession,
+    on_observation: Callable[[CheckSpec, Observation], None],
+) -> None:
+    status = "timeout" if message.startswith("timed out") else "crash"
+    tail = _check_tail(log_path, check) or f"(the worker printed nothing; full log: {log_path})"
+    obs = Observation(id=check, status=status, message=message, traceback=tail, duration_s=duration)
+    session.observations[check] = obs
+    on_observation(by_id[check], obs)
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}"
+    return f"exit code {code}"
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the worker and anything it started (FSDP ranks, compile workers)."""
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _check_tail(path: Path, check: str, lines: int = 30) -> str:
+    """What the worker printed since it started `check` (it prints a marker line before each check)."""
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    marker = f"{START_MARKER}{check}\n"
+    text = text[text.rfind(marker) + len(marker):] if marker in text else ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def current_python() -> str:
+    return sys.executable

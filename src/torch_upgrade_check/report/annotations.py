@@ -1,0 +1,57 @@
+"""Reports -> GitHub workflow commands (`::error`, `::warning`, `::notice`), escaped and capped."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch_upgrade_check.model import DEVICES, Outcome, Report
+from torch_upgrade_check.report import FAILING, clip, nothing_ran, one_line, run_names, visible
+
+MAX_ERRORS = 10  # GitHub shows at most 10 error and 10 warning annotations per step
+MAX_WARNINGS = 10
+TITLE_LIMIT = 200
+MESSAGE_LIMIT = 2000
+
+
+def annotations(reports: Sequence[Report]) -> list[str]:
+    """One `::error` per failing check or failed run, one `::warning` per skipped accelerator check or
+    device fallback; beyond 10 of either, one `::notice` says how many more the job summary holds."""
+    errors: list[tuple[str, str]] = []
+    warnings: list[tuple[str, str]] = []
+    for report, run in zip(reports, run_names(reports)):
+        if report.infra_error:
+            errors.append((f"torch-upgrade-check could not run on {run}", report.infra_error))
+        elif nothing_ran(report):
+            errors.append((f"nothing ran on {run}", "no check passed or failed; see the job summary"))
+        if report.requested_device in DEVICES and report.requested_device != report.device:
+            asked, got = report.requested_device, report.device
+            warnings.append((f"ran on {got}, not {asked}", f"{asked} was requested but the checks ran on {got}"))
+        for r in report.results:
+            if r.outcome in FAILING:
+                word = "not run" if r.outcome is Outcome.NOT_RUN else r.outcome.value
+                repro = f"\nrepro: {r.repro}" if r.repro else ""
+                errors.append((f"{visible(r.id)} {word} on {run}", (r.reason or f"{r.aspect} check {word}") + repro))
+            elif r.outcome is Outcome.SKIPPED and r.device != "cpu":
+                warnings.append((f"{visible(r.id)} skipped on {run}", r.reason or "skipped"))
+    lines = [command("error", title, message) for title, message in errors[:MAX_ERRORS]]
+    lines += [command("warning", title, message) for title, message in warnings[:MAX_WARNINGS]]
+    overflow = ((len(errors) - MAX_ERRORS, "failing checks"), (len(warnings) - MAX_WARNINGS, "warnings"))
+    more = [f"{n} more {what}" for n, what in overflow if n > 0]
+    if more:
+        lines.append(command("notice", "torch-upgrade-check", f"and {' and '.join(more)}: see the job summary"))
+    return lines
+
+
+def command(name: str, title: str, message: str) -> str:
+    """`::name title=...::message` with GitHub's escaping: data escapes %, CR, LF; properties also : and ,."""
+    title = escape_property(clip(one_line(title), TITLE_LIMIT))
+    message = escape_data(clip(visible(message.strip(), keep="\t\n\r"), MESSAGE_LIMIT))
+    return f"::{name} title={title}::{message}"
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")

@@ -1,0 +1,29 @@
+"""Reports -> the action's outputs: verdict, counts and the paths of what was written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from torch_upgrade_check.model import Report
+from torch_upgrade_check.report import merged_verdict, total_counts
+
+
+def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[str, str]:
+    """verdict (error > failed > passed across reports), check counts over all reports, then `paths`.
+
+    Counts are of checks only: a run that could not happen shows in `verdict` (error), not in `errors`.
+    """
+    counts = total_counts(reports)
+    outputs = {
+        "verdict": merged_verdict(reports).value,
+        "passed": str(counts["passed"]),
+        "failed": str(counts["failed"]),
+        "errors": str(counts["error"]),
+        "skipped": str(counts["skipped"]),
+        "not-run": str(counts["not-run"]),
+        "total": str(sum(counts.values())),
+    }
+    clash = sorted(set(paths) & set(outputs))
+    if clash:
+        raise ValueError(f"path outputs {clash} would overwrite count outputs; name them differently")
+    return {**outputs, **paths}

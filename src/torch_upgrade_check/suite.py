@@ -1,0 +1,72 @@
+"""The built-in suite as data: workload names, their dtypes and aspects, and planning (stdlib only).
+
+Names here are stable: they appear in reports, JUnit files and `--only` patterns.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from torch_upgrade_check.model import ASPECTS, CheckSpec
+
+MODEL_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "latency", "memory")
+OP_ASPECTS = ("numerics", "cross-backend", "compile", "latency", "memory")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A workload and what to run it through. `factory` is "module:function" ("" for built-ins)."""
+
+    name: str
+    dtypes: tuple[str, ...]
+    aspects: tuple[str, ...]
+    description: str = ""
+    factory: str = ""
+
+
+BUILTIN: tuple[Workload, ...] = (
+    Workload("mlp", ("float32",), MODEL_ASPECTS, "3-layer MLP with GELU, forward and backward"),
+    Workload("cnn", ("float32",), MODEL_ASPECTS, "small conv net: conv, batch norm, pooling, linear head"),
+    Workload(
+        "transformer_block",
+        ("float32",),
+        (*MODEL_ASPECTS, "fsdp2"),
+        "nn.TransformerEncoderLayer, forward and backward; FSDP2 fully_shard vs unsharded",
+    ),
+    Workload("sdpa", ("float32", "bfloat16"), MODEL_ASPECTS, "scaled_dot_product_attention, causal"),
+    Workload("flex_attention_none", ("float32",), MODEL_ASPECTS, "FlexAttention, no mask, vs math attention"),
+    Workload("flex_attention_causal", ("float32",), MODEL_ASPECTS, "FlexAttention, causal block mask"),
+    Workload("flex_attention_sliding_window", ("float32",), MODEL_ASPECTS, "FlexAttention, causal sliding window"),
+    Workload("flex_attention_alibi", ("float32",), MODEL_ASPECTS, "FlexAttention, ALiBi score_mod"),
+    Workload("matmul", ("float32", "float16", "bfloat16"), OP_ASPECTS, "dense matmul"),
+)
+
+BUILTIN_NAMES = tuple(w.name for w in BUILTIN)
+
+
+def plan(workloads: Sequence[Workload], device: str, only: Sequence[str] = ()) -> list[CheckSpec]:
+    """Every (workload, dtype, aspect) on `device`, in suite order, filtered by `only` globs.
+
+    A pattern matches a check if it matches its id (`mlp[float32]/latency`), its workload name or
+    its aspect, so `--only 'flex*'`, `--only latency` and `--only 'mlp[float32]/*'` all work.
+    """
+    specs = []
+    for w in workloads:
+        for dtype in w.dtypes:
+            for aspect in w.aspects:
+                spec = CheckSpec(workload=w.name, aspect=aspect, device=device, dtype=dtype, factory=w.factory)
+                if not only or any(_matches(p, spec) for p in only):
+                    specs.append(spec)
+    return specs
+
+
+def _matches(pattern: str, spec: CheckSpec) -> bool:
+    # fnmatch treats [...] as a character class; check ids contain literal brackets.
+    literal = pattern.replace("[", "[[]") if "[" in pattern and "]" in pattern else pattern
+    return any(fnmatch.fnmatchcase(s, literal) for s in (spec.id, spec.workload, spec.aspect))
+
+
+def unknown_aspects(aspects: Sequence[str]) -> list[str]:
+    return [a for a in aspects if a not in ASPECTS]

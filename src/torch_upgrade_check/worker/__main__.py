@@ -1,0 +1,93 @@
+"""Worker entry point: `python -m torch_upgrade_check.worker PLAN.json EVENTS.jsonl`.
+
+Reads a plan (schema.PLAN_KIND), writes one JSON event per line to EVENTS, flushed as it goes:
+  {"event": "hello", "environment": {...}, "probes": {device: [available, reason]}}
+  {"event": "start", "id": ...}            before each check
+  {"event": "observation", ...}            after each check (model.Observation)
+  {"event": "done"}
+The orchestrator turns a missing observation after a "start" into a crash or timeout record.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import IO, Any
+
+# cuBLAS needs this before CUDA initialises to run deterministic algorithms.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
+def _emit(stream: IO[str], event: dict[str, Any]) -> None:
+    stream.write(json.dumps(event, default=str) + "\n")
+    stream.flush()
+
+
+def _die_with_parent() -> None:
+    """The worker runs in its own process group; if the orchestrator dies, take the group down too."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        if hasattr(os, "killpg"):
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-watchdog", daemon=True).start()
+
+
+def main(argv: list[str]) -> int:
+    _die_with_parent()
+    faulthandler.enable()  # a segfault or abort prints the Python stack: the crash record's details
+    plan_path, events_path = argv
+    with open(plan_path, encoding="utf-8") as f:
+        plan = json.load(f)
+    from torch_upgrade_check.schema import PLAN_KIND, PLAN_VERSION, START_MARKER
+
+    if plan.get("kind") != PLAN_KIND or plan.get("schema_version") != PLAN_VERSION:
+        print(f"worker: plan {plan_path} is not a version {PLAN_VERSION} plan", file=sys.stderr)
+        return 2
+    with open(events_path, "a", encoding="utf-8") as events:
+        import torch  # a failure here is the orchestrator's "torch not importable" error
+
+        from torch_upgrade_check.model import CheckSpec, Observation
+        from torch_upgrade_check.worker import checks, environment
+
+        if plan.get("threads"):
+            torch.set_num_threads(int(plan["threads"]))
+        checks.add_python_path(plan.get("python_path", []))
+        probes = {d: environment.probe(d) for d in plan.get("probe", [])}
+        _emit(events, {"event": "hello", "environment": environment.collect(), "probes": probes})
+        for raw in plan.get("checks", []):
+            spec = CheckSpec.from_dict(raw)
+            sys.stdout.flush()
+            print(f"{START_MARKER}{spec.id}", file=sys.stderr, flush=True)  # crash tails start here
+            _emit(events, {"event": "start", "id": spec.id, "time": time.time()})
+            start = time.perf_counter()
+            try:
+                obs = Observation(id=spec.id, status="ok", metrics=checks.run(spec))
+            except checks.Skip as e:
+                obs = Observation(id=spec.id, status="skipped", message=str(e))
+            except Exception as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                obs = Observation(
+                    id=spec.id,
+                    status="exception",
+                    message=f"{type(e).__name__}: {first}"[:500],
+                    traceback="".join(traceback.format_exception(e))[-4000:],
+                )
+            obs = Observation(**{**obs.to_dict(), "duration_s": time.perf_counter() - start})
+            _emit(events, {"event": "observation", **obs.to_dict()})
+        _emit(events, {"event": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

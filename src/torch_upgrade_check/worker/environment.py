@@ -1,0 +1,105 @@
+"""What torch, hardware and platform this worker runs on, and which devices really work (probe kernels)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from typing import Any
+
+import torch
+
+
+def collect() -> dict[str, Any]:
+    """The environment, modelled on torch.utils.collect_env; values are strings or None when absent."""
+    env: dict[str, Any] = {
+        "torch_version": torch.__version__,
+        "torch_git": getattr(torch.version, "git_version", None),
+        "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "cudnn": None,
+        "nccl": None,
+        "triton": _dist_version("triton") or _dist_version("pytorch-triton"),
+        "mps_built": bool(torch.backends.mps.is_built()),
+        "cuda_devices": [],
+        "driver": None,
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+    }
+    if torch.backends.cudnn.is_available():
+        env["cudnn"] = str(torch.backends.cudnn.version())
+    if torch.cuda.is_available():
+        env["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        try:
+            env["nccl"] = ".".join(str(p) for p in torch.cuda.nccl.version())
+        except Exception:
+            env["nccl"] = None
+        env["driver"] = _nvidia_driver()
+    return env
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_name() -> str:
+    if sys.platform.startswith("linux"):
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+    if sys.platform == "darwin":
+        out = _run(["sysctl", "-n", "machdep.cpu.brand_string"])
+        if out:
+            return out
+    return platform.processor() or platform.machine()
+
+
+def _nvidia_driver() -> str | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    return out.splitlines()[0].strip() if out else None
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def probe(device: str) -> tuple[bool, str]:
+    """(available, reason): a device counts only if a small kernel runs there and gives the right answer.
+
+    Hosted macOS runners report MPS available but cannot run kernels on it; this catches that.
+    """
+    if device == "cuda" and not torch.cuda.is_available():
+        why = "torch built without CUDA" if torch.version.cuda is None else "no CUDA device or driver found"
+        return False, f"cuda not available: {why}"
+    if device == "mps" and not torch.backends.mps.is_available():
+        why = "torch built without MPS" if not torch.backends.mps.is_built() else "no usable Metal device"
+        return False, f"mps not available: {why}"
+    try:
+        x = torch.arange(16, dtype=torch.float32).reshape(4, 4)
+        expected = x @ x + 1
+        got = (x.to(device) @ x.to(device) + 1).cpu()
+        if not torch.equal(got, expected):
+            return False, f"{device} probe kernel gave a wrong answer (max error {(got - expected).abs().max().item():g})"
+    except Exception as e:
+        return False, f"{device} probe kernel failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return True, f"{device} probe kernel ran and matched"

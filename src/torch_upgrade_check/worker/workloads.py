@@ -1,0 +1,175 @@
+"""Built-in workload factories, written to the same contract as users' factories.
+
+A factory returns `(model, inputs)` or a mapping with `model`, `inputs` and optionally `loss`
+(model output -> scalar, enabling training-step aspects), `tolerances` ({"rtol", "atol"}),
+`reference` (callable on float64 CPU inputs giving the golden output, when the model in float64
+is not the right golden) and `skip` ({aspect: reason}). Sizes are small: the suite must run on a
+2-core CPU in minutes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def _mean_square(out: Any) -> torch.Tensor:
+    return out.float().pow(2).mean()
+
+
+def mlp(device: str, dtype: torch.dtype) -> dict[str, Any]:
+    model = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.GELU(), nn.Linear(128, 16))
+    x = torch.randn(32, 64)
+    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _mean_square}
+
+
+def cnn(device: str, dtype: torch.dtype) -> dict[str, Any]:
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(16, 10),
+    )
+    x = torch.randn(8, 3, 16, 16)
+    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _mean_square}
+
+
+def transformer_block(device: str, dtype: torch.dtype) -> dict[str, Any]:
+    model = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.0, batch_first=True)
+    x = torch.randn(4, 32, 64)
+    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _mean_square}
+
+
+class _Sdpa(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def _qkv(device: str, dtype: torch.dtype, requires_grad: bool) -> tuple[torch.Tensor, ...]:
+    shape = (2, 4, 64, 32)
+    return tuple(torch.randn(shape).to(device, dtype).requires_grad_(requires_grad) for _ in range(3))
+
+
+def _math_attention(q, k, v, score_mod=None, mask_mod=None) -> torch.Tensor:
+    """Plain softmax(QK^T/sqrt(d) + mods)V with index tensors broadcast like FlexAttention's."""
+    b, h, s, d = q.shape
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d)
+    bi = torch.arange(b).view(b, 1, 1, 1)
+    hi = torch.arange(h).view(1, h, 1, 1)
+    qi = torch.arange(s).view(1, 1, s, 1)
+    ki = torch.arange(s).view(1, 1, 1, s)
+    if score_mod is not None:
+        scores = score_mod(scores, bi, hi, qi, ki)
+    if mask_mod is not None:
+        scores = scores.masked_fill(~mask_mod(bi, hi, qi, ki).expand_as(scores), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def sdpa(device: str, dtype: torch.dtype) -> dict[str, Any]:
+    def reference(q, k, v):
+        return _math_attention(q, k, v, mask_mod=_causal)
+
+    return {"model": _Sdpa(), "inputs": _qkv(device, dtype, True), "loss": _mean_square, "reference": reference}
+
+
+def _causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def _sliding_window(b, h, q_idx, kv_idx):
+    return (q_idx >= kv_idx) & (q_idx - kv_idx <= 16)
+
+
+def _alibi(score, b, h, q_idx, kv_idx):
+    slope = torch.exp2(-(h + 1).to(torch.float32) * 8.0 / 4)
+    return score + slope.to(score.dtype) * (kv_idx - q_idx).to(score.dtype)
+
+
+class _Flex(nn.Module):
+    def __init__(self, score_mod, block_mask) -> None:
+        super().__init__()
+        self.score_mod = score_mod
+        self.block_mask = block_mask
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        return flex_attention(q, k, v, score_mod=self.score_mod, block_mask=self.block_mask)
+
+
+def _flex(device: str, dtype: torch.dtype, score_mod=None, mask_mod=None) -> dict[str, Any]:
+    import warnings
+
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    # Eager FlexAttention warns that it is unfused; eager is exactly what the numerics aspect wants.
+    warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+    block_mask = None
+    if mask_mod is not None:
+        block_mask = create_block_mask(mask_mod, None, None, 64, 64, device=device)
+    spec: dict[str, Any] = {
+        "model": _Flex(score_mod, block_mask),
+        "inputs": _qkv(device, dtype, device != "cpu"),
+        "loss": _mean_square,
+        "reference": lambda q, k, v: _math_attention(q, k, v, score_mod=score_mod, mask_mod=mask_mod),
+    }
+    if device == "cpu":
+        reason = f"FlexAttention has no backward on CPU in torch {torch.__version__} (it raises NotImplementedError)"
+        spec["skip"] = {"determinism": reason}
+        spec["loss"] = None
+    return spec
+
+
+def flex_attention_none(device: str, dtype: torch.dtype) -> dict[str, Any]:
+    return _flex(device, dtype)
+
+
+def flex_attention_causal(device: str, dtype: torch.dtype) -> dict[str, Any]:
+    return _flex(device, dtype, mask_mod=_causal)
+
+
+def flex_attention_sliding_window(device: str, dtype: torch.dtype) -> dict[str, Any]:
+    return _flex(device, dtype, mask_mod=_sliding_window)
+
+
+def flex_attention_alibi(device: str, dtype: torch.dtype) -> dict[str, Any]:
+    return _flex(device, dtype, score_mod=_alibi)
+
+
+class _Matmul(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a @ b
+
+
+def matmul(device: str, dtype: torch.dtype) -> dict[str, Any]:
+    a, b = torch.randn(128, 256), torch.randn(256, 128)
+    spec: dict[str, Any] = {"model": _Matmul(), "inputs": (a.to(device, dtype), b.to(device, dtype))}
+    if dtype == torch.float32:
+        # 256-term dot products of values near 16 in magnitude: fp32 accumulation error reaches ~5e-5.
+        spec["tolerances"] = {"rtol": 1e-5, "atol": 1e-4}
+    return spec
+
+
+BUILTIN = {
+    f.__name__: f
+    for f in (
+        mlp,
+        cnn,
+        transformer_block,
+        sdpa,
+        flex_attention_none,
+        flex_attention_causal,
+        flex_attention_sliding_window,
+        flex_attention_alibi,
+        matmul,
+    )
+}

@@ -1,0 +1,47 @@
+"""Shared fixtures: the interpreter under test is this one (the test setup installs torch into it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def has_torch() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+requires_torch = pytest.mark.skipif(not has_torch(), reason="torch is not installed in this interpreter")
+
+
+@pytest.fixture(scope="session")
+def torch_python() -> str:
+    if not has_torch():
+        pytest.fail("the tests need torch in the test interpreter: run the README's test command")
+    return sys.executable
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """The real console entry point, in a subprocess, as a user runs it."""
+    return subprocess.run(  # noqa: PLW1510 - callers assert on returncode
+        [sys.executable, "-m", "torch_upgrade_check", *args],
+        capture_output=True, text=True, cwd=cwd, timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def load_report(out: Path) -> dict:
+    return json.loads((out / "report.json").read_text())
+
+
+def results_by_id(report: dict) -> dict[str, dict]:
+    return {r["id"]: r for r in report["results"]}

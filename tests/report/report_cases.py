@@ -1,0 +1,201 @@
+"""Report inputs for the renderer tests, and the normalised renderings the golden files hold."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from torch_upgrade_check.model import CheckResult, Outcome, Report
+from torch_upgrade_check.report.annotations import annotations
+from torch_upgrade_check.report.junit import build_junit, junit_to_string
+from torch_upgrade_check.report.outputs import action_outputs
+from torch_upgrade_check.report.summary import render_summary
+
+HERE = Path(__file__).resolve().parent
+GOLDEN = HERE / "golden"
+XSD = HERE / "junit-10.xsd"
+GOLDEN_FILES = ("summary.md", "junit.xml", "annotations.txt", "outputs.json")
+PATHS = {"report": "out/report.json", "junit": "out/junit.xml", "summary": "out/summary.md"}
+
+ENV = {
+    "torch_version": "2.13.0+cpu",
+    "torch_git": "0123456789abcdef",
+    "python": "3.12.4",
+    "os": "Linux-6.8.0-x86_64",
+    "cpu": "AMD EPYC 9654 96-Core Processor",
+    "threads": 8,
+    "hostname": "runner-42",
+}
+CUDA_ENV = {**ENV, "torch_version": "2.13.0+cu126", "cuda": "12.6", "cudnn": "91002", "nccl": "2.26.2",
+            "triton": "3.4.0", "device_name": "NVIDIA H100 80GB HBM3", "driver": "570.124.06"}
+MPS_ENV = {**ENV, "torch_version": "2.13.0", "os": "macOS-15.3-arm64", "cpu": "Apple M3"}
+
+
+def check(workload: str, aspect: str, outcome: Outcome = Outcome.PASSED, *, dtype: str = "float32",
+          device: str = "cpu", **fields: Any) -> CheckResult:
+    repro = f"torch-upgrade-check run --device {device} --only '{workload}[{dtype}]/{aspect}'"
+    return CheckResult(workload, aspect, device, dtype, outcome, repro=fields.pop("repro", repro), **fields)
+
+
+def report(*results: CheckResult, device: str = "cpu", label: str = "2.13.0+cpu", **fields: Any) -> Report:
+    fields.setdefault("environment", ENV)
+    return Report(
+        tool_version="0.1.0",
+        device=device,
+        requested_device=fields.pop("requested_device", device),
+        label=label,
+        command=["torch-upgrade-check", "run", "--device", device],
+        started="2025-06-01T12:00:00+00:00",
+        finished="2025-06-01T12:03:10+00:00",
+        complete=True,
+        results=tuple(results),
+        **fields,
+    )
+
+
+def _numerics(workload: str, aspect: str = "numerics", dtype: str = "float32", err: float = 1.2e-7,
+              **fields: Any) -> CheckResult:
+    metrics = {"max_abs_err": err, "max_rel_err": err * 3, "mismatched_share": 0.0, "mismatched_count": 0,
+               "numel": 1_000_000, "rmse": err / 4, "ref_rmse": err / 5, **fields.pop("metrics", {})}
+    thresholds = {"rtol": 1.3e-6, "atol": 1e-5} if dtype == "float32" else {"rtol": 1.6e-2, "atol": 1e-5}
+    return check(workload, aspect, fields.pop("outcome", Outcome.PASSED), dtype=dtype, metrics=metrics,
+                 thresholds=thresholds, duration_s=0.412, **fields)
+
+
+def _latency(workload: str, median_ms: float, outcome: Outcome = Outcome.PASSED, **fields: Any) -> CheckResult:
+    samples = [round(median_ms * (1 + (i % 5 - 2) / 100), 6) for i in range(30)]
+    metrics = {"samples_ms": samples, "median_ms": median_ms, "iqr_ms": median_ms * 0.02, "threads": 8}
+    return check(workload, "latency", outcome, metrics=metrics, thresholds={"multiplier": 1.1}, duration_s=3.5,
+                 **fields)
+
+
+def _healthy(device: str = "cpu") -> list[CheckResult]:
+    return [
+        _numerics("resnet18"),
+        _numerics("resnet18", dtype="bfloat16", err=3.1e-3),
+        _numerics("transformer_block", aspect="cross-backend", err=2.0e-6),
+        _numerics("transformer_block", aspect="compile", metrics={"compile_time_s": 14.2}),
+        check("mlp", "determinism", metrics={"bitwise_equal": True, "max_abs_diff": 0.0, "differing_tensors": 0}),
+        _latency("resnet18", 12.4),
+        _latency("mlp", 0.085),
+        _latency("transformer_block", 3.2),
+        check("resnet18", "memory", metrics={"peak_bytes": 187_432_960, "memory_api": "tracemalloc"}),
+    ]
+
+
+def _crash_and_timeout() -> Report:
+    stderr = "\n".join(f"[worker] step {i}" for i in range(200)) + (
+        "\nFatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
+        '  File "/venv/lib/python3.12/site-packages/torch/nn/functional.py", line 2280 in conv2d'
+    )
+    return report(
+        _numerics("mlp"),
+        check("resnet18", "numerics", Outcome.ERROR, reason="worker crashed with SIGSEGV (exit code -11)",
+              details=f"stderr (last lines):\n{stderr}", duration_s=2.0),
+        check("transformer_block", "compile", Outcome.ERROR, reason="timed out after 600 s",
+              details="stderr (last lines):\n[inductor] compiling graph 3 of 5\n[inductor] autotuning mm", duration_s=600),
+        check("resnet18", "latency", Outcome.NOT_RUN, reason="the worker crashed before this check started"),
+        check("resnet18", "memory", Outcome.NOT_RUN, reason="the worker crashed before this check started"),
+    )
+
+
+HOSTILE = "evil|name`code`<script>alert(1)</script>\nnext%0A,a:b\x00\u202e\ud800 ```"
+
+
+def _hostile() -> Report:
+    return report(
+        _numerics(HOSTILE, outcome=Outcome.FAILED, reason=f"max_abs_err 3e-2 > atol | {HOSTILE}",
+                  details=f"```\n</details>\n<script>alert(2)</script>\n{HOSTILE}",
+                  repro=f"torch-upgrade-check run --only '{HOSTILE}' ``` `x`",
+                  metrics={"max_abs_err": 3e-2, "top_mismatches": [{"index": "(0, |1|)", "got": "<b>1</b>",
+                                                                     "expected": 0.5, "abs_err": 0.5}]}),
+        _latency("pipe|in|name", 1.5, Outcome.SKIPPED, reason="skipped: `nvidia-smi` said <none> | 50% done"),
+        check("ok", "memory", metrics={"peak_bytes": 1024, "memory_api": "<img src=x onerror=alert(3)>|x"}),
+        label="2.13.0+cpu|<b>bold</b>",
+        environment={**ENV, "os": "Linux | <script>alert(4)</script>", "cpu": "a\nb"},
+    )
+
+
+def _matrix() -> list[Report]:
+    cpu = report(*_healthy(), environment=ENV)
+    cuda_checks = [dataclasses.replace(c, device="cuda") for c in _healthy() if c.workload != "mlp"]
+    cuda_checks.append(_latency("resnet18", 19.7, Outcome.FAILED, device="cuda",
+                                reason="median 19.7 ms vs 12.4 ms baseline (+59%, p=0.0001)"))
+    cuda = report(*(c for c in cuda_checks if c.id != "resnet18[float32]/latency" or c.outcome is Outcome.FAILED),
+                  device="cuda", label="2.13.0+cu126", environment=CUDA_ENV)
+    mps = report(
+        check("resnet18", "numerics", Outcome.SKIPPED, device="mps",
+              reason="MPS not available: probe kernel failed: MPS backend out of memory"),
+        _numerics("only_on_mps", device="mps"),
+        device="mps", label="2.13.0", environment=MPS_ENV,
+    )
+    return [cpu, cuda, mps]
+
+
+def cases() -> dict[str, list[Report]]:
+    """Every golden case: name -> the reports rendered together."""
+    failing_numerics = _numerics(
+        "resnet18", dtype="bfloat16", err=0.031, outcome=Outcome.FAILED,
+        reason="max_abs_err 0.031 > atol 1e-05 + rtol 0.016 × |expected| on 0.42% of elements",
+        details="top mismatches:\n  index (0, 3, 17, 9): got 1.031 expected 1.0\n  index (0, 1, 2, 2): got -0.52 expected -0.5",
+        metrics={"max_abs_err": 0.031, "mismatched_share": 0.0042, "mismatched_count": 4200,
+                 "top_mismatches": [{"index": [0, 3, 17, 9], "got": 1.031, "expected": 1.0, "abs_err": 0.031},
+                                    {"index": [0, 1, 2, 2], "got": -0.52, "expected": -0.5, "abs_err": 0.02}]},
+    )
+    nan_compile = _numerics("transformer_block", aspect="compile", outcome=Outcome.FAILED,
+                            reason="compiled output has NaN where eager has none",
+                            metrics={"max_abs_err": "nan", "max_rel_err": "nan", "compile_time_s": 31.0})
+    slow = _latency("resnet18", 14.2, Outcome.FAILED,
+                    reason="median 14.2 ms vs 10.1 ms baseline (+41%, Mann-Whitney p=0.0004 < 0.002, factor 1.41 > 1.1)")
+    return {
+        "all_passed": [report(*_healthy())],
+        "correctness_failure": [report(*[{failing_numerics.id: failing_numerics, nan_compile.id: nan_compile}.get(c.id, c)
+                                         for c in _healthy()])],
+        "latency_failure": [report(*[c for c in _healthy() if c.id != slow.id], slow)],
+        "crash_and_timeout": [_crash_and_timeout()],
+        "skipped_device": [report(
+            *(dataclasses.replace(c, device="mps", outcome=Outcome.SKIPPED, metrics={},
+                                  reason="MPS not available: probe kernel failed: no Metal device") for c in _healthy()),
+            device="mps", label="2.13.0", environment=MPS_ENV)],
+        "fell_back_to_cpu": [report(*_healthy(), requested_device="cuda")],
+        "nothing_ran": [report()],
+        "infra_error": [report(infra_error="cannot import torch in .venv-2.13.0: ImportError: libcudart.so.12: "
+                                           "cannot open shared object file\nTraceback (most recent call last):\n"
+                                           '  File "<string>", line 1, in <module>')],
+        "hostile_names": [_hostile()],
+        "matrix": _matrix(),
+    }
+
+
+def oversized(n: int = 20_000) -> Report:
+    """A run far over the summary budget: a failing check in every 40, the rest passing."""
+    results = []
+    for i in range(n):
+        aspect = ("numerics", "latency", "memory", "determinism")[i % 4]
+        failing = i % 40 == 0
+        outcome = Outcome.FAILED if failing else Outcome.PASSED
+        results.append(check(f"generated_workload_{i:05d}", aspect, outcome,
+                             reason="max_abs_err above tolerance" if failing else "",
+                             details="line\n" * 20 if failing else "",
+                             metrics={"median_ms": i / 7, "max_abs_err": i * 1e-9, "peak_bytes": i * 4096}))
+    return report(*results)
+
+
+def render(reports: list[Report]) -> dict[str, str]:
+    """The golden files' contents: summary, JUnit, annotations and outputs, after normalisation."""
+    reports = [_normalised(r) for r in reports]
+    return {
+        "summary.md": render_summary(reports),
+        "junit.xml": junit_to_string(build_junit(reports)),
+        "annotations.txt": "".join(line + "\n" for line in annotations(reports)),
+        "outputs.json": json.dumps(action_outputs(reports, PATHS), indent=2) + "\n",
+    }
+
+
+def _normalised(report: Report) -> Report:
+    """Versions, times and hosts replaced, so the golden files only change when the rendering does."""
+    environment = {k: ("<host>" if k == "hostname" else v) for k, v in report.environment.items()}
+    return dataclasses.replace(report, tool_version="<tool-version>", started="<started>",
+                               finished="<finished>" if report.finished else "", environment=environment)

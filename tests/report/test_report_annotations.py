@@ -1,0 +1,79 @@
+"""Workflow commands escaped by GitHub's rules and capped at 10 errors and 10 warnings; outputs add up."""
+
+from __future__ import annotations
+
+import pytest
+from report_cases import cases, check, report
+
+from torch_upgrade_check.model import Outcome
+from torch_upgrade_check.report.annotations import annotations, command, escape_data, escape_property
+from torch_upgrade_check.report.outputs import action_outputs
+
+CASES = cases()
+
+
+def _unescape(text: str) -> str:
+    for code, ch in (("%3A", ":"), ("%2C", ","), ("%0A", "\n"), ("%0D", "\r"), ("%25", "%")):
+        text = text.replace(code, ch)
+    return text
+
+
+def _parse(line: str) -> tuple[str, str, str]:
+    """As the runner reads a command: `::name props::data`, the first `::` after the props ending them."""
+    assert line.startswith("::") and "\n" not in line and "\r" not in line
+    head, data = line[2:].split("::", 1)
+    name, props = head.split(" ", 1)
+    key, title = props.split("=", 1)
+    assert key == "title" and "," not in title and ":" not in title
+    return name, _unescape(title), _unescape(data)
+
+
+def test_escaping_follows_github_rules() -> None:
+    assert escape_data("50% a\r\nb:c,d") == "50%25 a%0D%0Ab:c,d"
+    assert escape_property("50% a\r\nb:c,d") == "50%25 a%0D%0Ab%3Ac%2Cd"
+    assert command("error", "t: x, y", "line 1\nline 2 %0A") == "::error title=t%3A x%2C y::line 1%0Aline 2 %250A"
+
+
+def test_hostile_names_round_trip() -> None:
+    (line,) = annotations(CASES["hostile_names"])
+    name, title, message = _parse(line)
+    assert name == "error"
+    assert title.startswith("evil|name`code`<script>alert(1)</script>\\nnext%0A,a:b\\x00\\u202e\\ud800 ```[float32]/")
+    assert message.startswith("max_abs_err 3e-2 > atol | evil|name`code`<script>alert(1)</script>\nnext%0A,a:b\\x00")
+    assert "\nrepro: torch-upgrade-check run --only 'evil|name" in message
+
+
+def test_capped_at_ten_each_then_one_notice() -> None:
+    results = [check(f"w{i}", "numerics", Outcome.FAILED, reason=f"bad {i}") for i in range(25)]
+    results += [check(f"w{i}", "latency", Outcome.SKIPPED, device="cuda", reason="no GPU") for i in range(15)]
+    lines = annotations([report(*results)])
+    kinds = [_parse(line)[0] for line in lines]
+    assert kinds == ["error"] * 10 + ["warning"] * 10 + ["notice"]
+    assert _parse(lines[-1])[2] == "and 15 more failing checks and 5 more warnings: see the job summary"
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("all_passed", []),
+        ("crash_and_timeout", ["error"] * 4),
+        ("infra_error", ["error"]),
+        ("nothing_ran", ["error"]),
+        ("skipped_device", ["error"] + ["warning"] * 9),
+        ("fell_back_to_cpu", ["warning"]),
+    ],
+)
+def test_what_gets_annotated(case: str, expected: list[str]) -> None:
+    assert [_parse(line)[0] for line in annotations(CASES[case])] == expected
+
+
+def test_outputs_merge_verdicts_and_sum_counts() -> None:
+    out = action_outputs(CASES["matrix"], {"report": "r.json"})
+    assert out == {"verdict": "failed", "passed": "16", "failed": "1", "errors": "0", "skipped": "1", "not-run": "0",
+                   "total": "18", "report": "r.json"}
+    assert action_outputs(CASES["all_passed"], {})["verdict"] == "passed"
+    assert action_outputs(CASES["all_passed"] + CASES["infra_error"] + CASES["matrix"], {})["verdict"] == "error"
+    assert action_outputs(CASES["crash_and_timeout"], {})["errors"] == "2"
+    assert action_outputs([], {})["verdict"] == "failed"  # nothing ran fails by default
+    with pytest.raises(ValueError, match="overwrite"):
+        action_outputs([], {"verdict": "x"})

@@ -1,0 +1,59 @@
+"""The architecture holds: torch stays inside worker/, the worker imports only what it may."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "src" / "torch_upgrade_check"
+WORKER_ALLOWED = {"torch", "torch_upgrade_check.model", "torch_upgrade_check.schema", "torch_upgrade_check.worker"}
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_cli_imports_and_parses_with_torch_blocked() -> None:
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from torch_upgrade_check import cli, github, suite\n"
+        "from torch_upgrade_check.report import junit, summary, annotations, outputs\n"
+        "from torch_upgrade_check.orchestrate import workers\n"
+        "from torch_upgrade_check.analysis import verdicts, stats\n"
+        "assert cli.build_parser().parse_args(['run', '--device', 'cpu']).device == 'cpu'\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=PKG.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_torch_is_imported_only_in_worker() -> None:
+    offenders = [
+        str(p.relative_to(PKG))
+        for p in PKG.rglob("*.py")
+        if "worker" not in p.relative_to(PKG).parts and any(n == "torch" or n.startswith("torch.") for n in _imports(p))
+    ]
+    assert offenders == []
+
+
+def test_worker_imports_only_stdlib_torch_and_model_schema() -> None:
+    stdlib = set(sys.stdlib_module_names)
+    bad = {}
+    for path in (PKG / "worker").rglob("*.py"):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top in stdlib or top == "torch":
+                continue
+            if any(name == a or name.startswith(a + ".") for a in WORKER_ALLOWED):
+                continue
+            bad[path.name] = name
+    assert bad == {}

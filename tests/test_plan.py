@@ -1,0 +1,33 @@
+"""The built-in suite as planned: stable names and --only matching."""
+
+from __future__ import annotations
+
+from torch_upgrade_check import suite
+from torch_upgrade_check.model import ASPECTS
+
+
+def test_builtin_suite_covers_every_aspect_and_the_named_workloads() -> None:
+    ids = {s.id for s in suite.plan(suite.BUILTIN, "cpu")}
+    assert {s.aspect for s in suite.plan(suite.BUILTIN, "cpu")} == set(ASPECTS)
+    for expected in ("mlp[float32]/numerics", "cnn[float32]/compile", "transformer_block[float32]/fsdp2",
+                     "sdpa[bfloat16]/numerics", "flex_attention_causal[float32]/compile",
+                     "flex_attention_alibi[float32]/numerics", "flex_attention_sliding_window[float32]/latency",
+                     "flex_attention_none[float32]/memory", "matmul[float16]/numerics",
+                     "matmul[bfloat16]/cross-backend", "transformer_block[float32]/determinism"):
+        assert expected in ids
+
+
+def test_only_matches_ids_workloads_aspects_and_globs() -> None:
+    def ids(*only: str) -> list[str]:
+        return [s.id for s in suite.plan(suite.BUILTIN, "cpu", only)]
+
+    assert ids("mlp[float32]/latency") == ["mlp[float32]/latency"]
+    assert ids("mlp") == [f"mlp[float32]/{a}" for a in suite.MODEL_ASPECTS]
+    assert set(ids("latency")) == {s.id for s in suite.plan(suite.BUILTIN, "cpu") if s.aspect == "latency"}
+    assert all(i.startswith("flex_attention") for i in ids("flex*")) and len(ids("flex*")) == 4 * 6
+    assert ids("matmul[bfloat16]/*") == [f"matmul[bfloat16]/{a}" for a in suite.OP_ASPECTS]
+    assert ids("no-such-thing") == []
+
+
+def test_plan_order_is_stable() -> None:
+    assert [s.id for s in suite.plan(suite.BUILTIN, "cuda")] == [s.id for s in suite.plan(suite.BUILTIN, "cuda")]
