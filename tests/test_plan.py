@@ -8,7 +8,8 @@ from torch_upgrade_check.model import ASPECTS
 
 def test_builtin_suite_covers_every_aspect_and_the_named_workloads() -> None:
     ids = {s.id for s in suite.plan(suite.BUILTIN, "cpu")}
-    assert {s.aspect for s in suite.plan(suite.BUILTIN, "cpu")} == set(ASPECTS)
+    # cross-version is planned by compare, beside the built-in aspects
+    assert {s.aspect for s in suite.plan(suite.BUILTIN, "cpu")} == set(ASPECTS) - {"cross-version"}
     for expected in ("mlp[float32]/numerics", "cnn[float32]/compile", "transformer_block[float32]/fsdp2",
                      "sdpa[bfloat16]/numerics", "flex_attention_causal[float32]/compile",
                      "flex_attention_alibi[float32]/numerics", "flex_attention_sliding_window[float32]/latency",

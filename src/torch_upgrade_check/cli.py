@@ -1,9 +1,8 @@
-"""Command line: `run`, `report`, `merge`; main(argv) -> int is the one error boundary (no torch here)."""
+"""Command line: `run`, `compare`, `report`, `merge`; main(argv) -> int is the one error boundary (no torch here)."""
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import math
 import os
 import shlex
@@ -11,24 +10,49 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
 from torch_upgrade_check import __version__, suite
-from torch_upgrade_check.analysis.verdicts import decide
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, EXIT_USAGE, UsageError
-from torch_upgrade_check.model import DEVICES, CheckResult, CheckSpec, Observation, Outcome, Report, Verdict
-from torch_upgrade_check.orchestrate.workers import InfrastructureError, run_worker
+from torch_upgrade_check.model import DEVICES, CheckSpec, Outcome, Report, Verdict
+from torch_upgrade_check.orchestrate import session
+from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.report import merged_verdict
-from torch_upgrade_check.schema import SchemaError, read_report, write_report
+from torch_upgrade_check.schema import SchemaError, read_reports, write_reports
 
 DEFAULT_OUT = "torch-upgrade-check-report"
 PROG = "torch-upgrade-check"
+FAIL_ON = ("correctness", "latency", "memory")
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", choices=("auto", *DEVICES),
+                   help="auto = cuda, else mps, else cpu (default: auto)")
+    p.add_argument("--only", action="append", default=[], metavar="GLOB",
+                   help="run only checks whose id, workload or aspect matches (repeatable)")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default: {DEFAULT_OUT})")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per-check timeout (default: 300)")
+    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: per dtype)")
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: per dtype)")
+    p.add_argument("--max-latency-ms", action="append", default=[], metavar="NAME=MS",
+                   help="fail when the median latency of workload NAME (or checks matching a glob) exceeds MS")
+    p.add_argument("--workload", action="append", default=[], metavar="NAME=MODULE:FUNCTION",
+                   help="add your own workload: a factory returning (model, inputs) (repeatable)")
+    p.add_argument("--python-path", action="append", default=[], metavar="DIR",
+                   help="folder prepended to the worker's sys.path, to import --workload factories from")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads in the worker (default: torch's)")
+    p.add_argument("--fail-on", default="correctness,latency,memory", metavar="LIST",
+                   help="what fails the command: a comma list of correctness, latency, memory, or none "
+                        "(report only) (default: all three)")
+    p.add_argument("--no-job-summary", action="store_true", help="do not append to $GITHUB_STEP_SUMMARY")
+    p.add_argument("--list", action="store_true", help="list the checks that would run, and exit")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,22 +62,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the validation suite with one torch on one device")
     run.add_argument("--python", default=sys.executable, help="interpreter whose torch is tested (default: this one)")
-    run.add_argument("--device", default="auto", choices=("auto", *DEVICES),
-                     help="auto = cuda, else mps, else cpu (default: auto)")
-    run.add_argument("--only", action="append", default=[], metavar="GLOB",
-                     help="run only checks whose id, workload or aspect matches (repeatable)")
-    run.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default: {DEFAULT_OUT})")
-    run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per-check timeout (default: 300)")
-    run.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: per dtype)")
-    run.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: per dtype)")
-    run.add_argument("--max-latency-ms", action="append", default=[], metavar="NAME=MS",
-                     help="fail when the median latency of workload NAME (or checks matching a glob) exceeds MS")
-    run.add_argument("--workload", action="append", default=[], metavar="NAME=MODULE:FUNCTION",
-                     help="add your own workload: a factory returning (model, inputs) (repeatable)")
-    run.add_argument("--python-path", action="append", default=[], metavar="DIR",
-                     help="folder prepended to the worker's sys.path, to import --workload factories from")
-    run.add_argument("--threads", type=int, default=None, help="torch CPU threads in the worker (default: torch's)")
-    run.add_argument("--list", action="store_true", help="list the checks that would run, and exit")
+    _add_run_args(run)
+
+    cmp = sub.add_parser("compare", help="run the suite under a baseline and a candidate torch and say what changed")
+    cmp.add_argument("--candidate", metavar="SPEC",
+                     help="candidate torch: a version (2.13.0), a range ('>=2.13,<2.14'), nightly, test or current")
+    cmp.add_argument("--baseline", metavar="SPEC", help="baseline torch, same forms (default: none: candidate only)")
+    cmp.add_argument("--candidate-python", metavar="PATH", help="a prepared interpreter for the candidate, instead of SPEC")
+    cmp.add_argument("--baseline-python", metavar="PATH", help="a prepared interpreter for the baseline, instead of SPEC")
+    cmp.add_argument("--python", default=sys.executable,
+                     help="interpreter for SPEC 'current' and to build venvs from (default: this one)")
+    cmp.add_argument("--torch-backend", default="auto", metavar="BACKEND",
+                     help="auto, pypi, cpu, cu126, cu128, ..., rocmX.Y (default: auto)")
+    cmp.add_argument("--installer", default="auto", choices=("auto", "uv", "pip"),
+                     help="auto = uv when on PATH, else pip (default: auto)")
+    cmp.add_argument("--index-url", default="", metavar="URL", help="index for torch, replacing the backend's")
+    cmp.add_argument("--extra-index-url", action="append", default=[], metavar="URL", help="extra index (repeatable)")
+    cmp.add_argument("--find-links", action="append", default=[], metavar="PATH", help="wheel folder (repeatable)")
+    cmp.add_argument("--extra-requirement", action="append", default=[], metavar="REQ",
+                     help="another package for both venvs, e.g. numpy (repeatable)")
+    cmp.add_argument("--venv-dir", default=None, metavar="DIR",
+                     help="where venvs live (default: $XDG_CACHE_HOME or ~/.cache, /torch-upgrade-check/venvs)")
+    cmp.add_argument("--max-latency-regression", default="10%", metavar="PCT",
+                     help="slowdown that fails when significant: 10%% or 0.10 (default: 10%%)")
+    cmp.add_argument("--max-memory-regression", default="20%", metavar="PCT",
+                     help="peak-memory growth that fails (default: 20%%)")
+    _add_run_args(cmp)
 
     rep = sub.add_parser("report", help="re-render junit.xml and summary.md from a report.json")
     rep.add_argument("report", help="path of report.json")
@@ -72,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "run":
             return cmd_run(args, argv)
+        if args.command == "compare":
+            from torch_upgrade_check.compare_cmd import cmd_compare
+
+            return cmd_compare(args, argv)
         if args.command == "report":
             return cmd_report(args)
         return cmd_merge(args)
@@ -105,28 +143,6 @@ def parse_latency_limits(items: Sequence[str]) -> dict[str, float]:
     return limits
 
 
-def _validate_run(args: argparse.Namespace) -> dict[str, float]:
-    problems = []
-    for flag in ("rtol", "atol", "timeout"):
-        value = getattr(args, flag)
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            problems.append(f"--{flag} must be a positive number, got {value!r}")
-    if args.threads is not None and args.threads < 1:
-        problems.append(f"--threads must be 1 or more, got {args.threads}")
-    try:
-        limits = parse_latency_limits(args.max_latency_ms)
-    except UsageError as e:
-        problems += e.problems
-        limits = {}
-    try:
-        args.workloads = parse_workloads(args.workload)
-    except UsageError as e:
-        problems += e.problems
-    if problems:
-        raise UsageError(*problems)
-    return limits
-
-
 def parse_workloads(items: Sequence[str]) -> list[suite.Workload]:
     """`NAME=module:function` -> user workloads, run through every model aspect in float32."""
     workloads, problems = [], []
@@ -144,146 +160,160 @@ def parse_workloads(items: Sequence[str]) -> list[suite.Workload]:
     return workloads
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+def parse_fail_on(text: str) -> frozenset[str]:
+    items = {x.strip() for x in text.split(",") if x.strip()}
+    if items == {"none"}:
+        return frozenset()
+    bad = sorted(items - set(FAIL_ON))
+    if bad or not items:
+        raise UsageError(f"--fail-on must be a comma list of {', '.join(FAIL_ON)}, or none, got {text!r}")
+    return frozenset(items)
+
+
+def settings_from_args(args: argparse.Namespace, argv: Sequence[str]) -> session.Settings:
+    """Validate every flag `run` and `compare` share; all problems are reported together."""
+    problems: list[str] = []
+    for flag in ("rtol", "atol", "timeout"):
+        value = getattr(args, flag)
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            problems.append(f"--{flag} must be a positive number, got {value!r}")
+    if args.threads is not None and args.threads < 1:
+        problems.append(f"--threads must be 1 or more, got {args.threads}")
+    limits: dict[str, float] = {}
+    workloads: list[suite.Workload] = []
+    for parse, target in ((lambda: parse_latency_limits(args.max_latency_ms), "limits"),
+                          (lambda: parse_workloads(args.workload), "workloads"),
+                          (lambda: parse_fail_on(args.fail_on), "fail_on")):
+        try:
+            value = parse()
+        except UsageError as e:
+            problems += e.problems
+            continue
+        if target == "limits":
+            limits = value
+        elif target == "workloads":
+            workloads = value
+        else:
+            args.fail_on_set = value
+    if problems:
+        raise UsageError(*problems)
+    params = {k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None}
+    return session.Settings(
+        out=Path(args.out), requested_device=args.device, only=tuple(args.only),
+        workloads=(*suite.BUILTIN, *workloads), timeout_s=args.timeout, threads=args.threads,
+        python_path=tuple(str(Path(p).resolve()) for p in args.python_path), max_latency_ms=limits, params=params,
+        command=(PROG, *argv),
+    )
 
 
 def repro_command(args: argparse.Namespace, python: str, device: str, spec: CheckSpec) -> str:
     """A command that runs this one check again, with the flags that shaped it."""
     cmd = [PROG, "run", "--python", python, "--device", device, "--only", spec.id]
-    for w in args.workloads:
-        if w.name == spec.workload:
-            cmd += ["--workload", f"{w.name}={w.factory}"]
+    for item in args.workload:
+        if item.partition("=")[0] == spec.workload:
+            cmd += ["--workload", item]
     cmd += [x for p in args.python_path for x in ("--python-path", p)]
     cmd += [x for flag in ("rtol", "atol") if getattr(args, flag) is not None for x in (f"--{flag}", str(getattr(args, flag)))]
     return shlex.join(cmd)
 
 
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
 def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    limits = _validate_run(args)
-    out = Path(args.out)
-    python = args.python
-    params = {k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None}
-    thresholds = {"timeout_s": args.timeout, "max_latency_ms": limits, **params}
-    report = Report(tool_version=__version__, device=args.device, requested_device=args.device, label="",
-                    command=[PROG, *argv], started=_now(), thresholds=thresholds)
-    if not os.path.exists(python) and not _which(python):
-        return _infra(report, out, f"interpreter {python} not found; pass --python the path of a Python with torch")
-    python = python if os.path.exists(python) else _which(python)
+    settings = settings_from_args(args, argv)
+    out = settings.out
+    report = session.new_report(settings)
     try:
+        python = session.resolve_python(args.python)
         shutil.rmtree(out / "logs", ignore_errors=True)
-        probe = run_worker(python, [], log_dir=out / "logs", timeout_s=args.timeout, probe=DEVICES,
-                           threads=args.threads, log_prefix="probe")
-        python_path = [str(Path(p).resolve()) for p in args.python_path]
+        probe = session.probe(python, settings)
     except InfrastructureError as e:
-        return _infra(report, out, str(e))
-    device = _resolve_device(args.device, probe.probes)
-    specs = [CheckSpec(s.workload, s.aspect, s.device, s.dtype, s.factory, params)
-             for s in suite.plan((*suite.BUILTIN, *args.workloads), device, args.only)]
-    if not specs:
-        raise UsageError(f"--only {' '.join(args.only)} matches no check; try --list, or patterns like 'mlp', "
-                         f"'latency' or 'flex*'")
+        return infra(args, [report], out, str(e))
+    device = session.resolve_device(args.device, probe.probes)
+    specs = session.plan(settings, device, aspects=[a for a in suite.ALL_ASPECTS if a != "cross-version"])
+    session.require_checks(specs, settings)
     if args.list:
         for s in specs:
             print(s.id)
         return EXIT_PASSED
-    env = {**probe.environment, "probes": {k: {"available": v[0], "reason": v[1]} for k, v in probe.probes.items()}}
-    report = Report(**{**report.__dict__, "device": device, "label": env.get("torch_version", "?"), "environment": env})
-    results: dict[str, CheckResult] = {s.id: CheckResult(s.workload, s.aspect, s.device, s.dtype, Outcome.NOT_RUN,
-                                                          reason="not started", repro=repro_command(args, python, device, s))
-                                       for s in specs}
-    to_run = []
-    for s in specs:
-        skip = _planned_skip(s, args.device, probe.probes)
-        if skip:
-            results[s.id] = decide(s, Observation(s.id, "skipped", message=skip), repro=results[s.id].repro)
-        else:
-            to_run.append(s)
-    print(f"{PROG} {__version__}: torch {report.label} on {device} ({env.get('cpu', '')}, "
-          f"{env.get('threads')} threads), {len(specs)} checks -> {out}/", flush=True)
-    write_report(_with(report, results), out / "report.json")
+    env = session.environment(probe)
+    report = replace(report, device=device, label=env.get("torch_version", "?"), environment=env)
+    say(f"{PROG} {__version__}: torch {report.label} on {device} ({env.get('cpu', '')}, "
+        f"{env.get('threads')} threads), {len(specs)} checks -> {out}/")
     started = time.monotonic()
-    counter = iter(range(1, len(specs) + 1))
-    width = len(str(len(specs)))
-
-    def on_observation(spec: CheckSpec, obs: Observation) -> None:
-        result = decide(spec, obs, max_latency_ms=limits, repro=results[spec.id].repro)
-        results[spec.id] = result
-        write_report(_with(report, results), out / "report.json")
-        print(f"[{next(counter):>{width}}/{len(to_run)}] {result.outcome.value.upper():<7} {spec.id:<48} "
-              f"{obs.duration_s:6.1f}s  {result.reason[:110]}", flush=True)
-
-    try:
-        run_worker(python, to_run, log_dir=out / "logs", timeout_s=args.timeout, threads=args.threads,
-                   python_path=python_path, on_observation=on_observation)
-    except InfrastructureError as e:
-        return _infra(_with(report, results), out, str(e))
-    final = Report(**{**_with(report, results).__dict__, "finished": _now(), "complete": True})
-    write_report(final, out / "report.json")
-    return _finish([final], out, out / "report.json", time.monotonic() - started)
+    final = session.execute(
+        python, specs, settings, report, probes=probe.probes,
+        repro=lambda s: repro_command(args, python, device, s),
+        on_update=lambda r: write_reports([r], out / "report.json"),
+        progress=session.Progress(len(specs), say),
+    )
+    if final.infra_error:
+        return infra(args, [final], out, final.infra_error)
+    final = replace(final, finished=session.now(), complete=True)
+    write_reports([final], out / "report.json")
+    return finish(args, [final], out, out / "report.json", time.monotonic() - started)
 
 
-def _with(report: Report, results: dict[str, CheckResult]) -> Report:
-    return Report(**{**report.__dict__, "results": tuple(results.values())})
-
-
-def _which(python: str) -> str:
-    return shutil.which(python) or ""
-
-
-def _resolve_device(requested: str, probes: dict[str, tuple[bool, str]]) -> str:
-    if requested == "auto":
-        return next((d for d in ("cuda", "mps") if probes.get(d, (False, ""))[0]), "cpu")
-    available, reason = probes.get(requested, (False, f"{requested} was not probed"))
-    if not available:
-        raise UsageError(f"--device {requested} is not usable here: {reason}; use --device auto or --device cpu")
-    return requested
-
-
-def _planned_skip(spec: CheckSpec, requested: str, probes: dict[str, tuple[bool, str]]) -> str:
-    if spec.aspect == "cross-backend" and spec.device == "cpu":
-        if requested == "cpu":
-            return "cross-backend compares an accelerator with the CPU, and --device cpu was asked"
-        why = "; ".join(probes[d][1] for d in ("cuda", "mps") if d in probes)
-        return f"no accelerator to compare with the CPU ({why})"
-    return ""
-
-
-def _infra(report: Report, out: Path, message: str) -> int:
-    final = Report(**{**report.__dict__, "infra_error": message, "finished": _now()})
-    write_report(final, out / "report.json")
+def infra(args: argparse.Namespace, reports: list[Report], out: Path, message: str) -> int:
+    reports = [replace(r, infra_error=r.infra_error or message, finished=session.now()) for r in reports]
+    write_reports(reports, out / "report.json")
     print(f"{PROG}: infrastructure error: {message}", file=sys.stderr)
-    _publish([final], out, out / "report.json")
+    publish(args, reports, out, out / "report.json")
     return EXIT_INFRA
 
 
-def _publish(reports: list[Report], out: Path, report_path: Path | None) -> dict[str, str]:
+def publish(args: argparse.Namespace, reports: list[Report], out: Path, report_path: Path | None) -> dict[str, str]:
     from torch_upgrade_check import github
 
-    return github.publish(reports, out, environ=os.environ, report_path=report_path)
+    return github.publish(reports, out, environ=os.environ, report_path=report_path,
+                          job_summary=not getattr(args, "no_job_summary", False))
 
 
-def _finish(reports: list[Report], out: Path, report_path: Path | None, elapsed: float) -> int:
-    _publish(reports, out, report_path)
+def exit_code(reports: Sequence[Report], fail_on: frozenset[str]) -> int:
+    """0/1 by --fail-on: correctness = every failing check but latency and memory (crashes and not-run too)."""
     verdict = merged_verdict(reports)
-    counts = {k: sum(r.counts()[k] for r in reports) for k in reports[0].counts()}
-    summary = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
-    print(f"{PROG}: {verdict.value.upper()} ({summary or 'nothing ran'}) in {elapsed:.0f}s; "
-          f"report: {report_path or out}", flush=True)
-    return {Verdict.PASSED: EXIT_PASSED, Verdict.FAILED: EXIT_FAILED, Verdict.ERROR: EXIT_INFRA}[verdict]
+    if verdict is Verdict.ERROR:
+        return EXIT_INFRA
+    if verdict is Verdict.PASSED:
+        return EXIT_PASSED
+    deciding = [r for r in reports if r.role != "baseline"]
+    kinds = set()
+    for r in deciding:
+        c = r.counts()
+        if not c["passed"] and not c["failed"] and not c["error"] and not c["suspicious"]:
+            kinds.add("correctness")  # nothing ran
+        for res in r.results:
+            if res.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN):
+                kinds.add(res.aspect if res.aspect in ("latency", "memory") and res.outcome is Outcome.FAILED
+                          else "correctness")
+    return EXIT_FAILED if kinds & fail_on else EXIT_PASSED
+
+
+def finish(args: argparse.Namespace, reports: list[Report], out: Path, report_path: Path | None, elapsed: float) -> int:
+    publish(args, reports, out, report_path)
+    verdict = merged_verdict(reports)
+    deciding = [r for r in reports if r.role != "baseline"] or reports
+    counts = {k: sum(r.counts()[k] for r in deciding) for k in deciding[0].counts()}
+    text = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+    code = exit_code(reports, getattr(args, "fail_on_set", frozenset(FAIL_ON)))
+    note = " (--fail-on lets it pass)" if verdict is Verdict.FAILED and code == EXIT_PASSED else ""
+    say(f"{PROG}: {verdict.value.upper()}{note} ({text or 'nothing ran'}) in {elapsed:.0f}s; "
+        f"report: {report_path or out}")
+    return code
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from torch_upgrade_check import github
 
-    report = read_report(Path(args.report))
-    out = Path(args.report).parent
-    github.publish([report], out, environ=os.environ, report_path=Path(args.report),
+    reports = read_reports(Path(args.report))
+    github.publish(reports, Path(args.report).parent, environ=os.environ, report_path=Path(args.report),
                    junit_path=Path(args.junit) if args.junit else None,
                    summary_path=Path(args.summary) if args.summary else None)
-    return {Verdict.PASSED: EXIT_PASSED, Verdict.FAILED: EXIT_FAILED, Verdict.ERROR: EXIT_INFRA}[report.verdict()]
+    return exit_code(reports, frozenset(FAIL_ON))
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    reports = [read_report(Path(p)) for p in args.reports]
-    return _finish(reports, Path(args.out), None, 0.0)
+    reports = [r for p in args.reports for r in read_reports(Path(p))]
+    return finish(args, reports, Path(args.out), None, 0.0)

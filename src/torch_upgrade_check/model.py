@@ -6,15 +6,17 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "latency", "memory", "fsdp2")
+ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "determinism", "latency", "memory", "fsdp2")
 DEVICES = ("cpu", "cuda", "mps")
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 
 
 class Outcome(str, enum.Enum):
-    """The outcome of one check. `not-run` marks a planned check that never started."""
+    """The outcome of one check. `not-run` marks a planned check that never started; `suspicious`
+    a change beyond a threshold that statistics could not confirm (warns, does not fail)."""
 
     PASSED = "passed"
+    SUSPICIOUS = "suspicious"
     FAILED = "failed"
     ERROR = "error"
     SKIPPED = "skipped"
@@ -120,7 +122,8 @@ class CheckResult:
 class Report:
     """One run of the suite on one device with one torch: the contents of report.json.
 
-    `label` names the torch under test ("2.13.0+cpu" by default; "baseline"/"candidate" in compare).
+    `label` names the torch under test ("2.13.0+cpu"). `role` is "baseline" or "candidate" in a
+    comparison ("" for a single run); a baseline's results inform and never decide the verdict.
     `infra_error` is set when the run could not happen at all (interpreter missing, torch not importable).
     `complete` is False while the run is in progress or when it was killed.
     """
@@ -137,6 +140,7 @@ class Report:
     thresholds: dict[str, Any] = field(default_factory=dict)
     results: tuple[CheckResult, ...] = ()
     infra_error: str = ""
+    role: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -163,6 +167,6 @@ class Report:
         c = self.counts()
         if c["failed"] or c["error"] or c["not-run"]:
             return Verdict.FAILED
-        if not c["passed"]:
+        if not c["passed"] and not c["suspicious"]:
             return Verdict.FAILED  # nothing ran: fails by default
         return Verdict.PASSED

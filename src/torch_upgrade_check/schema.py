@@ -12,6 +12,7 @@ from torch_upgrade_check.model import Report
 
 REPORT_KIND = "torch-upgrade-check/report"
 REPORT_VERSION = 1
+COMPARISON_KIND = "torch-upgrade-check/comparison"
 PLAN_KIND = "torch-upgrade-check/plan"
 PLAN_VERSION = 1
 START_MARKER = "--- torch-upgrade-check: start "  # the worker prints it to stderr before each check
@@ -33,6 +34,39 @@ def atomic_write_text(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def reports_to_json(reports: list[Report]) -> str:
+    """One report as a report document; a comparison (several) as a comparison document holding them."""
+    if len(reports) == 1:
+        return report_to_json(reports[0])
+    doc = {"kind": COMPARISON_KIND, "schema_version": REPORT_VERSION,
+           "reports": [_scrub(r.to_dict()) for r in reports]}
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def write_reports(reports: list[Report], path: Path) -> None:
+    atomic_write_text(path, reports_to_json([_finite(r) for r in reports]))
+
+
+def read_reports(path: Path) -> list[Report]:
+    """The reports in a report.json: one for `run`, baseline and candidate for `compare`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SchemaError(f"cannot read report {path}: {e.strerror}; check the path") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("kind") == COMPARISON_KIND:
+        if doc.get("schema_version") != REPORT_VERSION:
+            raise SchemaError(f"{path} has schema_version {doc.get('schema_version')!r}; this torch-upgrade-check "
+                              f"reads version {REPORT_VERSION}: re-create it with the same version of the tool")
+        return [report_from_json(json.dumps({"kind": REPORT_KIND, "schema_version": REPORT_VERSION, **r}), str(path))
+                for r in doc.get("reports", [])]
+    return [report_from_json(text, source=str(path))]
 
 
 def report_to_json(report: Report) -> str:

@@ -44,6 +44,7 @@ BUILTIN: tuple[Workload, ...] = (
 )
 
 BUILTIN_NAMES = tuple(w.name for w in BUILTIN)
+ALL_ASPECTS = ASPECTS
 
 
 def plan(workloads: Sequence[Workload], device: str, only: Sequence[str] = ()) -> list[CheckSpec]:

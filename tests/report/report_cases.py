@@ -134,6 +134,102 @@ def _matrix() -> list[Report]:
     return [cpu, cuda, mps]
 
 
+BASE_ENV = {**ENV, "torch_version": "2.12.0", "torch_git": "fedcba9876543210"}
+CAND_ENV = {**ENV, "torch_version": "2.13.0"}
+BASE_CUDA_ENV = {**CUDA_ENV, "torch_version": "2.12.0", "cudnn": "90800", "nccl": "2.21.5", "triton": "3.3.1"}
+CAND_CUDA_ENV = {**CUDA_ENV, "torch_version": "2.13.0"}
+
+
+def _ab(workload: str, aspect: str, change: str, baseline: float, ratio: float, *, device: str = "cpu",
+        p_value: float = 0.41, spread: float = 0.02, confirmed: bool = False, **fields: Any) -> CheckResult:
+    """A candidate's latency or memory result with the A/B metrics a comparison adds."""
+    outcome = {"regression": Outcome.FAILED, "suspicious": Outcome.SUSPICIOUS}.get(change, Outcome.PASSED)
+    candidate = baseline * ratio
+    ab = {"change": change, "ratio": ratio, "ci_low": round(ratio - spread, 6), "ci_high": round(ratio + spread, 6),
+          "p_value": p_value, "baseline_median": baseline, "candidate_median": candidate, "confirmed": confirmed,
+          "threshold": 0.1}
+    if aspect == "latency":
+        samples = [round(candidate * (1 + (i % 5 - 2) / 100), 6) for i in range(20)]
+        before = [round(baseline * (1 + (i % 5 - 2) / 100), 6) for i in range(20)]
+        metrics = {"samples_ms": samples, "median_ms": candidate, "iqr_ms": candidate * 0.02, "threads": 8,
+                   "baseline_samples_ms": before, **ab}
+    else:
+        metrics = {"peak_bytes": int(candidate), "memory_api": "torch.cuda.max_memory_allocated", **ab}
+    reason = fields.pop("reason", f"{change}: {ratio:.2f}× the baseline's median")
+    return check(workload, aspect, outcome, device=device, metrics=metrics, reason=reason, duration_s=7.0,
+                 thresholds={"max_regression": 0.1, "alpha": 0.002}, **fields)
+
+
+def _cross(workload: str, *, device: str = "cpu", diff: float = 0.0, **fields: Any) -> CheckResult:
+    """A candidate's cross-version result: its outputs against the baseline's, and both against the fp64 golden."""
+    metrics = {"baseline_torch": "2.12.0", "max_abs_diff_vs_baseline": diff, "mismatched_vs_baseline": 0,
+               "bitwise_equal_to_baseline": diff == 0.0, **fields.pop("metrics", {})}
+    return _numerics(workload, aspect="cross-version", device=device, metrics=metrics, **fields)
+
+
+def _comparison_clean() -> list[Report]:
+    shared = [_numerics("mlp"), _numerics("resnet18"), check("mlp", "determinism", metrics={"bitwise_equal": True})]
+    baseline = report(*shared, _latency("mlp", 0.085), _latency("resnet18", 12.4),
+                      check("resnet18", "memory", metrics={"peak_bytes": 187_432_960, "memory_api": "profiler"}),
+                      label="2.12.0", role="baseline", environment=BASE_ENV)
+    candidate = report(
+        *shared,
+        _cross("mlp"), _cross("resnet18", diff=2.4e-7),
+        _ab("mlp", "latency", "unchanged", 0.085, 1.01, p_value=0.62, reason="median within 10% of the baseline's"),
+        _ab("resnet18", "latency", "unchanged", 12.4, 0.99, p_value=0.48, reason="median within 10% of the baseline's"),
+        _ab("resnet18", "memory", "unchanged", 187_432_960, 1.0, spread=0.0, p_value=1.0,
+            reason="peak memory as in the baseline"),
+        label="2.13.0", role="candidate", environment=CAND_ENV,
+    )
+    return [baseline, candidate]
+
+
+def _comparison_regression() -> list[Report]:
+    """One confirmed latency regression, a memory regression, a suspicious and an improved latency, a cross-version
+    failure with its first divergent module, a check only in the candidate and one only in the baseline, a baseline
+    failure that does not decide, and torch, cuDNN, NCCL and Triton changed."""
+    dev = {"device": "cuda"}
+
+    def cuda(c: CheckResult) -> CheckResult:
+        return dataclasses.replace(c, device="cuda", repro=c.repro.replace("--device cpu", "--device cuda"))
+
+    shared = [cuda(_numerics("mlp")), cuda(_numerics("transformer_block"))]
+    compile_ok = cuda(_numerics("transformer_block", aspect="compile", metrics={"compile_time_s": 12.0}))
+    compile_bad = dataclasses.replace(compile_ok, outcome=Outcome.FAILED, reason="compiled output differs from eager",
+                                      metrics={**compile_ok.metrics, "max_abs_err": 0.2})
+    baseline = report(
+        *shared, compile_bad,
+        *(cuda(_latency(w, ms)) for w, ms in (("resnet18", 10.0), ("transformer_block", 3.2), ("mlp", 0.1),
+                                              ("cnn", 4.0), ("matmul", 0.5))),
+        cuda(check("resnet18", "memory", metrics={"peak_bytes": 1_073_741_824, "memory_api": "cuda"})),
+        cuda(check("transformer_block", "memory", metrics={"peak_bytes": 268_435_456, "memory_api": "cuda"})),
+        device="cuda", label="2.12.0", role="baseline", environment=BASE_CUDA_ENV,
+    )
+    divergent = {"module": "layers.0.self_attn", "max_abs_err": 0.0123}
+    candidate = report(
+        *shared, compile_ok,
+        cuda(_numerics("flex_attention_alibi")),  # a new workload: only in the candidate
+        _cross("mlp", **dev),
+        _cross("transformer_block", **dev, diff=0.0123, outcome=Outcome.FAILED,
+               reason="RMSE against the fp64 golden 3.1e-03 is 31× the baseline's 1.0e-04 (limit 2×)",
+               metrics={"rmse": 3.1e-3, "ref_rmse": 1.0e-4, "mismatched_vs_baseline": 5120, "numel": 65536,
+                        "first_divergent_module": divergent}),
+        _ab("resnet18", "latency", "regression", 10.0, 1.32, **dev, p_value=1.2e-6, spread=0.05, confirmed=True,
+            reason="median 13.2 ms vs 10 ms (1.32×, 95% CI 1.27–1.37), p=1.2e-06; confirmed by a second batch"),
+        _ab("transformer_block", "latency", "suspicious", 3.2, 1.14, **dev, p_value=0.03, spread=0.12,
+            reason="median 1.14× the baseline's, beyond 10% but not significant (p=0.03)"),
+        _ab("mlp", "latency", "improved", 0.1, 0.8, **dev, p_value=4e-5, spread=0.03,
+            reason="median 0.8× the baseline's (p=4e-05)"),
+        _ab("cnn", "latency", "unchanged", 4.0, 1.02, **dev, reason="median within 10% of the baseline's"),
+        _ab("resnet18", "memory", "regression", 1_073_741_824, 1.25, **dev, p_value=1.0, spread=0.0,
+            reason="peak 1.25 GiB vs 1 GiB (1.25×, exact)"),
+        _ab("transformer_block", "memory", "unchanged", 268_435_456, 1.0, **dev, p_value=1.0, spread=0.0,
+            reason="peak memory as in the baseline"),
+        device="cuda", label="2.13.0", role="candidate", environment=CAND_CUDA_ENV,
+    )
+    return [baseline, candidate]
+
+
 def cases() -> dict[str, list[Report]]:
     """Every golden case: name -> the reports rendered together."""
     failing_numerics = _numerics(
@@ -166,6 +262,8 @@ def cases() -> dict[str, list[Report]]:
                                            '  File "<string>", line 1, in <module>')],
         "hostile_names": [_hostile()],
         "matrix": _matrix(),
+        "comparison_clean": _comparison_clean(),
+        "comparison_regression": _comparison_regression(),
     }
 
 

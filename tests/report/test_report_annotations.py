@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from report_cases import cases, check, report
 
@@ -61,6 +63,8 @@ def test_capped_at_ten_each_then_one_notice() -> None:
         ("nothing_ran", ["error"]),
         ("skipped_device", ["error"] + ["warning"] * 9),
         ("fell_back_to_cpu", ["warning"]),
+        ("comparison_clean", []),
+        ("comparison_regression", ["error"] * 3 + ["warning"]),  # the baseline's own failure is not annotated
     ],
 )
 def test_what_gets_annotated(case: str, expected: list[str]) -> None:
@@ -69,11 +73,48 @@ def test_what_gets_annotated(case: str, expected: list[str]) -> None:
 
 def test_outputs_merge_verdicts_and_sum_counts() -> None:
     out = action_outputs(CASES["matrix"], {"report": "r.json"})
-    assert out == {"verdict": "failed", "passed": "16", "failed": "1", "errors": "0", "skipped": "1", "not-run": "0",
-                   "total": "18", "report": "r.json"}
+    assert out == {"verdict": "failed", "passed": "16", "suspicious": "0", "failed": "1", "errors": "0", "skipped": "1",
+                   "not-run": "0", "total": "18", "report": "r.json"}
     assert action_outputs(CASES["all_passed"], {})["verdict"] == "passed"
     assert action_outputs(CASES["all_passed"] + CASES["infra_error"] + CASES["matrix"], {})["verdict"] == "error"
     assert action_outputs(CASES["crash_and_timeout"], {})["errors"] == "2"
     assert action_outputs([], {})["verdict"] == "failed"  # nothing ran fails by default
     with pytest.raises(ValueError, match="overwrite"):
         action_outputs([], {"verdict": "x"})
+
+
+def test_comparison_annotations_name_the_check_ratio_ci_and_divergent_module() -> None:
+    parsed = [_parse(line) for line in annotations(CASES["comparison_regression"])]
+    by_title = {title: (name, message) for name, title, message in parsed}
+    name, message = by_title["resnet18[float32]/latency regressed on cuda candidate 2.13.0"]
+    assert name == "error"
+    assert message.startswith("regression: candidate 13.2 ms vs baseline 10 ms, 1.32× (95% CI 1.27–1.37×), p=1.20e-06")
+    assert "confirmed by a second batch" in message.splitlines()[0]
+    name, message = by_title["resnet18[float32]/memory regressed on cuda candidate 2.13.0"]
+    assert name == "error" and message.startswith("regression: candidate 1.25 GiB vs baseline 1 GiB, 1.25×")
+    name, message = by_title["transformer_block[float32]/cross-version failed on cuda candidate 2.13.0"]
+    assert name == "error" and "first divergent module: layers.0.self_attn (max abs err 0.0123)" in message
+    name, message = by_title["transformer_block[float32]/latency suspicious on cuda candidate 2.13.0"]
+    assert name == "warning" and "1.14× (95% CI 1.02–1.26×)" in message and "repro:" not in message
+    assert not any("baseline" in title for title in by_title)
+
+
+def test_comparison_outputs_leave_the_baseline_out() -> None:
+    baseline, candidate = CASES["comparison_regression"]
+    out = action_outputs([baseline, candidate], {})
+    assert out["verdict"] == "failed"
+    assert (out["passed"], out["suspicious"], out["failed"], out["total"]) == ("8", "1", "3", "12")
+    clean_candidate = CASES["comparison_clean"][1]
+    # The baseline failed a check; the candidate did not: the baseline informs and does not decide.
+    assert action_outputs([baseline, clean_candidate], {})["verdict"] == "passed"
+    assert annotations([baseline, clean_candidate]) == []
+    # A baseline that could not run at all leaves nothing to compare with: an error, not a pass.
+    broken = dataclasses.replace(baseline, results=(), infra_error="pip could not install torch==2.12.0")
+    assert action_outputs([broken, clean_candidate], {})["verdict"] == "error"
+    assert [_parse(line)[0] for line in annotations([broken, clean_candidate])] == ["error"]
+
+
+def test_suspicious_warns_and_does_not_fail() -> None:
+    only = report(check("a", "latency", Outcome.SUSPICIOUS, reason="noisy"), check("b", "numerics"))
+    assert action_outputs([only], {})["verdict"] == "passed"
+    assert [_parse(line)[0] for line in annotations([only])] == ["warning"]

@@ -104,3 +104,13 @@ def test_report_package_is_pure_and_only_github_py_touches_github() -> None:
     offenders = [p.name for p in SRC.rglob("*.py") if p.name != "github.py" and p.parent.name != "report"
                  and github_only.search(p.read_text(encoding="utf-8"))]
     assert offenders == [], "only github.py may write GitHub's files and workflow commands"
+
+
+def test_publish_a_comparison(tmp_path: Path) -> None:
+    env, stream = _environ(tmp_path), io.StringIO()
+    out = github.publish(CASES["comparison_regression"], tmp_path / "out", environ=env, stream=stream)
+    written = parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text(encoding="utf-8"))
+    assert written["verdict"] == "failed" and written["suspicious"] == "1" and written == {"other": "1", **out}
+    kinds = [line.split(" ", 1)[0] for line in stream.getvalue().splitlines()]
+    assert kinds == ["::error"] * 3 + ["::warning"]
+    assert "### What changed" in Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")

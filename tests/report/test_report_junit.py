@@ -122,3 +122,42 @@ def test_without_lxml_the_output_is_the_same() -> None:
     assert SCHEMA.validate(root), SCHEMA.error_log
     with_lxml = _validated(CASES["hostile_names"])
     assert etree.tostring(root, method="c14n") == etree.tostring(with_lxml, method="c14n")
+
+
+def test_comparison_gets_a_suite_per_version_and_the_baseline_never_fails() -> None:
+    root = _validated(CASES["comparison_regression"])
+    baseline, candidate = root.findall("testsuite")
+    assert baseline.get("name") == "torch-upgrade-check cuda baseline 2.12.0"
+    assert candidate.get("name") == "torch-upgrade-check cuda candidate 2.13.0"
+    assert baseline.find("properties/property[@name='role']").get("value") == "baseline"
+    # The baseline's own failure informs only: skipped, so JUnit consumers agree with the verdict.
+    assert (baseline.get("failures"), baseline.get("errors"), baseline.get("skipped")) == ("0", "0", "1")
+    skipped = baseline.find("testcase[@name='transformer_block[float32]/compile']/skipped")
+    assert skipped.get("type") == "baseline-failed" and skipped.get("message").startswith("baseline failed (informs only")
+    assert (candidate.get("failures"), root.get("failures")) == ("3", "3")
+
+
+def test_suspicious_passes_with_a_note() -> None:
+    xml = JUnitXml.fromstring(junit_to_string(build_junit(CASES["comparison_regression"])).encode("utf-8"))
+    suspicious = next(c for suite in xml for c in suite
+                      if c.name == "transformer_block[float32]/latency" and "candidate" in suite.name)
+    assert suspicious.is_passed and not suspicious.is_skipped
+    assert suspicious.system_out.startswith("suspicious (warns, does not fail): median 1.14×")
+    assert "1.14× (95% CI 1.02–1.26×)" in suspicious.system_out
+    regression = _case(xml, "resnet18[float32]/latency")  # the baseline's suite comes first: its case passed
+    assert regression.is_passed
+    failure = next(c for suite in xml for c in suite if c.name == "resnet18[float32]/latency" and "candidate" in suite.name)
+    assert isinstance(failure.result[0], Failure)
+    assert "regression: candidate 13.2 ms vs baseline 10 ms, 1.32× (95% CI 1.27–1.37×)" in failure.result[0].text
+
+
+def test_a_baseline_that_could_not_run_is_still_an_error() -> None:
+    import dataclasses
+
+    baseline, candidate = CASES["comparison_clean"]
+    broken = dataclasses.replace(baseline, results=(), infra_error="pip could not install torch==2.12.0")
+    root = _validated([broken, candidate])
+    assert root.get("errors") == "1"
+    assert root.find("testsuite/testcase[@name='infrastructure']/error") is not None
+    nothing = dataclasses.replace(baseline, results=())  # nothing ran in the baseline: informs, no failure case
+    assert _validated([nothing, candidate]).get("failures") == "0"

@@ -132,3 +132,144 @@ def test_passing_rows_only_once_every_failing_row_fits() -> None:
     shown = [row for t in _tables(_html(text)) for row in t[1:] if len(row) > 2]
     assert shown and all(row[1] == "❌ failed" for row in shown if row[1] in ("❌ failed", "✅ passed"))
     assert "44 of them failing" in text
+
+
+def _comparison_big(n: int = 3_000) -> list:
+    """A comparison far over a small budget: n unchanged latency checks, 20 regressions and 20 suspicious."""
+    from report_cases import _ab, _latency
+
+    base, cand = [], []
+    for i in range(n):
+        change = "regression" if i % 150 == 0 else "suspicious" if i % 150 == 75 else "unchanged"
+        ratio = {"regression": 1.5, "suspicious": 1.2}.get(change, 1.0)
+        base.append(_latency(f"w{i:05d}", 1.0))
+        cand.append(_ab(f"w{i:05d}", "latency", change, 1.0, ratio, confirmed=change == "regression"))
+    return [report(*base, role="baseline", label="2.12.0"), report(*cand, role="candidate", label="2.13.0")]
+
+
+def _what_changed(doc: lxml.html.HtmlElement, unit: str) -> list[list[str]]:
+    return next(t for t in _tables(doc) if t[0][:2] == ["check", f"baseline ({unit})"])
+
+
+def test_comparison_verdict_lines() -> None:
+    assert headline(CASES["comparison_clean"]) == "✅ passed: 8 checks on cpu, torch 2.12.0 → 2.13.0"
+    assert headline(CASES["comparison_regression"]) == (
+        "❌ failed: 1 correctness failure, 1 latency regression, 1 memory regression, 1 suspicious — "
+        "12 checks on cuda, torch 2.12.0 → 2.13.0")
+    baseline, clean = CASES["comparison_regression"][0], CASES["comparison_clean"][1]
+    assert headline([baseline, clean]).startswith("✅ passed: 8 checks on cpu")  # the baseline's failure informs only
+    assert headline([report(check("a", "latency", Outcome.SUSPICIOUS), check("b", "numerics"))]) == (
+        "✅ passed: 2 checks on cpu (1 suspicious)")
+
+
+def test_what_changed_orders_regressions_suspicious_improved_then_unchanged() -> None:
+    text = render_summary(CASES["comparison_regression"])
+    assert text.index("### What changed: torch 2\\.12\\.0 → 2\\.13\\.0 on cuda") < text.index("### numerics")
+    doc = _html(text)
+    latency = _what_changed(doc, "ms")
+    assert latency[0] == ["check", "baseline (ms)", "candidate (ms)", "ratio (95% CI)", "p", "verdict"]
+    assert [row[0] for row in latency[1:]] == ["resnet18[float32]/latency", "transformer_block[float32]/latency",
+                                               "mlp[float32]/latency"]
+    assert latency[1][1:] == ["10", "13.2", "1.32× (1.27–1.37)", "1.20e-06", "🔺 regression, confirmed"]
+    assert [row[-1] for row in latency[2:]] == ["⚠️ suspicious", "🟢 improved"]
+    unchanged = doc.xpath("//details[summary[contains(., 'unchanged latency check')]]//table")
+    assert len(unchanged) == 1 and "cnn[float32]/latency" in unchanged[0].text_content()
+    memory = _what_changed(doc, "MiB")
+    assert memory[1][:3] == ["resnet18[float32]/memory", "1,024", "1,280"] and memory[1][-1] == "🔺 regression"
+
+
+def test_cross_version_table_shows_failures_first_with_the_divergent_module() -> None:
+    doc = _html(render_summary(CASES["comparison_regression"]))
+    table = next(t for t in _tables(doc) if "first divergent module" in t[0])
+    column = table[0].index("first divergent module")
+    assert table[1][:2] == ["transformer_block[float32]/cross-version", "❌ failed"]
+    assert table[1][column] == "layers.0.self_attn (max abs err 0.0123)"
+    assert table[1][table[0].index("mismatched vs baseline")] == "5,120 of 65,536"
+    assert table[2][:2] == ["mlp[float32]/cross-version", "✅ passed"]
+    code = " ".join(c.text_content() for c in doc.xpath("//pre/code"))
+    assert "--only 'transformer_block[float32]/cross-version'" in code
+    shown = [row[0] for t in _tables(doc) for row in t[1:]]
+    assert shown.count("transformer_block[float32]/cross-version") == 1  # not again in a per-aspect table
+
+
+def test_environment_diff_shows_torch_and_what_differs() -> None:
+    def diff(case: str) -> list[list[str]]:
+        return next(t for t in _tables(_html(render_summary(CASES[case]))) if t[0] == ["component", "baseline", "candidate"])
+
+    assert diff("comparison_regression")[1:] == [["torch", "2.12.0", "2.13.0"], ["cuDNN", "90800", "91002"],
+                                                 ["NCCL", "2.21.5", "2.26.2"], ["Triton", "3.3.1", "3.4.0"]]
+    assert diff("comparison_clean")[1:] == [["torch", "2.12.0", "2.13.0"]]
+
+
+def test_checks_in_one_version_only_are_listed() -> None:
+    doc = _html(render_summary(CASES["comparison_regression"]))
+    grid = next(t for t in _tables(doc) if t[0] == ["check", "baseline", "candidate"])
+    assert grid[1:] == [["flex_attention_alibi[float32]/numerics", "— (not in this version)", "✅ passed"],
+                        ["matmul[float32]/latency", "✅ passed", "— (not in this version)"]]
+    assert "Only in one version (1 only in the candidate, 1 only in the baseline)" in doc.text_content()
+    assert not any(t[0] == ["check", "baseline", "candidate"] for t in _tables(_html(render_summary(CASES["comparison_clean"]))))
+
+
+def test_baseline_tables_are_collapsed_and_counted_apart() -> None:
+    doc = _html(render_summary(CASES["comparison_regression"]))
+    counts = next(t for t in _tables(doc) if t[0][:2] == ["run", "verdict"])
+    assert counts[1][:2] == ["cuda baseline 2.12.0", "failed (informs only)"]
+    assert counts[2][:4] == ["cuda candidate 2.13.0", "failed", "8", "1"]
+    (block,) = doc.xpath("//details[summary[starts-with(., 'Baseline checks')]]")
+    assert "transformer_block[float32]/compile" in block.text_content() and len(block.xpath(".//table")) == 4
+    assert "cuda baseline 2.12.0" not in " ".join(c.text_content() for c in doc.xpath("//pre/code"))  # no repro
+
+
+def test_a_candidate_without_its_baseline_still_shows_what_changed() -> None:
+    candidate = CASES["comparison_regression"][1]
+    text = render_summary([candidate])
+    assert "### What changed on cuda candidate 2\\.13\\.0" in text and "not part of this summary" in text
+    assert _what_changed(_html(text), "ms")[1][-1] == "🔺 regression, confirmed"
+
+
+def test_oversized_comparison_keeps_changes_before_unchanged_rows() -> None:
+    reports = _comparison_big()
+    text = render_summary(reports, budget_bytes=60_000)
+    assert len(text.encode("utf-8")) <= 60_000
+    assert TRUNCATED in text.splitlines()[2]
+    doc = _html(text)
+    _assert_tables_whole(doc)
+    latency = _what_changed(doc, "ms")
+    verdicts = [row[-1] for row in latency[1:]]
+    assert verdicts == ["🔺 regression, confirmed"] * 20 + ["⚠️ suspicious"] * 20
+    assert text.count("<details>") == text.count("</details>")
+    full = render_summary(reports)  # at the default budget only the baseline's own rows go, the least needed
+    (cut,) = [line for line in full.splitlines() if "not shown to stay under" in line]
+    assert full.index(cut) > full.index("<summary>Baseline checks")
+    assert len(_html(full).xpath("//details[summary[contains(., 'unchanged')]]//tr")) == 2_960 + 1
+
+
+@pytest.mark.parametrize("budget", [600, 3_000, 20_000])
+def test_any_budget_holds_for_a_comparison(budget: int) -> None:
+    text = render_summary(_comparison_big(600), budget_bytes=budget)
+    assert len(text.encode("utf-8")) <= budget
+    assert text.startswith("## ❌ failed\\: 4 latency regressions\\, 4 suspicious")
+    assert text.count("<details>") == text.count("</details>")
+    _assert_tables_whole(_html(text))
+
+
+def test_hostile_strings_in_a_comparison_show_literally() -> None:
+    import dataclasses
+
+    from report_cases import HOSTILE
+
+    baseline, candidate = CASES["comparison_regression"]
+    results = tuple(dataclasses.replace(r, metrics={**r.metrics, "first_divergent_module": {"module": HOSTILE, "max_abs_err": 1}})
+                    if r.aspect == "cross-version" else r for r in candidate.results)
+    env = {**candidate.environment, "torch_version": "<b>2.13</b>|x", "triton": HOSTILE}
+    candidate = dataclasses.replace(candidate, results=results, environment=env, label=HOSTILE)
+    baseline = dataclasses.replace(baseline, label="<img src=x onerror=alert(5)>")
+    text = render_summary([baseline, candidate])
+    for tagfilter in (False, True):
+        doc = _html(text, tagfilter=tagfilter)
+        _assert_tables_whole(doc)
+        assert not doc.xpath("//script|//img|//b|//iframe|//style")
+    diff = next(t for t in _tables(_html(text)) if t[0] == ["component", "baseline", "candidate"])
+    assert diff[1] == ["torch", "2.12.0", "<b>2.13</b>|x"]
+    table = next(t for t in _tables(_html(text)) if "first divergent module" in t[0])
+    assert table[1][table[0].index("first divergent module")].startswith("evil|name`code`<script>")

@@ -184,12 +184,12 @@ def _supervise(
                 break
             now = time.monotonic()
             if not hello and now - launched_at > HELLO_TIMEOUT_S:
-                _kill(proc)
+                kill(proc)
                 raise InfrastructureError(
                     f"the worker did not start within {HELLO_TIMEOUT_S:.0f}s (importing torch): {_tail(log_path)}"
                 )
             if current is not None and now - started_at > timeout_s:
-                _kill(proc)
+                kill(proc)
                 _record_failure(current, f"timed out after {timeout_s:g}s (per-check --timeout); the worker was killed",
                                 log_path, now - started_at, by_id, session, on_observation)
                 return False
@@ -197,18 +197,18 @@ def _supervise(
     code = proc.wait()
     if not hello:
         raise InfrastructureError(
-            f"the worker exited ({_describe_exit(code)}) before reporting its environment; is torch installed "
+            f"the worker exited ({describe_exit(code)}) before reporting its environment; is torch installed "
             f"in that interpreter? {_tail(log_path, lines=3)}"
         )
     if current is not None:
-        _record_failure(current, f"the worker crashed: {_describe_exit(code)}", log_path,
+        _record_failure(current, f"the worker crashed: {describe_exit(code)}", log_path,
                         time.monotonic() - started_at, by_id, session, on_observation)
         return False
     # The worker exited between checks without finishing: treat the next check as the victim
     # so that a restart cannot loop forever.
     pending = [i for i in by_id if i not in session.observations]
     if pending:
-        _record_failure(pending[0], f"the worker exited before this check started: {_describe_exit(code)}",
+        _record_failure(pending[0], f"the worker exited before this check started: {describe_exit(code)}",
                         log_path, 0.0, by_id, session, on_observation)
     return False
 
@@ -223,13 +223,13 @@ def _record_failure(
     on_observation: Callable[[CheckSpec, Observation], None],
 ) -> None:
     status = "timeout" if message.startswith("timed out") else "crash"
-    tail = _check_tail(log_path, check) or f"(the worker printed nothing; full log: {log_path})"
+    tail = check_tail(log_path, check) or f"(the worker printed nothing; full log: {log_path})"
     obs = Observation(id=check, status=status, message=message, traceback=tail, duration_s=duration)
     session.observations[check] = obs
     on_observation(by_id[check], obs)
 
 
-def _describe_exit(code: int) -> str:
+def describe_exit(code: int) -> str:
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -239,7 +239,7 @@ def _describe_exit(code: int) -> str:
     return f"exit code {code}"
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def kill(proc: subprocess.Popen[bytes]) -> None:
     """Kill the worker and anything it started (FSDP ranks, compile workers)."""
     try:
         if os.name == "posix":
@@ -259,7 +259,7 @@ def _tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def _check_tail(path: Path, check: str, lines: int = 30) -> str:
+def check_tail(path: Path, check: str, lines: int = 30) -> str:
     """What the worker printed since it started `check` (it prints a marker line before each check)."""
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")

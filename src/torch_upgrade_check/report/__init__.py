@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+import statistics
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch_upgrade_check.model import Outcome, Report, Verdict
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN})
-CORRECTNESS_ASPECTS = frozenset({"numerics", "cross-backend", "compile", "determinism", "fsdp2"})
+CORRECTNESS_ASPECTS = frozenset({"numerics", "cross-backend", "cross-version", "compile", "determinism", "fsdp2"})
+AB_ASPECTS = {"latency": "ms", "memory": "bytes"}  # aspects a comparison measures A/B, and the unit of their medians
+CHANGES = ("regression", "suspicious", "improved", "unchanged")  # the four A/B states, most urgent first
+TIME_UNITS = (("ns", 1e-6), ("µs", 1e-3), ("ms", 1.0), ("s", 1e3))  # factors in milliseconds
+BYTE_UNITS = (("B", 1.0), ("KiB", 1024.0), ("MiB", 1024.0**2), ("GiB", 1024.0**3))
 
 # Characters that XML 1.0 forbids, that break a line-oriented format, or that disguise text:
 # C0/C1 controls, bidi overrides and isolates, line/paragraph separators, lone surrogates, U+FFFE/U+FFFF.
@@ -57,10 +62,22 @@ def finite_seconds(value: Any) -> float:
     return round(v, 3) if v is not None and math.isfinite(v) and v > 0 else 0.0
 
 
+def deciding(reports: Sequence[Report]) -> list[Report]:
+    """The reports whose checks decide the verdict: all but the baselines of comparisons.
+
+    A baseline informs and never decides; rendered on its own (no other report beside it) it is a plain run.
+    """
+    decide = [r for r in reports if r.role != "baseline"]
+    return decide if decide else list(reports)
+
+
 def merged_verdict(reports: Sequence[Report]) -> Verdict:
-    """error beats failed beats passed; no reports at all means nothing ran, which fails."""
-    verdicts = {r.verdict() for r in reports}
-    if Verdict.ERROR in verdicts:
+    """error beats failed beats passed, over the deciding reports; no reports at all means nothing ran, which fails.
+
+    A baseline that could not run at all (infra_error) still makes it an error: without it there is no comparison.
+    """
+    verdicts = {r.verdict() for r in deciding(reports)}
+    if Verdict.ERROR in verdicts or any(r.infra_error for r in reports):
         return Verdict.ERROR
     if Verdict.FAILED in verdicts or not verdicts:
         return Verdict.FAILED
@@ -68,17 +85,17 @@ def merged_verdict(reports: Sequence[Report]) -> Verdict:
 
 
 def total_counts(reports: Sequence[Report]) -> dict[str, int]:
-    """Check outcomes summed over all reports, every outcome present."""
+    """Check outcomes summed over the deciding reports (baselines left out), every outcome present."""
     totals = {o.value: 0 for o in Outcome}
-    for report in reports:
+    for report in deciding(reports):
         for key, n in report.counts().items():
             totals[key] += n
     return totals
 
 
 def run_names(reports: Sequence[Report]) -> list[str]:
-    """A distinct display name per report: `device label`, then the OS, then `#n` where still ambiguous."""
-    names = [f"{r.device} {r.label}" for r in reports]
+    """A distinct display name per report: `device [role] label`, then the OS, then `#n` where still ambiguous."""
+    names = [" ".join(p for p in (r.device, r.role, r.label) if p) for r in reports]
     if len(set(names)) < len(names):
         names = [f"{n} {r.environment.get('os', '')}".strip() for n, r in zip(names, reports)]
     if len(set(names)) < len(names):
@@ -87,6 +104,73 @@ def run_names(reports: Sequence[Report]) -> list[str]:
 
 
 def nothing_ran(report: Report) -> bool:
-    """The run happened but no check passed or failed: the "nothing ran" verdict, which fails by default."""
+    """The run happened and failed, yet no check failed: the "nothing ran" verdict, which fails by default.
+
+    Derived from Report.verdict() itself, so the renderers explain exactly the verdict the model gives.
+    """
     counts = report.counts()
-    return not report.infra_error and not counts["passed"] and not any(counts[o.value] for o in FAILING)
+    failing = any(counts[o.value] for o in FAILING)
+    return not report.infra_error and not failing and report.verdict() is Verdict.FAILED
+
+
+def sig(value: float) -> str:
+    """Three significant digits, thousands separated, exponent only for the very small."""
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    if abs(value) >= 999.5:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) >= 0.01 else f"{value:.2e}"
+
+
+def best_unit(values: Sequence[float | None], units: tuple[tuple[str, float], ...]) -> tuple[str, float]:
+    """The unit that reads best for the middle of these values (so one table shares one unit)."""
+    finite = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    middle = statistics.median(finite) if finite else 0.0
+    return next(((name, f) for name, f in reversed(units) if middle >= f), units[0])
+
+
+def quantity(value: Any, kind: str) -> str:
+    """A median in its own best unit: `quantity(13.2, "ms")` -> "13.2 ms", `quantity(2**30, "bytes")` -> "1 GiB"."""
+    v = number(value)
+    if v is None or not math.isfinite(v):
+        return "?" if v is None else str(v)
+    name, factor = best_unit([v], TIME_UNITS if kind == "ms" else BYTE_UNITS)
+    return f"{sig(v / factor)} {name}"
+
+
+def ratio_number(value: float) -> str:
+    """A ratio near 1 with two decimals ("1.32", "0.80", "1.00"), so a column of them lines up."""
+    return f"{value:.2f}" if math.isfinite(value) and 0.01 <= abs(value) < 1000 else sig(value)
+
+
+def ratio_with_ci(metrics: Mapping[str, Any]) -> str:
+    """"1.32× (95% CI 1.25–1.40×)" from a comparison's ratio, ci_low and ci_high; "" when there is no ratio."""
+    ratio, low, high = (number(metrics.get(k)) for k in ("ratio", "ci_low", "ci_high"))
+    if ratio is None or not math.isfinite(ratio):
+        return ""
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{ratio_number(ratio)}×"
+    return f"{ratio_number(ratio)}× (95% CI {ratio_number(low)}–{ratio_number(high)}×)"
+
+
+def change_text(aspect: str, metrics: Mapping[str, Any]) -> str:
+    """One line on an A/B comparison: medians, ratio with CI, p-value, threshold, whether confirmed; "" when none."""
+    change = metrics.get("change")
+    if aspect not in AB_ASPECTS or not isinstance(change, str):
+        return ""
+    kind = AB_ASPECTS[aspect]
+    parts = [f"{one_line(change)}: candidate {quantity(metrics.get('candidate_median'), kind)} vs baseline "
+             f"{quantity(metrics.get('baseline_median'), kind)}"]
+    ratio = ratio_with_ci(metrics)
+    if ratio:
+        parts.append(ratio)
+    p, threshold = number(metrics.get("p_value")), number(metrics.get("threshold"))
+    if p is not None:
+        parts.append(f"p={sig(p)}")
+    if threshold is not None:
+        parts.append(f"threshold +{sig(threshold * 100)}%")
+    if metrics.get("confirmed") is True:
+        parts.append("confirmed by a second batch")
+    return ", ".join(parts)

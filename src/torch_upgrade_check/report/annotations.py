@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from torch_upgrade_check.model import DEVICES, Outcome, Report
-from torch_upgrade_check.report import FAILING, clip, nothing_ran, one_line, run_names, visible
+from torch_upgrade_check.model import DEVICES, CheckResult, Outcome, Report
+from torch_upgrade_check.report import (
+    FAILING,
+    change_text,
+    clip,
+    deciding,
+    nothing_ran,
+    number,
+    one_line,
+    run_names,
+    sig,
+    visible,
+)
 
 MAX_ERRORS = 10  # GitHub shows at most 10 error and 10 warning annotations per step
 MAX_WARNINGS = 10
@@ -14,14 +25,21 @@ MESSAGE_LIMIT = 2000
 
 
 def annotations(reports: Sequence[Report]) -> list[str]:
-    """One `::error` per failing check or failed run, one `::warning` per skipped accelerator check or
-    device fallback; beyond 10 of either, one `::notice` says how many more the job summary holds."""
+    """One `::error` per failing check (a regression names its ratio and CI, a cross-version failure its first
+    divergent module) or failed run, one `::warning` per suspicious change, skipped accelerator check or device
+    fallback; beyond 10 of either, one `::notice` says how many more the job summary holds.
+
+    A comparison's baseline informs only: of it, just a run that could not happen at all is annotated.
+    """
     errors: list[tuple[str, str]] = []
     warnings: list[tuple[str, str]] = []
+    decide = {id(r) for r in deciding(reports)}
     for report, run in zip(reports, run_names(reports)):
         if report.infra_error:
             errors.append((f"torch-upgrade-check could not run on {run}", report.infra_error))
-        elif nothing_ran(report):
+        if id(report) not in decide:
+            continue
+        if not report.infra_error and nothing_ran(report):
             errors.append((f"nothing ran on {run}", "no check passed or failed; see the job summary"))
         if report.requested_device in DEVICES and report.requested_device != report.device:
             asked, got = report.requested_device, report.device
@@ -29,8 +47,11 @@ def annotations(reports: Sequence[Report]) -> list[str]:
         for r in report.results:
             if r.outcome in FAILING:
                 word = "not run" if r.outcome is Outcome.NOT_RUN else r.outcome.value
-                repro = f"\nrepro: {r.repro}" if r.repro else ""
-                errors.append((f"{visible(r.id)} {word} on {run}", (r.reason or f"{r.aspect} check {word}") + repro))
+                if r.outcome is Outcome.FAILED and r.metrics.get("change") == "regression":
+                    word = "regressed"
+                errors.append((f"{visible(r.id)} {word} on {run}", _message(r, word)))
+            elif r.outcome is Outcome.SUSPICIOUS:
+                warnings.append((f"{visible(r.id)} suspicious on {run}", _message(r, "suspicious")))
             elif r.outcome is Outcome.SKIPPED and r.device != "cpu":
                 warnings.append((f"{visible(r.id)} skipped on {run}", r.reason or "skipped"))
     lines = [command("error", title, message) for title, message in errors[:MAX_ERRORS]]
@@ -40,6 +61,19 @@ def annotations(reports: Sequence[Report]) -> list[str]:
     if more:
         lines.append(command("notice", "torch-upgrade-check", f"and {' and '.join(more)}: see the job summary"))
     return lines
+
+
+def _message(r: CheckResult, word: str) -> str:
+    """The comparison first (ratio and CI), then the reason, the first divergent module and the repro command."""
+    lines = [change_text(r.aspect, r.metrics), r.reason or f"{r.aspect} check {word}"]
+    first = r.metrics.get("first_divergent_module")
+    if isinstance(first, dict) and first.get("module"):
+        err = number(first.get("max_abs_err"))
+        lines.append(f"first divergent module: {one_line(first['module'])}"
+                     + (f" (max abs err {sig(err)})" if err is not None else ""))
+    if r.repro and r.outcome in FAILING:
+        lines.append(f"repro: {r.repro}")
+    return "\n".join(line for line in lines if line)
 
 
 def command(name: str, title: str, message: str) -> str:

@@ -10,7 +10,17 @@ from xml.etree import ElementTree as ET
 from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from torch_upgrade_check.model import CheckResult, Outcome, Report
-from torch_upgrade_check.report import clip, finite_seconds, nothing_ran, one_line, run_names, visible
+from torch_upgrade_check.report import (
+    FAILING,
+    change_text,
+    clip,
+    deciding,
+    finite_seconds,
+    nothing_ran,
+    one_line,
+    run_names,
+    visible,
+)
 
 NAME = "torch-upgrade-check"
 MESSAGE_LIMIT = 500  # the `message` attribute is one short line; the body carries the rest
@@ -20,16 +30,21 @@ def build_junit(reports: Sequence[Report]) -> JUnitXml:
     """One <testsuite> per report, one <testcase> per check.
 
     failed -> <failure>; error and not-run -> <error> (not-run fails the verdict, so it must not look
-    green); skipped -> <skipped>. A run that could not happen gets one `infrastructure` <error> case,
-    a run where nothing ran one `nothing-ran` <failure> case, so JUnit agrees with Report.verdict().
+    green); skipped -> <skipped>; suspicious -> a passing case whose <system-out> starts with
+    "suspicious" and the reason (it warns and never fails). A run that could not happen gets one `infrastructure`
+    <error> case, a run where nothing ran one `nothing-ran` <failure> case, so JUnit agrees with the verdict.
+    A comparison's baseline gets its own suite, but informs only: its failing checks become <skipped>
+    (type `baseline-failed`, `baseline-error`, `baseline-not-run`), so JUnit consumers count no failure
+    the verdict ignores; a baseline that could not run at all still is an <error>.
     The schema allows no <properties> inside <testcase>: per-check metrics go to its <system-out>,
     the environment to the suite's <properties>. <testsuites> carries no `skipped` (the schema forbids it).
     """
     xml = JUnitXml(name=NAME)
     tests = failures = errors = 0
     time = 0.0
+    decide = {id(r) for r in deciding(reports)}
     for report, run in zip(reports, run_names(reports)):
-        suite = _suite(report, run)
+        suite = _suite(report, run, informs=id(report) not in decide)
         xml.append(suite)  # not add_testsuite(): that merges suites that compare equal
         tests, failures, errors = tests + suite.tests, failures + suite.failures, errors + suite.errors
         time += suite.time
@@ -58,20 +73,20 @@ def _name(text: str) -> str:
     return clip(visible(text), MESSAGE_LIMIT)
 
 
-def _suite(report: Report, run: str) -> TestSuite:
+def _suite(report: Report, run: str, *, informs: bool) -> TestSuite:
     suite = TestSuite(_name(f"{NAME} {run}"))
     if report.started:
         suite.timestamp = _message(report.started)
     for name, value in _properties(report):
         suite.add_property(_message(name), _message(value))
-    cases = [_case(result) for result in report.results]
+    cases = [_case(result, informs=informs) for result in report.results]
     if report.infra_error:
         case = TestCase("infrastructure", classname=_name(f"torch_upgrade_check.{report.device}"))
         error = Error(_message(f"the run on {run} could not happen: {report.infra_error}"), "infrastructure")
         error.text = _text(report.infra_error)
         case.result = [error]
         cases.append(case)
-    elif nothing_ran(report):
+    elif nothing_ran(report) and not informs:
         case = TestCase("nothing-ran", classname=_name(f"torch_upgrade_check.{report.device}"))
         skipped = report.counts()["skipped"]
         case.result = [Failure(_message(f"nothing ran on {run}: no check passed ({skipped} skipped)"), "nothing-ran")]
@@ -88,6 +103,7 @@ def _properties(report: Report) -> list[tuple[str, str]]:
         ("device", report.device),
         ("requested_device", report.requested_device),
         ("label", report.label),
+        ("role", report.role),
         ("started", report.started),
         ("finished", report.finished),
         ("complete", str(report.complete).lower()),
@@ -98,15 +114,20 @@ def _properties(report: Report) -> list[tuple[str, str]]:
     return [(k, v) for k, v in props if v != ""]
 
 
-def _case(result: CheckResult) -> TestCase:
+def _case(result: CheckResult, *, informs: bool) -> TestCase:
     case = TestCase(
         _name(result.id),
         classname=_name(f"torch_upgrade_check.{result.device}.{result.workload}"),
         time=finite_seconds(result.duration_s),
     )
     reason = result.reason or f"{result.aspect} check {result.outcome.value}"
-    if result.outcome is Outcome.FAILED:
-        outcome: Failure | Error | Skipped | None = Failure(_message(reason), _message(result.aspect))
+    if informs and result.outcome in FAILING:
+        word = "not run" if result.outcome is Outcome.NOT_RUN else result.outcome.value
+        outcome: Failure | Error | Skipped | None = Skipped(
+            _message(f"baseline {word} (informs only, does not decide): {reason}"), f"baseline-{result.outcome.value}")
+        outcome.text = _text(_body(result))
+    elif result.outcome is Outcome.FAILED:
+        outcome = Failure(_message(reason), _message(result.aspect))
     elif result.outcome is Outcome.ERROR:
         outcome = Error(_message(reason), "error")
     elif result.outcome is Outcome.NOT_RUN:
@@ -119,14 +140,16 @@ def _case(result: CheckResult) -> TestCase:
         if not isinstance(outcome, Skipped):
             outcome.text = _text(_body(result))
         case.result = [outcome]
-    metrics = "\n".join(f"{k}: {_value(v)}" for k, v in result.metrics.items())
-    if metrics:
-        case.system_out = _text(metrics)
+    out = "\n".join(f"{k}: {_value(v)}" for k, v in result.metrics.items())
+    if result.outcome is Outcome.SUSPICIOUS:  # passes, so the note goes where a passing case keeps text
+        out = "\n\n".join(p for p in (f"suspicious (warns, does not fail): {_body(result) or reason}", out) if p)
+    if out:
+        case.system_out = _text(out)
     return case
 
 
 def _body(result: CheckResult) -> str:
-    parts = [result.reason, result.details.strip("\n")]
+    parts = [result.reason, change_text(result.aspect, result.metrics), result.details.strip("\n")]
     if result.thresholds:
         parts.append("thresholds: " + ", ".join(f"{k}={_value(v)}" for k, v in result.thresholds.items()))
     if result.repro:

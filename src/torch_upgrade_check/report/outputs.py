@@ -9,14 +9,17 @@ from torch_upgrade_check.report import merged_verdict, total_counts
 
 
 def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[str, str]:
-    """verdict (error > failed > passed across reports), check counts over all reports, then `paths`.
+    """verdict (error > failed > passed across reports), check counts, then `paths`.
 
     Counts are of checks only: a run that could not happen shows in `verdict` (error), not in `errors`.
+    They leave a comparison's baseline out: it informs and does not decide. `suspicious` counts changes
+    beyond a threshold that statistics could not confirm (they warn; `failed` and `verdict` ignore them).
     """
     counts = total_counts(reports)
     outputs = {
         "verdict": merged_verdict(reports).value,
         "passed": str(counts["passed"]),
+        "suspicious": str(counts["suspicious"]),
         "failed": str(counts["failed"]),
         "errors": str(counts["error"]),
         "skipped": str(counts["skipped"]),

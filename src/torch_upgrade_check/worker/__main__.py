@@ -43,13 +43,38 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, name="orphan-watchdog", daemon=True).start()
 
 
+def _run_one(spec: Any, events: IO[str], cache: dict | None) -> None:
+    from torch_upgrade_check.model import Observation
+    from torch_upgrade_check.schema import START_MARKER
+    from torch_upgrade_check.worker import checks
+
+    sys.stdout.flush()
+    print(f"{START_MARKER}{spec.id}", file=sys.stderr, flush=True)  # crash tails start here
+    _emit(events, {"event": "start", "id": spec.id, "time": time.time()})
+    start = time.perf_counter()
+    try:
+        obs = Observation(id=spec.id, status="ok", metrics=checks.run(spec, cache))
+    except checks.Skip as e:
+        obs = Observation(id=spec.id, status="skipped", message=str(e))
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        obs = Observation(
+            id=spec.id,
+            status="exception",
+            message=f"{type(e).__name__}: {first}"[:500],
+            traceback="".join(traceback.format_exception(e))[-4000:],
+        )
+    obs = Observation(**{**obs.to_dict(), "duration_s": time.perf_counter() - start})
+    _emit(events, {"event": "observation", **obs.to_dict()})
+
+
 def main(argv: list[str]) -> int:
     _die_with_parent()
     faulthandler.enable()  # a segfault or abort prints the Python stack: the crash record's details
     plan_path, events_path = argv
     with open(plan_path, encoding="utf-8") as f:
         plan = json.load(f)
-    from torch_upgrade_check.schema import PLAN_KIND, PLAN_VERSION, START_MARKER
+    from torch_upgrade_check.schema import PLAN_KIND, PLAN_VERSION
 
     if plan.get("kind") != PLAN_KIND or plan.get("schema_version") != PLAN_VERSION:
         print(f"worker: plan {plan_path} is not a version {PLAN_VERSION} plan", file=sys.stderr)
@@ -57,7 +82,7 @@ def main(argv: list[str]) -> int:
     with open(events_path, "a", encoding="utf-8") as events:
         import torch  # a failure here is the orchestrator's "torch not importable" error
 
-        from torch_upgrade_check.model import CheckSpec, Observation
+        from torch_upgrade_check.model import CheckSpec
         from torch_upgrade_check.worker import checks, environment
 
         if plan.get("threads"):
@@ -66,25 +91,13 @@ def main(argv: list[str]) -> int:
         probes = {d: environment.probe(d) for d in plan.get("probe", [])}
         _emit(events, {"event": "hello", "environment": environment.collect(), "probes": probes})
         for raw in plan.get("checks", []):
-            spec = CheckSpec.from_dict(raw)
-            sys.stdout.flush()
-            print(f"{START_MARKER}{spec.id}", file=sys.stderr, flush=True)  # crash tails start here
-            _emit(events, {"event": "start", "id": spec.id, "time": time.time()})
-            start = time.perf_counter()
-            try:
-                obs = Observation(id=spec.id, status="ok", metrics=checks.run(spec))
-            except checks.Skip as e:
-                obs = Observation(id=spec.id, status="skipped", message=str(e))
-            except Exception as e:
-                first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                obs = Observation(
-                    id=spec.id,
-                    status="exception",
-                    message=f"{type(e).__name__}: {first}"[:500],
-                    traceback="".join(traceback.format_exception(e))[-4000:],
-                )
-            obs = Observation(**{**obs.to_dict(), "duration_s": time.perf_counter() - start})
-            _emit(events, {"event": "observation", **obs.to_dict()})
+            _run_one(CheckSpec.from_dict(raw), events, None)
+        if plan.get("serve"):
+            # compare's A/B rounds: one check spec per line on stdin, instances kept between rounds.
+            cache: dict = {}
+            for line in sys.stdin:
+                if line.strip():
+                    _run_one(CheckSpec.from_dict(json.loads(line)), events, cache)
         _emit(events, {"event": "done"})
     return 0
 

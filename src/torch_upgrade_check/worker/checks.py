@@ -156,15 +156,24 @@ def synchronize(device: str) -> None:
         torch.mps.synchronize()
 
 
-def run(spec: CheckSpec) -> dict[str, Any]:
-    """Run one check and return its metrics; raises Skip when the aspect does not apply."""
+def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = None) -> dict[str, Any]:
+    """Run one check and return its metrics; raises Skip when the aspect does not apply.
+
+    With `cache`, instances are reused across calls (the A/B latency rounds of `compare`).
+    """
     dtype = DTYPES[spec.dtype]
     factory = resolve_factory(spec)
     if spec.aspect == "fsdp2":
         from torch_upgrade_check.worker import fsdp2
 
         return fsdp2.run(spec)
-    inst = build(factory, spec.device, dtype)
+    key = (spec.workload, spec.dtype, spec.device)
+    if cache is not None and key in cache:
+        inst = cache[key]
+    else:
+        inst = build(factory, spec.device, dtype)
+        if cache is not None:
+            cache[key] = inst
     if spec.aspect in inst.skip:
         raise Skip(inst.skip[spec.aspect])
     aspect = ASPECTS[spec.aspect]
@@ -256,6 +265,8 @@ def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, dtype:
         inst.model.eval()
     budget_s = float(spec.params.get("latency_budget_s") or 1.0)
     min_samples, max_samples = 5, 30
+    if spec.params.get("samples"):  # a fixed batch: one round of compare's interleaved A/B measurement
+        min_samples = max_samples = int(spec.params["samples"])
 
     def call() -> None:
         with torch.no_grad():
@@ -294,10 +305,17 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, torch.dtyp
     "numerics": numerics,
     "cross-backend": cross_backend,
     "compile": compile_,
+    "cross-version": lambda spec, factory, inst, dtype: _crossversion().run(spec, factory, inst, dtype),
     "determinism": determinism,
     "latency": latency,
     "memory": memory_,
 }
+
+
+def _crossversion() -> Any:
+    from torch_upgrade_check.worker import crossversion
+
+    return crossversion
 
 
 def add_python_path(paths: list[str]) -> None:

@@ -1,0 +1,169 @@
+"""The `compare` command: provision baseline and candidate, run both, measure A/B, write one report."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from torch_upgrade_check import __version__
+from torch_upgrade_check.analysis import ab
+from torch_upgrade_check.cli import PROG, finish, infra, say, settings_from_args
+from torch_upgrade_check.errors import EXIT_PASSED, UsageError
+from torch_upgrade_check.model import CheckSpec, Report
+from torch_upgrade_check.orchestrate import compare, provision, session
+from torch_upgrade_check.orchestrate.live import LiveWorker
+from torch_upgrade_check.orchestrate.workers import InfrastructureError
+from torch_upgrade_check.schema import write_reports
+
+
+def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, provision.TorchSpec | None, compare.Thresholds]:
+    problems: list[str] = []
+    specs: list[provision.TorchSpec | None] = []
+    for role in ("candidate", "baseline"):
+        text, python = getattr(args, role), getattr(args, f"{role}_python")
+        if text and python:
+            problems.append(f"give --{role} or --{role}-python, not both")
+        if role == "candidate" and not text and not python:
+            problems.append("compare needs --candidate SPEC (like 2.13.0, nightly, test, current) or --candidate-python PATH")
+        try:
+            specs.append(provision.parse_spec(text, f"--{role}") if text else None)
+        except UsageError as e:
+            problems += e.problems
+            specs.append(None)
+    thresholds = compare.Thresholds()
+    try:
+        provision.check_backend(args.torch_backend)
+    except UsageError as e:
+        problems += e.problems
+    values = {}
+    for flag in ("max_latency_regression", "max_memory_regression"):
+        try:
+            values[flag] = ab.parse_threshold(getattr(args, flag), "--" + flag.replace("_", "-"))
+        except ValueError as e:
+            problems.append(str(e))
+    if problems:
+        raise UsageError(*problems)
+    thresholds = compare.Thresholds(values["max_latency_regression"], values["max_memory_regression"])
+    return specs[0], specs[1], thresholds
+
+
+def default_venv_dir() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "torch-upgrade-check" / "venvs"
+
+
+def _python_for(role: str, spec: provision.TorchSpec | None, prepared: str | None, args: argparse.Namespace,
+                base_python: str, out: Path) -> str:
+    if prepared:
+        return session.resolve_python(prepared)
+    assert spec is not None
+    python, _ = provision.ensure_env(
+        spec, base_python=base_python, venv_root=Path(args.venv_dir) if args.venv_dir else default_venv_dir(),
+        backend=args.torch_backend, index_url=args.index_url, extra_index_urls=tuple(args.extra_index_url),
+        find_links=tuple(args.find_links), extra_requirements=tuple(args.extra_requirement),
+        installer=provision.choose_installer(args.installer), log=out / "logs" / f"install-{role}.log",
+        say=lambda text: say(f"{role}: {text}"),
+    )
+    return python
+
+
+def _repro(args: argparse.Namespace, pythons: dict[str, str], device: str, spec: CheckSpec) -> str:
+    cmd = [PROG, "compare", "--candidate-python", pythons["candidate"]]
+    if "baseline" in pythons:
+        cmd += ["--baseline-python", pythons["baseline"]]
+    cmd += ["--device", device, "--only", spec.id]
+    for item in args.workload:
+        if item.partition("=")[0] == spec.workload:
+            cmd += ["--workload", item]
+    cmd += [x for p in args.python_path for x in ("--python-path", p)]
+    return shlex.join(cmd)
+
+
+def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    settings = settings_from_args(args, argv)
+    cand_spec, base_spec, thresholds = _validate(args)
+    has_baseline = bool(base_spec or args.baseline_python)
+    out = settings.out
+    shutil.rmtree(out / "logs", ignore_errors=True)
+    reports = {"candidate": session.new_report(settings, role="candidate" if has_baseline else "")}
+    if has_baseline:
+        reports = {"baseline": session.new_report(settings, role="baseline"), **reports}
+    reports = {k: replace(r, thresholds={**r.thresholds, "max_latency_regression": thresholds.latency,
+                                          "max_memory_regression": thresholds.memory}) for k, r in reports.items()}
+    started = time.monotonic()
+    pythons: dict[str, str] = {}
+    probes = {}
+    try:
+        tool_python = session.resolve_python(args.python)
+        for role, spec, prepared in (("baseline", base_spec, args.baseline_python),
+                                     ("candidate", cand_spec, args.candidate_python)):
+            if role in reports:
+                pythons[role] = _python_for(role, spec, prepared, args, tool_python, out)
+        for role, python in pythons.items():
+            probes[role] = session.probe(python, settings, name=f"probe-{role}")
+    except InfrastructureError as e:
+        return infra(args, list(reports.values()), out, str(e))
+    device = session.resolve_device(args.device, probes["candidate"].probes)
+    if has_baseline and not probes["baseline"].probes.get(device, (False, ""))[0]:
+        raise UsageError(f"the baseline cannot use {device}: {probes['baseline'].probes.get(device, (False, '?'))[1]}; "
+                         "pick a --device both can use")
+    for role in reports:
+        env = session.environment(probes[role])
+        reports[role] = replace(reports[role], device=device, label=env.get("torch_version", "?"), environment=env)
+    corr = compare.correctness_specs(settings, device)
+    ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))
+    store = out / "baseline-outputs"
+    side_specs = {"candidate": corr + (compare.cross_version_specs(settings, device, store, "compare")
+                                       if has_baseline else [])}
+    if has_baseline:
+        side_specs = {"baseline": corr + compare.cross_version_specs(settings, device, store, "save"), **side_specs}
+    if not has_baseline:
+        side_specs["candidate"] += ab_specs
+    session.require_checks([*side_specs["candidate"], *(ab_specs if has_baseline else [])], settings)
+    if args.list:
+        for s in [*side_specs["candidate"], *(ab_specs if has_baseline else [])]:
+            print(s.id)
+        return EXIT_PASSED
+    say(f"{PROG} {__version__}: " + " vs ".join(f"{role} torch {r.label}" for role, r in reports.items())
+        + f" on {device}; results -> {out}/")
+
+    def write() -> None:
+        write_reports(list(reports.values()), out / "report.json")
+
+    for role, specs in side_specs.items():
+        def update(r: Report, role: str = role) -> None:
+            reports[role] = r
+            write()
+
+        reports[role] = session.execute(
+            pythons[role], specs, settings, reports[role], probes=probes[role].probes,
+            repro=lambda s: _repro(args, pythons, device, s), on_update=update,
+            progress=session.Progress(len(specs), say, tag=role if has_baseline else ""),
+            log_prefix=f"worker-{role}",
+            decide_fn=lambda s, o, rep: compare.decide_side(s, o, rep, settings.max_latency_ms),
+        )
+        if reports[role].infra_error:
+            return infra(args, list(reports.values()), out, reports[role].infra_error)
+    if has_baseline and ab_specs:
+        say(f"latency and memory: {len(ab_specs)} checks, {compare.ROUNDS} interleaved rounds each")
+        logs = out / "logs"
+        with LiveWorker(pythons["baseline"], log_dir=logs, name="ab-baseline", threads=settings.threads,
+                        python_path=list(settings.python_path)) as b, \
+             LiveWorker(pythons["candidate"], log_dir=logs, name="ab-candidate", threads=settings.threads,
+                        python_path=list(settings.python_path)) as c:
+            base_ab, cand_ab = compare.measure_ab(ab_specs, b, c, settings, thresholds, say)
+        for role, results in (("baseline", base_ab), ("candidate", cand_ab)):
+            with_repro = {k: replace(v, repro=_repro(args, pythons, device, next(s for s in ab_specs if s.id == k)))
+                          for k, v in results.items()}
+            reports[role] = replace(reports[role], results=(*reports[role].results, *with_repro.values()))
+    if has_baseline:
+        reports["candidate"] = compare.mark_preexisting(reports["baseline"], reports["candidate"])
+    reports = {k: replace(r, finished=session.now(), complete=True) for k, r in reports.items()}
+    write()
+    return finish(args, list(reports.values()), out, out / "report.json", time.monotonic() - started)

@@ -1,0 +1,258 @@
+"""Baseline vs candidate -> the "What changed" tables of the job summary (pure).
+
+A comparison is a candidate report (role "candidate") and the baseline report of the same device. The
+candidate's latency and memory results carry the A/B metrics (change, ratio, ci_low, ci_high, p_value,
+baseline_median, candidate_median, confirmed, threshold), its cross-version results the closeness to the
+baseline's outputs; the baseline report itself is needed only for the checks it alone ran and its environment.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from torch_upgrade_check.model import CheckResult, Report
+from torch_upgrade_check.report import (
+    AB_ASPECTS,
+    BYTE_UNITS,
+    CHANGES,
+    FAILING,
+    TIME_UNITS,
+    best_unit,
+    clip,
+    number,
+    one_line,
+    ratio_number,
+    sig,
+    visible,
+)
+from torch_upgrade_check.report.markdown import (
+    CHANGE_ICON,
+    ICON,
+    RANK,
+    Row,
+    Table,
+    failing_row,
+    md,
+    metric,
+    outcome_cell,
+    plural,
+    reason_cell,
+    row_line,
+    table_header,
+)
+
+# Rows of the environment diff: (label, environment key); torch always shows, the others only when they differ.
+ENV_DIFF = (("torch", "torch_version"), ("CUDA", "cuda"), ("cuDNN", "cudnn"), ("NCCL", "nccl"), ("Triton", "triton"),
+            ("driver", "driver"), ("Python", "python"))
+_TITLES = {"latency": "Latency", "memory": "Peak memory"}
+_MEDIAN_KEYS = {"latency": "median_ms", "memory": "peak_bytes"}  # where a single run keeps its median
+_UNCHANGED_TIER = 2  # unchanged rows are kept after every other row of the report but the baseline's
+
+
+def pairs(reports: Sequence[Report]) -> list[tuple[int, int | None]]:
+    """(candidate index, baseline index or None) for each candidate, its baseline the first unused one of its device."""
+    used: set[int] = set()
+    found = []
+    for i, report in enumerate(reports):
+        if report.role != "candidate":
+            continue
+        base = next((j for j, b in enumerate(reports) if b.role == "baseline" and b.device == report.device
+                     and j not in used), None)
+        if base is not None:
+            used.add(base)
+        found.append((i, base))
+    return found
+
+
+def comparison_tables(candidate: tuple[Report, str], baseline: tuple[Report, str] | None) -> list[Table]:
+    """What changed from the baseline to the candidate: latency and memory A/B, cross-version correctness,
+    checks that ran in one version only, and the environment diff. The first table's heading opens the section."""
+    report, name = candidate
+    tables: list[Table] = []
+    for aspect in AB_ASPECTS:
+        tables += _ab_tables(aspect, report, baseline[0] if baseline else None)
+    tables += _cross_version_table(report, name)
+    if baseline:
+        tables += _one_sided_table(report, baseline[0]) + _environment_diff(baseline[0], report)
+        title = f"### What changed: torch {md(baseline[0].label)} → {md(report.label)} on {md(report.device)}\n\n"
+    else:
+        title = f"### What changed on {md(name)}\n\nThe baseline's report is not part of this summary.\n\n"
+    if not tables:
+        return [Table(title + "No comparison results.\n\n", "", ())]
+    return [replace(tables[0], heading=title + tables[0].heading), *tables[1:]]
+
+
+def _ab_tables(aspect: str, report: Report, baseline: Report | None) -> list[Table]:
+    """The changed rows of one A/B aspect, then its unchanged rows in a collapsed block."""
+    results = [r for r in report.results if r.aspect == aspect]
+    if not results:
+        return []
+    before = {r.id: r for r in baseline.results} if baseline else {}
+    kind = AB_ASPECTS[aspect]
+    values = [(_median(r, "baseline", before.get(r.id)), _median(r, "candidate", r)) for r in results]
+    # Medians are in ms (latency) or bytes (memory), the base of TIME_UNITS and BYTE_UNITS.
+    unit, factor = best_unit([v for pair in values for v in pair], TIME_UNITS if kind == "ms" else BYTE_UNITS)
+    entries = sorted(zip(results, values), key=lambda e: _ab_order(e[0]))
+    headers = ["check", f"baseline ({unit})", f"candidate ({unit})", "ratio (95% CI)", "p", "verdict"]
+    changed, unchanged = [], []
+    for r, (base, cand) in entries:
+        cells = [md(visible(r.id)), _scaled(base, factor), _scaled(cand, factor), _ratio_cell(r.metrics),
+                 _p_cell(r.metrics), _verdict_cell(r)]
+        row = Row(row_line(cells), r.outcome in FAILING)
+        (unchanged if _ab_order(r)[0] == 4 else changed).append(row)
+    tally = Counter(_change(r) or r.outcome.value for r in results)
+    order = [*CHANGES, *(o.value for o in sorted(RANK, key=RANK.__getitem__))]
+    counts = ", ".join(plural(tally[k], k) if k == "regression" else f"{tally[k]} {k}"
+                       for k in sorted(tally, key=order.index))
+    threshold = {number(r.metrics.get("threshold")) for r in results} - {None}
+    limit = f" (threshold +{sig(threshold.pop() * 100)}%)" if len(threshold) == 1 else ""
+    heading = f"#### {_TITLES[aspect]}{limit}: {counts}\n\n"
+    if not changed:
+        heading += "Nothing changed beyond the threshold.\n\n"
+    tables = [Table(heading, table_header(headers), tuple(changed))]
+    if unchanged:
+        summary = f"<details><summary>{CHANGE_ICON['unchanged']} {plural(len(unchanged), f'unchanged {aspect} check')}"
+        tables.append(Table(summary + "</summary>\n\n", table_header(headers), tuple(unchanged), "</details>\n\n",
+                            _UNCHANGED_TIER))
+    return tables
+
+
+def _change(r: CheckResult) -> str:
+    change = r.metrics.get("change")
+    return change if change in CHANGES else ""
+
+
+def _ab_order(r: CheckResult) -> tuple[int, float, str]:
+    """Regressions and failing checks, suspicious, improved, the rest (no comparison), unchanged; the largest
+    ratio first (for improvements the smallest)."""
+    change = _change(r)
+    ratio = number(r.metrics.get("ratio"))
+    ratio = math.inf if ratio is None or math.isnan(ratio) else ratio
+    if change == "regression" or r.outcome in FAILING:
+        return 0, -ratio, r.id
+    rank = {"suspicious": 1, "improved": 2, "unchanged": 4}.get(change, 3)
+    return rank, ratio if rank == 2 else -ratio, r.id
+
+
+def _median(r: CheckResult | None, side: str, single: CheckResult | None) -> float | None:
+    """The comparison's median of one side, else what that side's own run measured."""
+    if r is not None and number(r.metrics.get(f"{side}_median")) is not None:
+        return number(r.metrics.get(f"{side}_median"))
+    return number(single.metrics.get(_MEDIAN_KEYS[single.aspect])) if single is not None else None
+
+
+def _scaled(value: float | None, factor: float) -> str:
+    return "—" if value is None else metric(value, factor)
+
+
+def _ratio_cell(m: dict[str, Any]) -> str:
+    ratio, low, high = (number(m.get(k)) for k in ("ratio", "ci_low", "ci_high"))
+    if ratio is None or not math.isfinite(ratio):
+        return "—"
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{ratio_number(ratio)}×"
+    return f"{ratio_number(ratio)}× ({ratio_number(low)}–{ratio_number(high)})"
+
+
+def _p_cell(m: dict[str, Any]) -> str:
+    p = number(m.get("p_value"))
+    return "—" if p is None else sig(p)
+
+
+def _verdict_cell(r: CheckResult) -> str:
+    change = _change(r)
+    if not change:
+        return f"{ICON[r.outcome]} {r.outcome.value}" + (f": {reason_cell(r)}" if r.reason else "")
+    text = f"{CHANGE_ICON[change]} {change}"
+    if change == "regression" and r.metrics.get("confirmed") is True:
+        text += ", confirmed"
+    if r.outcome in FAILING and change != "regression":
+        text += f"; {outcome_cell(r)}"  # failed for another reason, e.g. a --max-latency-ms limit
+    return text
+
+
+def _cross_version_table(report: Report, run: str) -> list[Table]:
+    results = sorted((r for r in report.results if r.aspect == "cross-version"), key=_cross_order)
+    if not results:
+        return []
+    headers = ["check", "outcome", "max abs diff vs baseline", "mismatched vs baseline", "bitwise equal",
+               "RMSE vs fp64 (candidate / baseline)", "first divergent module", "reason"]
+    rows = []
+    for r in results:
+        m = r.metrics
+        cells = [md(visible(r.id)), outcome_cell(r), metric(m.get("max_abs_diff_vs_baseline")),
+                 _count_of(m.get("mismatched_vs_baseline"), m.get("numel")), metric(m.get("bitwise_equal_to_baseline")),
+                 _rmse_pair(m), _divergent(m.get("first_divergent_module")), reason_cell(r)]
+        rows.append(failing_row(row_line(cells), r, run, failing=r.outcome in FAILING))
+    tally = Counter(r.outcome for r in results)
+    counts = ", ".join(f"{n} {o.value}" for o, n in sorted(tally.items(), key=lambda kv: RANK[kv[0]]))
+    heading = (f"#### Cross-version correctness ({counts})\n\nThe candidate's outputs against the baseline's on the same "
+               "inputs and weights; its error against the fp64 golden is judged relative to the baseline's.\n\n")
+    return [Table(heading, table_header(headers), tuple(rows))]
+
+
+def _cross_order(r: CheckResult) -> tuple[int, float, str]:
+    diff = number(r.metrics.get("max_abs_diff_vs_baseline"))
+    worst = -math.inf if diff is None else (math.inf if math.isnan(diff) else diff)
+    return RANK[r.outcome], -worst, r.id
+
+
+def _count_of(count: Any, numel: Any) -> str:
+    n, total = number(count), number(numel)
+    if n is None or not math.isfinite(n):
+        return metric(count)
+    return f"{int(n):,}" + (f" of {int(total):,}" if total is not None and math.isfinite(total) else "")
+
+
+def _rmse_pair(m: dict[str, Any]) -> str:
+    cand, base = metric(m.get("rmse")), metric(m.get("ref_rmse"))
+    return f"{cand or '—'} / {base or '—'}" if cand or base else ""
+
+
+def _divergent(first: Any) -> str:
+    if not isinstance(first, dict) or not first.get("module"):
+        return ""
+    err = metric(first.get("max_abs_err"))
+    return f"{md(first['module'])}" + (f" (max abs err {err})" if err else "")
+
+
+def _one_sided_table(candidate: Report, baseline: Report) -> list[Table]:
+    """Checks that ran in one version only (cross-version checks are the candidate's by nature): listed, not dropped."""
+    before = {r.id: r for r in baseline.results if r.aspect != "cross-version"}
+    after = {r.id: r for r in candidate.results if r.aspect != "cross-version"}
+    only = sorted(set(before) ^ set(after), key=lambda i: (i not in after, i))
+    if not only:
+        return []
+    rows = []
+    for check in only:
+        cand = after.get(check)
+        cells = [md(visible(check)), _side_cell(before.get(check)), _side_cell(cand)]
+        rows.append(Row(row_line(cells), cand is not None and cand.outcome in FAILING))
+    rows.sort(key=lambda row: not row.key)
+    new, gone = sum(c in after for c in only), sum(c in before for c in only)
+    heading = f"#### Only in one version ({new} only in the candidate, {gone} only in the baseline)\n\n"
+    return [Table(heading, table_header(["check", "baseline", "candidate"]), tuple(rows))]
+
+
+def _side_cell(r: CheckResult | None) -> str:
+    return "— (not in this version)" if r is None else outcome_cell(r)
+
+
+def _environment_diff(baseline: Report, candidate: Report) -> list[Table]:
+    rows = []
+    for label, key in ENV_DIFF:
+        before, after = baseline.environment.get(key), candidate.environment.get(key)
+        if key == "torch_version" or before != after:
+            cells = [md(label), *("—" if v in (None, "") else md(clip(one_line(str(v)), 200)) for v in (before, after))]
+            rows.append(Row(row_line(cells), True))
+    heading = "#### Environment changes\n\n"
+    return [Table(heading, table_header(["component", "baseline", "candidate"]), tuple(rows))]
+
+
+def is_shown_here(report: Report, r: CheckResult) -> bool:
+    """A candidate's cross-version results are shown by its comparison, not again among the per-aspect tables."""
+    return report.role == "candidate" and r.aspect == "cross-version"

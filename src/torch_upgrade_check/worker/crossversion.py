@@ -1,0 +1,118 @@
+"""Cross-version numerics: the baseline saves its inputs, weights and outputs; the candidate loads them,
+computes the same function and compares, naming the first module whose output diverges."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torch_upgrade_check.model import CheckSpec
+from torch_upgrade_check.worker import tensors
+
+
+def store_path(spec: CheckSpec) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.workload}-{spec.dtype}-{spec.device}")
+    return Path(spec.params["store"]) / f"{safe}.pt"
+
+
+def run(spec: CheckSpec, factory: Callable[..., Any], inst: Any, dtype: torch.dtype) -> dict[str, Any]:
+    from torch_upgrade_check.worker import checks
+
+    path = store_path(spec)
+    if spec.params.get("mode") == "save":
+        outputs, modules = _outputs_with_modules(inst, checks)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(
+            {
+                "torch": str(torch.__version__),
+                "state": _cpu_state(inst),
+                "inputs": [x.detach().cpu() if isinstance(x, torch.Tensor) else None for x in inst.inputs],
+                "outputs": {k: v.cpu() for k, v in outputs.items()},
+                "modules": modules,
+            },
+            path,
+        )
+        return {"saved": str(path), "tensors": len(outputs)}
+    if not path.exists():
+        raise checks.Skip("the baseline saved no outputs for this check (it did not run there, or failed there)")
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    _load(inst, saved, spec.device)
+    outputs, modules = _outputs_with_modules(inst, checks)
+    rtol, atol = checks._tolerances(spec, inst, dtype)
+    golden = checks._golden(factory, inst)
+    metrics = tensors.compare(outputs, golden, reference=saved["outputs"], rtol=rtol, atol=atol)
+    vs_baseline = tensors.compare(outputs, saved["outputs"], rtol=rtol, atol=atol)
+    metrics.update(
+        rtol=rtol,
+        atol=atol,
+        baseline_torch=saved["torch"],
+        max_abs_diff_vs_baseline=vs_baseline["max_abs_err"],
+        mismatched_vs_baseline=vs_baseline["mismatched_count"],
+        bitwise_equal_to_baseline=all(
+            k in saved["outputs"] and torch.equal(v.cpu(), saved["outputs"][k]) for k, v in outputs.items()
+        ),
+    )
+    first = _first_divergent(modules, saved["modules"], rtol, atol)
+    if first:
+        metrics["first_divergent_module"] = first
+    return metrics
+
+
+def _cpu_state(inst: Any) -> dict[str, torch.Tensor]:
+    if not isinstance(inst.model, torch.nn.Module):
+        return {}
+    return {k: v.detach().cpu() for k, v in inst.model.state_dict().items()}
+
+
+def _load(inst: Any, saved: dict[str, Any], device: str) -> None:
+    """The candidate computes exactly the baseline's function: same weights, same inputs."""
+    if saved["state"] and isinstance(inst.model, torch.nn.Module):
+        own = inst.model.state_dict()
+        inst.model.load_state_dict({k: v.to(device, own[k].dtype) for k, v in saved["state"].items() if k in own})
+    inputs = []
+    for mine, theirs in zip(inst.inputs, saved["inputs"]):
+        if isinstance(mine, torch.Tensor) and theirs is not None and theirs.shape == mine.shape:
+            inputs.append(theirs.to(device, mine.dtype).requires_grad_(mine.requires_grad))
+        else:
+            inputs.append(mine)
+    inst.inputs = tuple(inputs)
+
+
+def _outputs_with_modules(inst: Any, checks: Any) -> tuple[dict[str, torch.Tensor], list[tuple[str, torch.Tensor]]]:
+    """Outputs (and gradients) plus each submodule's first output tensor, in execution order."""
+    modules: list[tuple[str, torch.Tensor]] = []
+    handles = []
+    if isinstance(inst.model, torch.nn.Module):
+        for name, module in inst.model.named_modules():
+            if not name:
+                continue
+
+            def hook(_m: Any, _inp: Any, out: Any, name: str = name) -> None:
+                first = next(iter(tensors.flatten(out).values()), None)
+                if first is not None:
+                    modules.append((name, first.detach().cpu().clone()))
+
+            handles.append(module.register_forward_hook(hook))
+    try:
+        outputs = checks._forward_backward(inst)
+    finally:
+        for h in handles:
+            h.remove()
+    return outputs, modules
+
+
+def _first_divergent(mine: list[tuple[str, torch.Tensor]], theirs: list[tuple[str, torch.Tensor]], rtol: float,
+                     atol: float) -> dict[str, Any] | None:
+    baseline = dict(theirs)
+    for name, out in mine:
+        ref = baseline.get(name)
+        if ref is None or ref.shape != out.shape:
+            continue
+        diff = (out.double() - ref.double()).abs()
+        if bool((diff > atol + rtol * ref.double().abs()).any()) or bool(torch.isnan(out).any() & ~torch.isnan(ref).any()):
+            return {"module": name, "max_abs_err": float(diff.max())}
+    return None
