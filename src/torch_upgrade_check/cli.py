@@ -47,6 +47,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="add your own workload: a factory returning (model, inputs) (repeatable)")
     p.add_argument("--python-path", action="append", default=[], metavar="DIR",
                    help="folder prepended to the worker's sys.path, to import --workload factories from")
+    p.add_argument("--config", default=None, metavar="PATH",
+                   help="config file (default: torch-upgrade-check.yml in the current folder, when present)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads in the worker (default: torch's)")
     p.add_argument("--fail-on", default="correctness,latency,memory", metavar="LIST",
                    help="what fails the command: a comma list of correctness, latency, memory, or none "
@@ -83,16 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="another package for both venvs, e.g. numpy (repeatable)")
     cmp.add_argument("--venv-dir", default=None, metavar="DIR",
                      help="where venvs live (default: $XDG_CACHE_HOME or ~/.cache, /torch-upgrade-check/venvs)")
-    cmp.add_argument("--max-latency-regression", default="10%", metavar="PCT",
-                     help="slowdown that fails when significant: 10%% or 0.10 (default: 10%%)")
-    cmp.add_argument("--max-memory-regression", default="20%", metavar="PCT",
-                     help="peak-memory growth that fails (default: 20%%)")
+    cmp.add_argument("--max-latency-regression", default=None, metavar="PCT",
+                     help="slowdown that fails when significant: 10%% or 0.10 (default: the config's, else 10%%)")
+    cmp.add_argument("--max-memory-regression", default=None, metavar="PCT",
+                     help="peak-memory growth that fails (default: the config's, else 20%%)")
     _add_run_args(cmp)
 
     rep = sub.add_parser("report", help="re-render junit.xml and summary.md from a report.json")
     rep.add_argument("report", help="path of report.json")
     rep.add_argument("--junit", default=None, metavar="PATH", help="where to write JUnit XML")
     rep.add_argument("--summary", default=None, metavar="PATH", help="where to write the Markdown summary")
+
+    init = sub.add_parser("init", help="write a starter config and a caller workflow into a repository")
+    init.add_argument("--dir", default=".", metavar="DIR", help="repository root (default: .)")
 
     merge = sub.add_parser("merge", help="combine reports from several runners into one summary and JUnit file")
     merge.add_argument("reports", nargs="+", help="report.json files")
@@ -112,6 +117,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_compare(args, argv)
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "init":
+            from torch_upgrade_check import scaffold
+
+            for path in scaffold.init(Path(args.dir)):
+                say(f"wrote {path}")
+            return EXIT_PASSED
         return cmd_merge(args)
     except UsageError as e:
         for problem in e.problems:
@@ -170,8 +181,14 @@ def parse_fail_on(text: str) -> frozenset[str]:
     return frozenset(items)
 
 
-def settings_from_args(args: argparse.Namespace, argv: Sequence[str]) -> session.Settings:
-    """Validate every flag `run` and `compare` share; all problems are reported together."""
+def settings_from_args(args: argparse.Namespace, argv: Sequence[str], *, cross_version: bool = False) -> session.Settings:
+    """Validate every flag `run` and `compare` share, and the config file; all problems reported together.
+
+    Precedence: command-line flags, then the config's per-workload values, then its thresholds,
+    then the per-dtype defaults.
+    """
+    from torch_upgrade_check import config
+
     problems: list[str] = []
     for flag in ("rtol", "atol", "timeout"):
         value = getattr(args, flag)
@@ -179,31 +196,50 @@ def settings_from_args(args: argparse.Namespace, argv: Sequence[str]) -> session
             problems.append(f"--{flag} must be a positive number, got {value!r}")
     if args.threads is not None and args.threads < 1:
         problems.append(f"--threads must be 1 or more, got {args.threads}")
-    limits: dict[str, float] = {}
-    workloads: list[suite.Workload] = []
-    for parse, target in ((lambda: parse_latency_limits(args.max_latency_ms), "limits"),
-                          (lambda: parse_workloads(args.workload), "workloads"),
-                          (lambda: parse_fail_on(args.fail_on), "fail_on")):
+    parsed: dict[str, object] = {}
+    for name, parse in (("limits", lambda: parse_latency_limits(args.max_latency_ms)),
+                        ("workloads", lambda: parse_workloads(args.workload)),
+                        ("fail_on", lambda: parse_fail_on(args.fail_on)),
+                        ("config", lambda: config.load_config(Path(args.config) if args.config else None,
+                                                              explicit=args.config is not None))):
         try:
-            value = parse()
+            parsed[name] = parse()
         except UsageError as e:
             problems += e.problems
-            continue
-        if target == "limits":
-            limits = value
-        elif target == "workloads":
-            workloads = value
-        else:
-            args.fail_on_set = value
+    cfg = parsed.get("config")
+    extra: list[suite.Workload] = list(parsed.get("workloads", []))  # type: ignore[arg-type]
+    if cfg is not None:
+        taken = {w.name for w in cfg.workloads}
+        problems += [f"--workload name {w.name!r} is already a workload in {cfg.path}; choose another name"
+                     for w in extra if w.name in taken]
     if problems:
         raise UsageError(*problems)
+    args.fail_on_set = parsed["fail_on"]
+    args.config_obj = cfg
     params = {k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None}
+    python_path = [str(Path(p).resolve()) for p in args.python_path]
+    if cfg is None:
+        workloads = [*suite.BUILTIN, *extra]
+        by_workload: dict[str, dict[str, object]] = {}
+    else:
+        workloads = [*cfg.workloads_for_suite(cross_version=cross_version), *extra]
+        by_workload = {w.name: cfg.tolerances_for(w.name, rtol=args.rtol, atol=args.atol) for w in workloads}
+        python_path = [*cfg.resolved_python_path(), *python_path]
     return session.Settings(
-        out=Path(args.out), requested_device=args.device, only=tuple(args.only),
-        workloads=(*suite.BUILTIN, *workloads), timeout_s=args.timeout, threads=args.threads,
-        python_path=tuple(str(Path(p).resolve()) for p in args.python_path), max_latency_ms=limits, params=params,
-        command=(PROG, *argv),
+        out=Path(args.out), requested_device=args.device, only=tuple(args.only), workloads=tuple(workloads),
+        timeout_s=args.timeout, threads=args.threads, python_path=tuple(python_path),
+        max_latency_ms=parsed["limits"], params=params, params_by_workload=by_workload,  # type: ignore[arg-type]
+        command=(PROG, *argv), pytest_args=cfg.pytest.args if cfg is not None and cfg.pytest else None,
+        config_root=cfg.root if cfg is not None else None,
     )
+
+
+def with_device_limits(settings: session.Settings, args: argparse.Namespace, device: str) -> session.Settings:
+    """Latency limits depend on the device: the config's for this device, then --max-latency-ms."""
+    cfg = getattr(args, "config_obj", None)
+    if cfg is None:
+        return settings
+    return replace(settings, max_latency_ms={**cfg.latency_limits(device), **settings.max_latency_ms})
 
 
 def repro_command(args: argparse.Namespace, python: str, device: str, spec: CheckSpec) -> str:
@@ -213,6 +249,7 @@ def repro_command(args: argparse.Namespace, python: str, device: str, spec: Chec
         if item.partition("=")[0] == spec.workload:
             cmd += ["--workload", item]
     cmd += [x for p in args.python_path for x in ("--python-path", p)]
+    cmd += ["--config", args.config] if args.config else []
     cmd += [x for flag in ("rtol", "atol") if getattr(args, flag) is not None for x in (f"--{flag}", str(getattr(args, flag)))]
     return shlex.join(cmd)
 
@@ -232,6 +269,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except InfrastructureError as e:
         return infra(args, [report], out, str(e))
     device = session.resolve_device(args.device, probe.probes)
+    settings = with_device_limits(settings, args, device)
     specs = session.plan(settings, device, aspects=[a for a in suite.ALL_ASPECTS if a != "cross-version"])
     session.require_checks(specs, settings)
     if args.list:

@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from torch_upgrade_check import __version__
-from torch_upgrade_check.analysis import ab
-from torch_upgrade_check.cli import PROG, finish, infra, say, settings_from_args
+from torch_upgrade_check.cli import PROG, finish, infra, say, settings_from_args, with_device_limits
+from torch_upgrade_check.config import parse_percent
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckSpec, Report
 from torch_upgrade_check.orchestrate import compare, provision, session
@@ -42,11 +42,17 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
     except UsageError as e:
         problems += e.problems
     values = {}
-    for flag in ("max_latency_regression", "max_memory_regression"):
+    cfg = getattr(args, "config_obj", None)
+    for flag, default in (("max_latency_regression", 0.10), ("max_memory_regression", 0.20)):
+        given = getattr(args, flag)
+        if given is None:
+            from_config = getattr(cfg.thresholds, flag) if cfg is not None else None
+            values[flag] = from_config if from_config is not None else default
+            continue
         try:
-            values[flag] = ab.parse_threshold(getattr(args, flag), "--" + flag.replace("_", "-"))
-        except ValueError as e:
-            problems.append(str(e))
+            values[flag] = parse_percent(given, "--" + flag.replace("_", "-"))
+        except UsageError as e:
+            problems += e.problems
     if problems:
         raise UsageError(*problems)
     thresholds = compare.Thresholds(values["max_latency_regression"], values["max_memory_regression"])
@@ -82,11 +88,12 @@ def _repro(args: argparse.Namespace, pythons: dict[str, str], device: str, spec:
         if item.partition("=")[0] == spec.workload:
             cmd += ["--workload", item]
     cmd += [x for p in args.python_path for x in ("--python-path", p)]
+    cmd += ["--config", args.config] if args.config else []
     return shlex.join(cmd)
 
 
 def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    settings = settings_from_args(args, argv)
+    settings = settings_from_args(args, argv, cross_version=True)
     cand_spec, base_spec, thresholds = _validate(args)
     has_baseline = bool(base_spec or args.baseline_python)
     out = settings.out
@@ -110,6 +117,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except InfrastructureError as e:
         return infra(args, list(reports.values()), out, str(e))
     device = session.resolve_device(args.device, probes["candidate"].probes)
+    settings = with_device_limits(settings, args, device)
     if has_baseline and not probes["baseline"].probes.get(device, (False, ""))[0]:
         raise UsageError(f"the baseline cannot use {device}: {probes['baseline'].probes.get(device, (False, '?'))[1]}; "
                          "pick a --device both can use")

@@ -64,15 +64,3 @@ def classify(baseline: Sequence[float], candidate: Sequence[float], threshold: f
     else:
         state = "unchanged"
     return Change(state, ratio, low, high, p, b_med, c_med)
-
-
-def parse_threshold(text: str, flag: str) -> float:
-    """'10%' or '0.10' -> 0.10; the error says which flag and how to write it."""
-    s = str(text).strip()
-    try:
-        value = float(s[:-1]) / 100 if s.endswith("%") else float(s)
-    except ValueError:
-        value = math.nan
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{flag} must be a percentage like 10% or a ratio like 0.10, got {text!r}")
-    return value

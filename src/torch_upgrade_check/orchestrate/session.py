@@ -30,7 +30,10 @@ class Settings:
     python_path: tuple[str, ...] = ()
     max_latency_ms: dict[str, float] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)  # rtol/atol overrides for every check
+    params_by_workload: dict[str, dict[str, Any]] = field(default_factory=dict)  # from the config file
     command: tuple[str, ...] = ()
+    pytest_args: tuple[str, ...] | None = None  # the config's pytest selection, run with the torch under test
+    config_root: Path | None = None
 
     def thresholds(self) -> dict[str, Any]:
         return {"timeout_s": self.timeout_s, "max_latency_ms": dict(self.max_latency_ms), **self.params}
@@ -75,7 +78,8 @@ def resolve_device(requested: str, probes: dict[str, tuple[bool, str]]) -> str:
 
 
 def plan(settings: Settings, device: str, *, aspects: Sequence[str] | None = None) -> list[CheckSpec]:
-    specs = [replace(s, params=dict(settings.params)) for s in suite.plan(settings.workloads, device, settings.only)]
+    specs = [replace(s, params=dict(settings.params_by_workload.get(s.workload, settings.params)))
+             for s in suite.plan(settings.workloads, device, settings.only)]
     if aspects is not None:
         specs = [s for s in specs if s.aspect in aspects]
     return specs
@@ -161,4 +165,19 @@ def execute(
                        on_observation=on_observation)
     except InfrastructureError as e:
         return replace(current(), infra_error=str(e), finished=now())
+    if settings.pytest_args is not None and _pytest_selected(settings):
+        from torch_upgrade_check.pytest_passthrough import run_pytest
+
+        tests = run_pytest(python, settings.pytest_args, cwd=settings.config_root or Path.cwd(),
+                           out_dir=settings.out / "logs" / f"pytest-{log_prefix}", timeout_s=settings.timeout_s,
+                           python_path=settings.python_path, device=report.device)
+        progress.total += len(tests)
+        for r in tests:
+            results[r.id] = r
+            progress(r, r.duration_s)
+        on_update(current())
     return current()
+
+
+def _pytest_selected(settings: Settings) -> bool:
+    return not settings.only or any(p in ("pytest", "pytest*", "*") for p in settings.only)

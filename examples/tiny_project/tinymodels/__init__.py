@@ -1,0 +1,1 @@
+"""A tiny package whose models torch-upgrade-check runs: see models.py for the two factory shapes."""

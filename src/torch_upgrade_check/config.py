@@ -1,0 +1,419 @@
+"""torch-upgrade-check.yml -> a frozen Config; every problem names the file, line, key and the fix (no torch)."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from torch_upgrade_check import suite
+from torch_upgrade_check.errors import UsageError
+from torch_upgrade_check.model import DEVICES, DTYPES
+
+DEFAULT_PATH = Path("torch-upgrade-check.yml")
+SCHEMA_VERSION = 1
+CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
+# fsdp2 is left out: it trains the built-in transformer_block and never calls a factory.
+WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "latency", "memory")
+DEFAULT_ASPECTS = WORKLOAD_ASPECTS
+DEFAULT_DTYPES = ("float32",)
+
+TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest")
+THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression")
+WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms")
+PYTEST_KEYS = ("args",)
+
+_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32",
+            "fp64": "float64", "double": "float64", "gpu": "cuda", "mlx": "mps", "metal": "mps"}
+_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")  # no [ ] / *: check ids are `name[dtype]/aspect` and --only globs them
+_FACTORY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*\Z")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Defaults for every check; CLI flags override them. Regressions are ratios: 0.10 means 10% worse."""
+
+    rtol: float | None = None
+    atol: float | None = None
+    max_latency_regression: float | None = None
+    max_memory_regression: float | None = None
+
+
+@dataclass(frozen=True)
+class UserWorkload:
+    """One entry of `workloads:`. `max_latency_ms` maps device -> ms; `line` is where it starts in the file."""
+
+    name: str
+    factory: str
+    aspects: tuple[str, ...] = DEFAULT_ASPECTS
+    dtypes: tuple[str, ...] = DEFAULT_DTYPES
+    rtol: float | None = None
+    atol: float | None = None
+    max_latency_ms: dict[str, float] = field(default_factory=dict)
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class PytestConfig:
+    """The user's pytest selection, run with the torch under test (empty args: pytest's own defaults)."""
+
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Config:
+    """A loaded config. Relative paths (python-path, pytest args) are relative to the file's folder."""
+
+    path: Path
+    suite: tuple[str, ...] = suite.BUILTIN_NAMES
+    python_path: tuple[str, ...] = ()
+    thresholds: Thresholds = Thresholds()
+    workloads: tuple[UserWorkload, ...] = ()
+    pytest: PytestConfig | None = None
+    version: int = SCHEMA_VERSION
+
+    @property
+    def root(self) -> Path:
+        return self.path.resolve().parent
+
+    def resolved_python_path(self) -> list[str]:
+        return [str((self.root / p).resolve()) for p in self.python_path]
+
+    def workloads_for_suite(self, *, cross_version: bool = False) -> list[suite.Workload]:
+        """The built-ins `suite:` selects (in suite order), then the user's workloads.
+
+        `cross-version` stays in the user's aspects only when `cross_version` is True (compare);
+        a single-version run must not plan it. Built-ins keep their aspects from suite.BUILTIN.
+        """
+        chosen = [w for w in suite.BUILTIN if w.name in self.suite]
+        users = [suite.Workload(w.name, w.dtypes, w.aspects, f"{w.factory} ({self.path.name}:{w.line})", w.factory)
+                 for w in self.workloads]
+        return chosen + (users if cross_version else drop_cross_version(users))
+
+    def workload(self, name: str) -> UserWorkload | None:
+        return next((w for w in self.workloads if w.name == name), None)
+
+    def tolerances_for(self, workload: str, *, rtol: float | None = None, atol: float | None = None) -> dict[str, float]:
+        """rtol/atol for one workload's checks: the given (CLI) value, else the workload's, else `thresholds:`.
+
+        A key left out means the worker's default for the dtype (torch.testing's) applies.
+        """
+        w = self.workload(workload)
+        chosen = {"rtol": _first(rtol, w and w.rtol, self.thresholds.rtol),
+                  "atol": _first(atol, w and w.atol, self.thresholds.atol)}
+        return {k: v for k, v in chosen.items() if v is not None}
+
+    def latency_limits(self, device: str) -> dict[str, float]:
+        """workload name -> max median latency in ms on `device`, for analysis.verdicts.decide(max_latency_ms=...).
+
+        CLI `--max-latency-ms NAME=MS` entries override these: `{**config.latency_limits(d), **cli}`.
+        """
+        return {w.name: w.max_latency_ms[device] for w in self.workloads if device in w.max_latency_ms}
+
+
+def drop_cross_version(workloads: Iterable[suite.Workload]) -> list[suite.Workload]:
+    """The workloads without the `cross-version` aspect (for `run`); those left with no aspect are dropped."""
+    kept = []
+    for w in workloads:
+        aspects = tuple(a for a in w.aspects if a != CROSS_VERSION)
+        if aspects:
+            kept.append(suite.Workload(w.name, w.dtypes, aspects, w.description, w.factory))
+    return kept
+
+
+def _first(*values: float | None) -> float | None:
+    return next((v for v in values if v is not None), None)
+
+
+def parse_percent(text: object, key: str) -> float:
+    """'10%' -> 0.10, '12.5 %' -> 0.125, a ratio 0.10 (number or text) -> 0.10; raises UsageError.
+
+    A bare number above 1 is refused rather than guessed: `10` could mean 10% or 1000%.
+    """
+    problem = f"{key} must be a percentage like 10% or a ratio like 0.10, got {text!r}"
+    if isinstance(text, bool) or not isinstance(text, (int, float, str)):
+        raise UsageError(problem)
+    raw = text.strip() if isinstance(text, str) else text
+    percent = isinstance(raw, str) and raw.endswith("%")
+    try:
+        value = float(raw[:-1] if percent else raw)  # type: ignore[index]
+    except ValueError:
+        raise UsageError(problem) from None
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(problem)
+    if percent:
+        return value / 100.0
+    if value > 1:
+        raise UsageError(f"{problem} (a ratio above 1 is ambiguous: write {value:g}% for {value:g} percent)")
+    return value
+
+
+def load_config(path: Path | None = None, *, explicit: bool = False) -> Config | None:
+    """Read and check the config; None when no path was given and ./torch-upgrade-check.yml does not exist.
+
+    `explicit` (the user named the file, e.g. with --config) makes a missing file an error.
+    """
+    path = DEFAULT_PATH if path is None else Path(path)
+    if not path.exists():
+        if not explicit:
+            return None
+        raise UsageError(f"config file {path} not found; pass --config the path of a torch-upgrade-check.yml, "
+                         f"or run 'torch-upgrade-check init' to write one")
+    if path.is_dir():
+        raise UsageError(f"config file {path} is a folder; pass --config the path of a torch-upgrade-check.yml")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read config file {path}: {_one_line(str(e))}") from None
+    return parse_config(text, path)
+
+
+def parse_config(text: str, path: Path) -> Config:
+    """Check the YAML text of a config file named `path`; raises one UsageError listing every problem."""
+    file = str(path)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{file}:{mark.line + 1}" if mark else file
+        what = ": ".join(x for x in (e.context, e.problem) if x) or "unreadable"
+        column = f" (column {mark.column + 1})" if mark else ""
+        raise UsageError(f"{where}: invalid YAML: {_one_line(what)}{column}") from None
+    except yaml.YAMLError as e:
+        raise UsageError(f"{file}: invalid YAML: {_one_line(str(e))}") from None
+    if root is None:
+        raise UsageError(f"{file}: the file is empty; it needs at least 'version: 1' "
+                         f"(run 'torch-upgrade-check init' for a commented starter)")
+    return _Checker(file, path).config(root)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _suggest(word: object, allowed: Sequence[str]) -> str:
+    """' (did you mean 'x'?)' for a likely typo of one of `allowed`, else ''."""
+    if not isinstance(word, str):
+        return ""
+    plain = word.strip().lower().removeprefix("torch.")
+    if plain in allowed and plain != word:
+        return f" (did you mean '{plain}'?)"
+    if _ALIASES.get(plain) in allowed:
+        return f" (did you mean '{_ALIASES[plain]}'?)"
+    close = difflib.get_close_matches(plain, allowed, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class _Checker:
+    """Walks the composed YAML nodes (which keep line numbers), collecting every problem before raising.
+
+    Once a problem is recorded the result is never used, so the walkers return placeholders freely.
+    """
+
+    def __init__(self, file: str, path: Path) -> None:
+        self.file, self.path = file, path
+        self.problems: list[tuple[int, str]] = []
+        self._constructor = yaml.constructor.SafeConstructor()
+
+    def error(self, at: yaml.Node | int, message: str) -> None:
+        line = at if isinstance(at, int) else at.start_mark.line + 1
+        self.problems.append((line, f"{self.file}:{line}: {message}"))
+
+    def raise_problems(self) -> None:
+        if self.problems:  # in file order; sorted() is stable, so one line's problems keep their order
+            raise UsageError(*(text for _, text in sorted(self.problems, key=lambda p: p[0])))
+
+    def scalar(self, node: yaml.Node) -> Any:
+        return self._constructor.construct_object(node, deep=True) if isinstance(node, yaml.ScalarNode) else node
+
+    def got(self, node: yaml.Node) -> str:
+        if not isinstance(node, yaml.ScalarNode):
+            return "a mapping" if isinstance(node, yaml.MappingNode) else "a list"
+        value = self.scalar(node)
+        return "nothing" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
+
+    def mapping(self, node: yaml.Node, key: str, allowed: Sequence[str], example: str) -> dict[str, yaml.Node] | None:
+        """{key: value node} of a mapping with only `allowed` keys; None (and a problem) when it is not one."""
+        if not isinstance(node, yaml.MappingNode):
+            self.error(node, f"{key or 'the top level'} must be a mapping like {example}, got {self.got(node)}")
+            return None
+        where, out, first = f"{key}: " if key else "", {}, {}
+        for k, v in node.value:
+            name = self.scalar(k)
+            if not isinstance(name, str):
+                self.error(k, f"{where}keys must be names, got {self.got(k)}; allowed keys: {', '.join(allowed)}")
+            elif name in first:
+                self.error(k, f"{where}key '{name}' appears twice (first on line {first[name]}); keep one")
+            elif name not in allowed:
+                self.error(k, f"{where}unknown key '{name}'{_suggest(name, allowed)}; allowed keys: {', '.join(allowed)}")
+            else:
+                first[name], out[name] = k.start_mark.line + 1, v
+        return out
+
+    def names(self, node: yaml.Node, key: str, what: str, allowed: Sequence[str], example: str) -> tuple[str, ...]:
+        """A non-empty list of names from `allowed`, returned in `allowed` order without duplicates."""
+        if not isinstance(node, yaml.SequenceNode):
+            self.error(node, f"{key} must be a list of {what}s like {example}, got {self.got(node)}")
+            return ()
+        if not node.value:
+            self.error(node, f"{key} is empty; leave it out for the default, or list some of: {', '.join(allowed)}")
+        for item in node.value:
+            value = self.scalar(item)
+            if value == "fsdp2" and what == "aspect":
+                self.error(item, f"{key}: fsdp2 trains the built-in transformer_block and never calls a factory; "
+                                 f"remove it (allowed: {', '.join(allowed)})")
+            elif not isinstance(value, str) or value not in allowed:
+                shown = repr(value) if isinstance(value, str) else self.got(item)
+                self.error(item, f"{key}: unknown {what} {shown}{_suggest(value, allowed)}; allowed: {', '.join(allowed)}")
+        chosen = {self.scalar(item) for item in node.value}
+        return tuple(a for a in allowed if a in chosen)
+
+    def number(self, node: yaml.Node, key: str, example: str) -> float | None:
+        """A positive finite number. Text that reads as one is accepted: YAML 1.1 reads `1e-4` as a string."""
+        value = self.scalar(node)
+        try:
+            number = math.nan if isinstance(value, bool) or not isinstance(value, (int, float, str)) else float(value)
+        except ValueError:
+            number = math.nan
+        if number > 0 and math.isfinite(number):
+            return number
+        self.error(node, f"{key} must be a positive number like {example}, got {self.got(node)}")
+        return None
+
+    def percent(self, node: yaml.Node, key: str) -> float | None:
+        value = self.scalar(node)
+        try:
+            if value is None or not isinstance(node, yaml.ScalarNode):
+                raise UsageError(f"{key} must be a percentage like 10% or a ratio like 0.10, got {self.got(node)}")
+            return parse_percent(value, key)
+        except UsageError as e:
+            self.error(node, str(e))
+            return None
+
+    def config(self, root: yaml.Node) -> Config:
+        top = self.mapping(root, "", TOP_KEYS, "'version: 1'")
+        self.raise_problems()  # a top level that is not a mapping stops here
+        top = top or {}
+        if "version" not in top:
+            self.error(1, "version is missing; add 'version: 1' at the top")
+        elif type(self.scalar(top["version"])) is not int or self.scalar(top["version"]) != SCHEMA_VERSION:
+            self.error(top["version"], f"version must be {SCHEMA_VERSION} (the schema version this tool reads), "
+                                       f"got {self.got(top['version'])}")
+        walkers = {"suite": self._suite, "python-path": self._python_path, "thresholds": self._thresholds,
+                   "workloads": self._workloads, "pytest": self._pytest}
+        fields = {key.replace("-", "_"): walk(top[key]) for key, walk in walkers.items() if key in top}
+        self.raise_problems()
+        return Config(path=self.path, **fields)
+
+    def _suite(self, node: yaml.Node) -> tuple[str, ...]:
+        value = self.scalar(node)
+        if value == "builtin":
+            return suite.BUILTIN_NAMES
+        if isinstance(node, yaml.SequenceNode):
+            return self.names(node, "suite", "built-in workload", suite.BUILTIN_NAMES, "[mlp, sdpa]") if node.value else ()
+        if value != "none":
+            hint = f" (for one built-in write [{value}])" if value in suite.BUILTIN_NAMES else _suggest(value, ("builtin", "none"))
+            self.error(node, f"suite must be 'builtin', 'none' or a list of built-in workload names like [mlp, sdpa], "
+                             f"got {self.got(node)}{hint}")
+        return ()
+
+    def _python_path(self, node: yaml.Node) -> tuple[str, ...]:
+        root = self.path.resolve().parent
+        for item in node.value if isinstance(node, yaml.SequenceNode) else [node]:
+            value = self.scalar(item)
+            if not isinstance(value, str) or not value.strip():
+                self.error(item, f"python-path must be a folder or a list of folders like [src], got {self.got(item)}")
+            elif not (root / value).is_dir():
+                self.error(item, f"python-path: folder '{value}' not found in {root}")
+        return tuple(self.scalar(x) for x in (node.value if isinstance(node, yaml.SequenceNode) else [node]))
+
+    def _thresholds(self, node: yaml.Node) -> Thresholds:
+        keys = self.mapping(node, "thresholds", THRESHOLD_KEYS, "{rtol: 1.0e-4, max-latency-regression: 10%}") or {}
+        values = {k: self.number(keys[k], f"thresholds.{k}", "1.0e-4") for k in ("rtol", "atol") if k in keys}
+        values.update({k.replace("-", "_"): self.percent(keys[k], f"thresholds.{k}")
+                       for k in ("max-latency-regression", "max-memory-regression") if k in keys})
+        return Thresholds(**values)
+
+    def _workloads(self, node: yaml.Node) -> tuple[UserWorkload, ...]:
+        if not isinstance(node, yaml.SequenceNode):
+            self.error(node, f"workloads must be a list of mappings like [{{name: tiny, factory: mypkg.models:build}}], "
+                             f"got {self.got(node)}")
+            return ()
+        seen: dict[str, str] = {}  # name -> "workloads[i] (line n)"
+        return tuple(w for i, item in enumerate(node.value) if (w := self._workload(item, i, seen)) is not None)
+
+    def _workload(self, node: yaml.Node, index: int, seen: dict[str, str]) -> UserWorkload | None:
+        key, line = f"workloads[{index}]", node.start_mark.line + 1
+        keys = self.mapping(node, key, WORKLOAD_KEYS, "{name: tiny, factory: mypkg.models:build}")
+        if keys is None:
+            return None
+        fields: dict[str, Any] = {"name": self._workload_name(keys, key, line, seen), "factory": self._factory(keys, key, line)}
+        if "aspects" in keys:
+            fields["aspects"] = self.names(keys["aspects"], f"{key}.aspects", "aspect", WORKLOAD_ASPECTS, "[numerics, latency]")
+        if "dtypes" in keys:
+            fields["dtypes"] = self.names(keys["dtypes"], f"{key}.dtypes", "dtype", DTYPES, "[float32, bfloat16]")
+        fields.update({tol: self.number(keys[tol], f"{key}.{tol}", "1.0e-4") for tol in ("rtol", "atol") if tol in keys})
+        if "max-latency-ms" in keys:
+            fields["max_latency_ms"] = self._latency_ms(keys["max-latency-ms"], f"{key}.max-latency-ms")
+        return UserWorkload(line=line, **fields)
+
+    def _workload_name(self, keys: Mapping[str, yaml.Node], key: str, line: int, seen: dict[str, str]) -> str:
+        if "name" not in keys:
+            self.error(line, f"{key} is missing 'name'; add a name like tiny_gpt (letters, digits, '_', '-', '.')")
+            return ""
+        node = keys["name"]
+        name = self.scalar(node)
+        if not isinstance(name, str) or not _NAME.match(name):
+            self.error(node, f"{key}.name must be letters, digits, '_', '-' or '.', like tiny_gpt, got {self.got(node)}")
+        elif name in suite.BUILTIN_NAMES:
+            self.error(node, f"{key}.name '{name}' is the name of a built-in workload; choose another name "
+                             f"(select built-ins with 'suite:')")
+        elif name in seen:
+            self.error(node, f"{key}.name '{name}' is already used by {seen[name]}; choose another name")
+        else:
+            seen[name] = f"{key} (line {line})"
+        return str(name)
+
+    def _factory(self, keys: Mapping[str, yaml.Node], key: str, line: int) -> str:
+        if "factory" not in keys:
+            self.error(line, f"{key} is missing 'factory'; add the function that builds it, like mypkg.models:build")
+            return ""
+        node = keys["factory"]
+        value = self.scalar(node)
+        if isinstance(value, str) and _FACTORY.match(value.strip()):
+            return value.strip()
+        hint = ""
+        if isinstance(value, str) and ":" not in value and "." in value:
+            module, _, function = value.strip().rpartition(".")
+            hint = f" (did you mean '{module}:{function}'?)"
+        self.error(node, f"{key}.factory must be MODULE:FUNCTION like mypkg.models:build, got {self.got(node)}{hint}")
+        return ""
+
+    def _latency_ms(self, node: yaml.Node, key: str) -> dict[str, float | None]:
+        if isinstance(node, yaml.ScalarNode):
+            return dict.fromkeys(DEVICES, self.number(node, key, "25"))
+        if isinstance(node, yaml.MappingNode):
+            keys = self.mapping(node, key, DEVICES, "{cpu: 80, cuda: 4}") or {}
+            return {device: self.number(v, f"{key}.{device}", "25") for device, v in keys.items()}
+        self.error(node, f"{key} must be milliseconds like 25 or per device like {{cpu: 80, cuda: 4}}, got {self.got(node)}")
+        return {}
+
+    def _pytest(self, node: yaml.Node) -> PytestConfig:
+        keys = self.mapping(node, "pytest", PYTEST_KEYS, "{args: [tests/, -k, 'not slow']}") or {}
+        args = keys.get("args")
+        if args is None:
+            return PytestConfig()
+        if not isinstance(args, yaml.SequenceNode):
+            self.error(args, f"pytest.args must be a list like [tests/, -k, 'not slow'], got {self.got(args)}")
+            return PytestConfig()
+        for item in args.value:
+            value = self.scalar(item)
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                self.error(item, f"pytest.args: each argument must be text like tests/ or -x, got {self.got(item)}")
+        return PytestConfig(tuple(str(self.scalar(item)) for item in args.value))

@@ -1,0 +1,105 @@
+"""`init`: write a commented starter config and a caller workflow into a repository, never overwriting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torch_upgrade_check.errors import UsageError
+
+CONFIG_PATH = Path("torch-upgrade-check.yml")
+WORKFLOW_PATH = Path(".github/workflows/torch-upgrade-check.yml")
+DEFAULT_ACTION = "OWNER/torch-upgrade-check@v1"
+
+STARTER_CONFIG = """\
+# torch-upgrade-check: which workloads to check when PyTorch is upgraded, and how strictly.
+# Written by `torch-upgrade-check init`; edit freely. Every key is optional except `version`.
+version: 1
+
+# Built-in workloads: builtin (all of them), none, or a list such as [mlp, transformer_block, sdpa].
+suite: builtin
+
+# Folders prepended to sys.path in the worker, to import your factories from (relative to this file).
+# python-path: [src]
+
+# Defaults for every check; command-line flags and action inputs override them.
+thresholds:
+  # rtol: 1.0e-4                 # correctness tolerances (default: torch.testing's, per dtype)
+  # atol: 1.0e-5
+  max-latency-regression: 10%    # compare: fail when a workload gets slower than this, significantly
+  max-memory-regression: 20%     # compare: the same for peak memory
+
+# Your own models. A factory returns (model, inputs) or a mapping {model, inputs, loss, tolerances};
+# if it takes device= and dtype= keyword arguments it is called with them.
+workloads: []
+#  - name: my_model
+#    factory: mypkg.models:build_my_model   # MODULE:FUNCTION, imported in the worker
+#    aspects: [numerics, cross-backend, cross-version, compile, determinism, latency, memory]
+#    dtypes: [float32, bfloat16]
+#    rtol: 1.0e-4                           # per-workload overrides of thresholds
+#    max-latency-ms: {cpu: 80, cuda: 4, mps: 12}
+
+# Your own tests, run with the torch under test; their results join the report.
+# pytest:
+#   args: [tests/, -k, "not slow"]
+"""
+
+CALLER_WORKFLOW = """\
+# Checks a PyTorch upgrade before it is merged: runs torch-upgrade-check on pull requests that touch
+# your requirements. Written by `torch-upgrade-check init`: replace OWNER with the action's owner
+# (better: pin it to a commit SHA) and set torch-version to the version you are moving to.
+name: torch-upgrade-check
+
+on:
+  pull_request:
+    paths:
+      - "requirements*.txt"
+      - "requirements/**"
+      - "pyproject.toml"
+      - "torch-upgrade-check.yml"
+      - ".github/workflows/torch-upgrade-check.yml"
+
+permissions:
+  contents: read
+
+concurrency:
+  group: torch-upgrade-check-${{{{ github.event.pull_request.number }}}}
+  cancel-in-progress: true
+
+jobs:
+  torch-upgrade-check:
+    name: torch upgrade check
+    runs-on: ubuntu-latest   # or your GPU runner's labels for CUDA, macos-14 for MPS
+    timeout-minutes: 60
+    steps:
+      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2
+        with:
+          persist-credentials: false
+      - uses: {action}
+        with:
+          torch-version: "2.13.0"            # the candidate: the torch you are upgrading to
+          baseline-torch-version: current    # the torch you run today
+          device: auto                       # auto, cpu, cuda or mps
+          config: torch-upgrade-check.yml
+"""
+
+
+def templates(action: str = DEFAULT_ACTION) -> dict[Path, str]:
+    """What `init` writes, by path relative to the repository root."""
+    return {CONFIG_PATH: STARTER_CONFIG, WORKFLOW_PATH: CALLER_WORKFLOW.format(action=action)}
+
+
+def init(root: Path, *, action: str = DEFAULT_ACTION) -> list[Path]:
+    """Write the starter config and caller workflow under `root`; returns the paths written.
+
+    Writes nothing when either file exists: one UsageError names every file in the way.
+    """
+    files = {Path(root) / rel: text for rel, text in templates(action).items()}
+    existing = [path for path in files if path.exists() or path.is_symlink()]
+    if existing:
+        raise UsageError(*(f"{path} already exists; init never overwrites: delete or move it, then run init again"
+                           for path in existing))
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("x", encoding="utf-8") as f:  # "x": fail rather than overwrite a file made meanwhile
+            f.write(text)
+    return list(files)
