@@ -45,8 +45,3 @@ def load_report(out: Path) -> dict:
 
 def results_by_id(report: dict) -> dict[str, dict]:
     return {r["id"]: r for r in report["results"]}
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # tests/action/test_action_e2e.py runs workflows with `act`; `-m "not act"` leaves them out
-    config.addinivalue_line("markers", "act: runs the GitHub Action and reusable workflow with act (seconds each)")

@@ -71,13 +71,13 @@ jobs:
     runs-on: ubuntu-latest   # or your GPU runner's labels for CUDA, macos-14 for MPS
     timeout-minutes: 60
     steps:
-      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2
+      - uses: actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1  # v7.0.1
         with:
           persist-credentials: false
       - uses: {action}
         with:
           torch-version: "2.13.0"            # the candidate: the torch you are upgrading to
-          baseline-torch-version: current    # the torch you run today
+          baseline-torch-version: "2.12.1"   # the torch you run today (or `current` if the job installs it)
           device: auto                       # auto, cpu, cuda or mps
           config: torch-upgrade-check.yml
 """

@@ -32,7 +32,7 @@ def test_init_writes_a_config_that_loads_and_a_workflow(tmp_path: Path) -> None:
     (job,) = flow["jobs"].values()
     step = next(s for s in job["steps"] if s["uses"].startswith("OWNER/"))
     assert step["uses"] == "OWNER/torch-upgrade-check@v1"
-    assert step["with"] == {"torch-version": "2.13.0", "baseline-torch-version": "current", "device": "auto",
+    assert step["with"] == {"torch-version": "2.13.0", "baseline-torch-version": "2.12.1", "device": "auto",
                             "config": "torch-upgrade-check.yml"}
     checkout = next(s for s in job["steps"] if s["uses"].startswith("actions/checkout@"))
     assert len(checkout["uses"].partition("@")[2]) == 40 and checkout["with"]["persist-credentials"] is False

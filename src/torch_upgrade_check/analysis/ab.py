@@ -2,8 +2,9 @@
 
 A change is a `regression` only when it is both practically large (the candidate/baseline ratio of
 medians beyond 1 + threshold, e.g. 10%) and statistically significant (Mann–Whitney U, p < ALPHA,
-asv's rule); the orchestrator then confirms it with one more batch of interleaved rounds, and only
-a regression seen in both batches fails the run. `suspicious`: beyond the threshold but not
+asv's rule); the orchestrator then measures one more batch of interleaved rounds, and the run fails
+only when that batch on its own points the same way (beyond the threshold, p < CONFIRM_ALPHA) and
+both batches together are still a regression. `suspicious`: beyond the threshold but not
 significant, or too noisy to tell (the bootstrap interval of the ratio is wider than the threshold
 on both sides); it warns and does not fail. `improved`: significant and beyond the threshold the
 other way. Otherwise `unchanged`.
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from torch_upgrade_check.analysis import stats
 
 ALPHA = 0.002
+CONFIRM_ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -64,3 +66,9 @@ def classify(baseline: Sequence[float], candidate: Sequence[float], threshold: f
     else:
         state = "unchanged"
     return Change(state, ratio, low, high, p, b_med, c_med)
+
+
+def confirms(baseline: Sequence[float], candidate: Sequence[float], threshold: float) -> bool:
+    """A second, independent batch repeats the regression: beyond the threshold and p < CONFIRM_ALPHA."""
+    ratio, _, _ = stats.ratio_ci(baseline, candidate)
+    return ratio > 1 + threshold and stats.mann_whitney_u(baseline, candidate) < CONFIRM_ALPHA

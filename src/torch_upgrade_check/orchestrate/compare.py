@@ -103,12 +103,12 @@ def measure_ab(
         if change.state == "regression":
             again = _interleave(spec, baseline, candidate, rounds, samples, settings.timeout_s)
             if not isinstance(again[0], Observation):
-                second = ab.classify(again[0], again[1], threshold)
-                confirmed = second.state == "regression"
+                confirmed = ab.confirms(again[0], again[1], threshold)
                 b_vals, c_vals = [*b_vals, *again[0]], [*c_vals, *again[1]]
                 seconds += again[4]
-                change = replace(ab.classify(b_vals, c_vals, threshold),
-                                 state="regression" if confirmed else "suspicious")
+                combined = ab.classify(b_vals, c_vals, threshold)
+                confirmed = confirmed and combined.state == "regression"
+                change = replace(combined, state="regression" if confirmed else "suspicious")
             else:
                 change = replace(change, state="suspicious")
         base_results[spec.id], cand_results[spec.id] = _ab_results(

@@ -176,7 +176,7 @@ def ensure_env(
         except ValueError:
             record = {}
         fresh = spec.kind != "nightly" or time.time() - record.get("created", 0) < 86400
-        if record.get("plan") == asdict(plan) and fresh:
+        if record.get("plan") == json.loads(json.dumps(asdict(plan))) and fresh:  # as JSON: tuples are lists
             say(f"reusing {env_dir} (torch {record.get('torch', {}).get('version')})")
             return str(python), record
     shutil.rmtree(env_dir, ignore_errors=True)
@@ -212,10 +212,12 @@ def _run(cmd: list[str], log: Path, what: str) -> None:
 def _installer_message(log: Path) -> str:
     """The installer's own one-line reason, e.g. pip's 'No matching distribution found for torch==2.99.0'."""
     lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    for pattern in ("No matching distribution", "ERROR:", "error:", "× ", "Because "):
-        hits = [ln for ln in lines if pattern in ln]
+    for pattern in ("No matching distribution", "Cannot install", "No solution found", "ERROR:", "error:", "× "):
+        hits = [i for i, ln in enumerate(lines) if pattern in ln]
         if hits:
-            return hits[-1][:400]
+            i = hits[-1]
+            causes = [ln for ln in lines[i + 1 : i + 6] if ln.startswith("The user requested") or ln.startswith("╰─▶")]
+            return "; ".join([lines[i], *causes])[:400]
     return lines[-1][:400] if lines else "no output"
 
 

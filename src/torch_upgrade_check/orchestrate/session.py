@@ -86,7 +86,7 @@ def plan(settings: Settings, device: str, *, aspects: Sequence[str] | None = Non
 
 
 def require_checks(specs: Sequence[CheckSpec], settings: Settings) -> None:
-    if not specs:
+    if not specs and not (settings.pytest_args is not None and _pytest_selected(settings)):
         raise UsageError(f"--only {' '.join(settings.only)} matches no check; try --list, or patterns like 'mlp', "
                          "'latency' or 'flex*'")
 

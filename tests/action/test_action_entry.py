@@ -1,0 +1,113 @@
+"""action_entry: inputs from env -> one-line problems (exit 2) or the CLI command; fast, no act, no torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torch_upgrade_check import action_entry
+from torch_upgrade_check.action_entry import env_name, main, plan
+
+
+def _env(**inputs: str) -> dict[str, str]:
+    return {env_name(name.replace("_", "-")): value for name, value in inputs.items()}
+
+
+def test_no_torch_version_runs_the_installed_torch_with_run() -> None:
+    p = plan(_env(python="/opt/py/bin/python", suite="mlp, latency\nflex*", max_latency_ms="mlp=25\n sdpa = 3"))
+    assert p.problems == ()
+    assert p.argv == ("run", "--python", "/opt/py/bin/python", "--device", "auto", "--out", "torch-upgrade-check-report",
+                      "--only", "mlp", "--only", "latency", "--only", "flex*",
+                      "--max-latency-ms", "mlp=25", "--max-latency-ms", "sdpa=3",
+                      "--fail-on", "correctness,latency,memory")
+
+
+def test_versions_run_compare_with_every_install_option() -> None:
+    p = plan(_env(torch_version="2.13.0", baseline_torch_version="current", torch_backend="cu128",
+                  index_url="https://download.pytorch.org/whl/cu128", extra_index_url="https://a.example/simple\n",
+                  find_links=".", extra_requirements="numpy>=1.26,<3\n# a comment\nscipy",
+                  max_latency_regression="15%", max_memory_regression="0.25", rtol="1e-4", atol="1e-5",
+                  timeout="900", device="cuda", fail_on="correctness, latency", job_summary="false",
+                  report_dir="reports/torch"))
+    assert p.problems == ()
+    assert p.argv == ("compare", "--candidate", "2.13.0", "--baseline", "current", "--python", "python3",
+                      "--torch-backend", "cu128", "--index-url", "https://download.pytorch.org/whl/cu128",
+                      "--extra-index-url", "https://a.example/simple", "--find-links", ".",
+                      "--extra-requirement", "numpy>=1.26,<3", "--extra-requirement", "scipy",
+                      "--max-latency-regression", "15%", "--max-memory-regression", "0.25",
+                      "--device", "cuda", "--out", "reports/torch", "--rtol", "1e-4", "--atol", "1e-5",
+                      "--timeout", "900", "--fail-on", "correctness,latency", "--no-job-summary")
+    assert p.fail_on == ("correctness", "latency")
+
+
+def test_baseline_alone_compares_with_the_installed_torch_as_candidate() -> None:
+    assert plan(_env(baseline_torch_version="2.12.1")).argv[:5] == ("compare", "--candidate", "current",
+                                                                     "--baseline", "2.12.1")
+
+
+def test_fail_on_none_reaches_the_cli() -> None:
+    p = plan(_env(fail_on="none"))
+    assert p.argv[-2:] == ("--fail-on", "none") and p.fail_on == ()
+
+
+def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
+    (tmp_path / "cfg.yml").write_text("version: 1\n")
+    p = plan(_env(working_directory=str(tmp_path), config="cfg.yml"))
+    assert p.problems == () and p.cwd == tmp_path and p.argv[p.argv.index("--config") + 1] == "cfg.yml"
+    assert "input 'config' must be a file" in plan(_env(working_directory=str(tmp_path), config="nope.yml")).problems[0]
+
+
+@pytest.mark.parametrize(("inputs", "message"), [
+    ({"torch_version": "2.x"}, "input 'torch-version' must be a torch version like 2.13.0"),
+    ({"baseline_torch_version": "latest"}, "input 'baseline-torch-version' must be a torch version"),
+    ({"torch_version": "2.13.0", "torch_backend": "cuda12"}, "input 'torch-backend' must be auto, pypi, cpu"),
+    ({"torch_version": "2.13.0", "index_url": "pypi.example.com"}, "input 'index-url' must be one URL"),
+    ({"device": "tpu"}, "input 'device' must be one of auto, cpu, cuda, mps, got 'tpu'"),
+    ({"rtol": "abc"}, "input 'rtol' must be a positive number like 1e-4, got 'abc'"),
+    ({"atol": "-1"}, "input 'atol' must be a positive number like 1e-5, got '-1'"),
+    ({"timeout": "0"}, "input 'timeout' must be a positive number"),
+    ({"baseline_torch_version": "current", "max_latency_regression": "ten"},
+     "input 'max-latency-regression' must be a percentage like 10% or a ratio like 0.10, got 'ten'"),
+    ({"max_memory_regression": "20%"}, "input 'max-memory-regression' compares with a baseline"),
+    ({"max_latency_ms": "mlp"}, "input 'max-latency-ms' takes NAME=MS items like mlp=25"),
+    ({"fail_on": "speed"}, "input 'fail-on' must be a comma-separated list of correctness, latency, memory, or none"),
+    ({"fail_on": "none,latency"}, "input 'fail-on' must be a comma-separated list"),
+    ({"job_summary": "maybe"}, "input 'job-summary' must be true or false, got 'maybe'"),
+    ({"index_url": "https://x.example/simple"}, "input 'index-url' is used only to install torch"),
+    ({"torch_backend": "cpu"}, "input 'torch-backend' is used only to install torch"),
+    ({"working_directory": "/nonexistent/dir"}, "input 'working-directory' must be an existing folder"),
+])
+def test_bad_input_is_one_sentence_naming_input_and_value(inputs: dict[str, str], message: str) -> None:
+    problems = plan(_env(**inputs)).problems
+    assert len(problems) == 1 and message in problems[0], problems
+    assert "\n" not in problems[0]
+
+
+def test_every_problem_is_reported_together_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_env(rtol="x", atol="y", device="tpu")) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(line.startswith("torch-upgrade-check: error: input '") for line in err)
+
+
+def test_blank_inputs_take_the_defaults() -> None:
+    values = action_entry.read_inputs(_env(fail_on="  ", device="", python=""))
+    assert values["fail-on"] == "correctness,latency,memory" and values["device"] == "auto"
+    assert values["python"] == "python3"
+
+
+def test_exit_codes_of_the_cli_pass_through(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    for rc, expected, said in ((0, 0, ""), (1, 1, "thresholds crossed"), (2, 2, "usage or configuration"),
+                               (3, 3, "infrastructure"), (-11, 3, "exit code -11")):
+        monkeypatch.setattr(subprocess, "run", lambda *a, rc=rc, **k: subprocess.CompletedProcess(a, rc))
+        assert main(_env()) == expected
+        err = capsys.readouterr().err
+        assert (said in err) if said else err == ""
+
+
+def test_entry_module_imports_without_torch() -> None:
+    code = "import sys; sys.modules['torch'] = None\nimport torch_upgrade_check.action_entry\nprint('ok')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

@@ -1,0 +1,149 @@
+"""`compare` end to end: real torch in both sides' workers, injected slowdowns and drift, real installs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_cli
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from inject import injected_python
+
+pytestmark = pytest.mark.usefixtures("torch_python")
+
+
+def load(out: Path) -> tuple[dict, dict]:
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["kind"] == "torch-upgrade-check/comparison"
+    baseline, candidate = doc["reports"]
+    assert (baseline["role"], candidate["role"]) == ("baseline", "candidate")
+    return baseline, candidate
+
+
+def by_id(report: dict) -> dict[str, dict]:
+    return {r["id"]: r for r in report["results"]}
+
+
+def compare(out: Path, baseline: str, candidate: str, *only: str, extra: tuple[str, ...] = ()):
+    args = ["compare", "--baseline-python", baseline, "--candidate-python", candidate, "--device", "cpu",
+            "--threads", "1", "--out", str(out), *extra]
+    for o in only:
+        args += ["--only", o]
+    return run_cli(*args)
+
+
+def test_same_torch_on_both_sides_passes(tmp_path: Path, torch_python: str) -> None:
+    proc = compare(tmp_path, torch_python, torch_python, "mlp[float32]/numerics", "matmul[float32]/*")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    baseline, candidate = load(tmp_path)
+    cand = by_id(candidate)
+    cv = cand["mlp[float32]/cross-version"]
+    assert cv["outcome"] == "passed" and cv["metrics"]["bitwise_equal_to_baseline"] is True
+    lat = cand["matmul[float32]/latency"]
+    assert lat["outcome"] != "failed" and lat["metrics"]["change"] in ("unchanged", "suspicious", "improved")
+    assert len(lat["metrics"]["baseline_samples_ms"]) >= 30 and 0.5 < lat["metrics"]["ratio"] < 2
+    assert by_id(baseline)["matmul[float32]/latency"]["metrics"]["samples_ms"] == lat["metrics"]["baseline_samples_ms"]
+    mem = cand["matmul[float32]/memory"]
+    assert mem["outcome"] == "passed" and mem["metrics"]["change"] == "unchanged"
+    junit = (tmp_path / "junit.xml").read_text()
+    assert junit.count("<testsuite ") == 2
+    assert "What changed" in (tmp_path / "summary.md").read_text()
+
+
+def test_numeric_drift_fails_cross_version_and_names_the_module(tmp_path: Path, torch_python: str) -> None:
+    drifting = injected_python(torch_python, tmp_path / "drift", drift=1e-3)
+    proc = compare(tmp_path / "out", torch_python, str(drifting), "mlp[float32]/numerics")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
+    _, candidate = load(tmp_path / "out")
+    cv = by_id(candidate)["mlp[float32]/cross-version"]
+    assert cv["outcome"] == "failed"
+    assert cv["metrics"]["first_divergent_module"]["module"] == "0"  # the first Linear of the Sequential
+    assert "first divergent module: 0" in cv["reason"] and "× baseline's" in cv["reason"]
+
+
+def test_injected_slowdown_is_a_confirmed_regression_and_fail_on_decides(tmp_path: Path, torch_python: str) -> None:
+    slow = injected_python(torch_python, tmp_path / "slow", slowdown=2.0)
+    proc = compare(tmp_path / "a", torch_python, str(slow), "matmul[float32]/latency")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
+    _, candidate = load(tmp_path / "a")
+    lat = by_id(candidate)["matmul[float32]/latency"]
+    assert lat["outcome"] == "failed" and lat["metrics"]["change"] == "regression" and lat["metrics"]["confirmed"]
+    assert lat["metrics"]["ratio"] > 2
+    proc = compare(tmp_path / "b", torch_python, str(slow), "matmul[float32]/latency",
+                   extra=("--fail-on", "correctness"))
+    assert proc.returncode == 0 and "--fail-on lets it pass" in proc.stdout
+
+
+def test_user_pytest_runs_under_both_versions(tmp_path: Path, torch_python: str) -> None:
+    example = ROOT / "examples" / "tiny_project"
+    proc = run_cli("compare", "--baseline-python", torch_python, "--candidate-python", torch_python,
+                   "--device", "cpu", "--only", "pytest", "--out", str(tmp_path), cwd=example)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    baseline, candidate = load(tmp_path)
+    for report in (baseline, candidate):
+        tests = [r for r in report["results"] if r["aspect"] == "pytest"]
+        assert len(tests) == 3 and all(r["outcome"] == "passed" for r in tests)
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["--candidate", "banana"], 2, "--candidate must be a torch version like 2.13.0"),
+    (["--candidate", "2.13.0", "--torch-backend", "cuda12"], 2, "--torch-backend must be auto, pypi, cpu"),
+    (["--baseline", "2.13.0"], 2, "compare needs --candidate SPEC"),
+    (["--candidate", "2.13.0", "--max-latency-regression", "ten"], 2,
+     "--max-latency-regression must be a percentage like 10% or a ratio like 0.10, got 'ten'"),
+])
+def test_bad_compare_flags(tmp_path: Path, args: list[str], code: int, message: str) -> None:
+    proc = run_cli("compare", *args, "--out", str(tmp_path))
+    assert proc.returncode == code
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_interpreter_without_torch_is_infrastructure(tmp_path: Path, torch_python: str) -> None:
+    venv.create(tmp_path / "bare", with_pip=False)
+    proc = compare(tmp_path / "out", torch_python, str(tmp_path / "bare" / "bin" / "python"), "matmul")
+    assert proc.returncode == 3
+    assert "No module named 'torch'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_version_that_does_not_exist_is_an_install_error(tmp_path: Path) -> None:
+    proc = run_cli("compare", "--candidate", "2.99.0", "--installer", "pip", "--venv-dir", str(tmp_path / "venvs"),
+                   "--out", str(tmp_path / "out"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    # pip's own words: no such release, or (where pip is capped by a constraint) the conflict
+    assert ("No matching distribution found for torch==2.99.0" in proc.stderr
+            or "Cannot install torch==2.99.0" in proc.stderr), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr
+    assert not any((tmp_path / "venvs").glob("torch-2.99.0-*"))  # a failed environment is deleted
+
+
+@pytest.fixture(scope="session")
+def venv_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("venvs")
+
+
+@pytest.mark.slow
+def test_real_upgrade_2_13_to_2_14_with_provisioned_venvs(tmp_path: Path, venv_dir: Path) -> None:
+    """The real pair: both torch versions installed by the tool itself (2.14.1 is 5.5 GB; built once)."""
+    args = ["compare", "--baseline", "2.13.0", "--candidate", "2.14.1", "--installer", "pip",
+            "--venv-dir", str(venv_dir), "--device", "cpu", "--threads", "1",
+            "--only", "matmul[float32]/*", "--only", "mlp[float32]/numerics"]
+    proc = run_cli(*args, "--out", str(tmp_path / "first"))
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr
+    assert "installing torch==2.14.1" in proc.stdout
+    baseline, candidate = load(tmp_path / "first")
+    assert baseline["environment"]["torch_version"].startswith("2.13.0")
+    assert candidate["environment"]["torch_version"].startswith("2.14.1")
+    cand = by_id(candidate)
+    assert cand["mlp[float32]/cross-version"]["metrics"]["baseline_torch"].startswith("2.13.0")
+    assert cand["mlp[float32]/cross-version"]["outcome"] == "passed"
+    assert "matmul[float32]/latency" in cand and "ratio" in cand["matmul[float32]/latency"]["metrics"]
+    assert "2.13.0" in (tmp_path / "first" / "summary.md").read_text()
+    again = run_cli(*args, "--out", str(tmp_path / "second"))
+    assert "reusing" in again.stdout and "installing" not in again.stdout
