@@ -1,13 +1,18 @@
 """A/B verdicts for latency and memory between a baseline and a candidate torch (pure).
 
-A change is a `regression` only when it is both practically large (the candidate/baseline ratio of
-medians beyond 1 + threshold, e.g. 10%) and statistically significant (Mann–Whitney U, p < ALPHA,
-asv's rule); the orchestrator then measures one more batch of interleaved rounds, and the run fails
-only when that batch on its own points the same way (beyond the threshold, p < CONFIRM_ALPHA) and
-both batches together are still a regression. `suspicious`: beyond the threshold but not
-significant, or too noisy to tell (the bootstrap interval of the ratio is wider than the threshold
-on both sides); it warns and does not fail. `improved`: significant and beyond the threshold the
-other way. Otherwise `unchanged`.
+compare measures in interleaved rounds (ABBA order): each round gives one baseline and one candidate
+median taken moments apart, so the machine's drift cancels within the pair. The unit of evidence is
+the round: d = ln(candidate median / baseline median). The change is exp(mean d) with a 95% bootstrap
+interval, and its significance a sign-flip permutation test on the d's (no distribution assumed;
+samples inside a round are not independent, rounds are).
+
+- `regression`: beyond 1 + threshold (e.g. 10%) and significant (p < ALPHA); the orchestrator then
+  measures a second batch of rounds and fails the run only when that batch on its own points the
+  same way (beyond the threshold, p < CONFIRM_ALPHA) and both batches together are still a regression.
+- `suspicious`: beyond the threshold but not significant, or so noisy that the interval reaches past
+  twice the threshold: a warning, never a failure.
+- `improved`: significant and beyond the threshold the other way. Otherwise `unchanged`.
+Exact, repeatable measurements (peak memory usually is) need no test: the ratio decides.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 
 from torch_upgrade_check.analysis import stats
 
-ALPHA = 0.002
+ALPHA = 0.01
 CONFIRM_ALPHA = 0.05
 
 
@@ -31,6 +36,7 @@ class Change:
     p_value: float
     baseline_median: float
     candidate_median: float
+    rounds: int
 
     def metrics(self) -> dict[str, float | str]:
         return {
@@ -41,34 +47,48 @@ class Change:
             "p_value": self.p_value,
             "baseline_median": self.baseline_median,
             "candidate_median": self.candidate_median,
+            "rounds": self.rounds,
         }
 
 
-def classify(baseline: Sequence[float], candidate: Sequence[float], threshold: float) -> Change:
-    ratio, low, high = stats.ratio_ci(baseline, candidate)
-    p = stats.mann_whitney_u(baseline, candidate)
-    b_med, c_med = stats.median(baseline), stats.median(candidate)
-    if math.isnan(ratio):
-        return Change("suspicious", ratio, low, high, p, b_med, c_med)
-    if all(b == c for b, c in zip(sorted(baseline), sorted(candidate))) and len(baseline) == len(candidate):
-        return Change("unchanged", ratio, low, high, p, b_med, c_med)
-    if len(set(baseline)) == 1 and len(set(candidate)) == 1:
-        # Exact measurements (peak memory usually is): the ratio needs no test.
+def _log_ratios(baseline: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]]) -> list[float]:
+    return [math.log(stats.median(c) / stats.median(b)) for b, c in zip(baseline, candidate)
+            if b and c and stats.median(b) > 0 and stats.median(c) > 0]
+
+
+def classify(baseline: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], threshold: float) -> Change:
+    """`baseline[r]` and `candidate[r]` are the samples of round r on each side."""
+    flat_b = [x for r in baseline for x in r]
+    flat_c = [x for r in candidate for x in r]
+    b_med, c_med = stats.median(flat_b), stats.median(flat_c)
+    d = _log_ratios(baseline, candidate)
+    if not d:
+        return Change("suspicious", math.nan, math.nan, math.nan, 1.0, b_med, c_med, 0)
+    ratio = math.exp(sum(d) / len(d))
+    if len(set(flat_b)) == 1 and len(set(flat_c)) == 1:
         exact = "regression" if ratio > 1 + threshold else "improved" if ratio < 1 / (1 + threshold) else "unchanged"
-        return Change(exact, ratio, ratio, ratio, p, b_med, c_med)
+        return Change(exact, ratio, ratio, ratio, 0.0 if ratio != 1 else 1.0, b_med, c_med, len(d))
+    low, high = (math.exp(x) for x in stats.mean_ci(d))
+    p = stats.sign_flip_p(d)
     significant = p < ALPHA
     if ratio > 1 + threshold:
         state = "regression" if significant and low > 1 else "suspicious"
     elif ratio < 1 / (1 + threshold):
         state = "improved" if significant and high < 1 else "unchanged"
-    elif high - low > 2 * threshold:
-        state = "suspicious"  # too noisy to rule a regression in or out
+    elif high > 1 + 2 * threshold:
+        state = "suspicious"  # too noisy to rule out a large regression
     else:
         state = "unchanged"
-    return Change(state, ratio, low, high, p, b_med, c_med)
+    return Change(state, ratio, low, high, p, b_med, c_med, len(d))
 
 
-def confirms(baseline: Sequence[float], candidate: Sequence[float], threshold: float) -> bool:
+def confirms(baseline: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], threshold: float) -> bool:
     """A second, independent batch repeats the regression: beyond the threshold and p < CONFIRM_ALPHA."""
-    ratio, _, _ = stats.ratio_ci(baseline, candidate)
-    return ratio > 1 + threshold and stats.mann_whitney_u(baseline, candidate) < CONFIRM_ALPHA
+    d = _log_ratios(baseline, candidate)
+    if not d:
+        return False
+    flat_b = {x for r in baseline for x in r}
+    flat_c = {x for r in candidate for x in r}
+    ratio = math.exp(sum(d) / len(d))
+    exact = len(flat_b) == 1 and len(flat_c) == 1
+    return ratio > 1 + threshold and (exact or stats.sign_flip_p(d) < CONFIRM_ALPHA)

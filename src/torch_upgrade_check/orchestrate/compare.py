@@ -15,8 +15,8 @@ from torch_upgrade_check.orchestrate import session
 from torch_upgrade_check.orchestrate.live import LiveWorker
 
 AB_ASPECTS = ("latency", "memory")
-ROUNDS = 6  # interleaved rounds per batch (ABBA order), SAMPLES each side per round
-SAMPLES = 5
+ROUNDS = 12  # interleaved rounds per batch (ABBA order), SAMPLES each side per round
+SAMPLES = 3
 MEMORY_ROUNDS = 3
 
 
@@ -97,22 +97,23 @@ def measure_ab(
             cand_results[spec.id] = decide(spec, c_obs, max_latency_ms=settings.max_latency_ms)
             say(f"[{i}/{len(specs)}] A/B {spec.id}: error: {(b_obs if b_obs.status != 'ok' else c_obs).message}")
             continue
-        b_vals, c_vals, b_metrics, c_metrics, seconds = batch
-        change = ab.classify(b_vals, c_vals, threshold)
+        b_rounds, c_rounds, b_metrics, c_metrics, seconds = batch
+        change = ab.classify(b_rounds, c_rounds, threshold)
         confirmed = False
         if change.state == "regression":
             again = _interleave(spec, baseline, candidate, rounds, samples, settings.timeout_s)
             if not isinstance(again[0], Observation):
                 confirmed = ab.confirms(again[0], again[1], threshold)
-                b_vals, c_vals = [*b_vals, *again[0]], [*c_vals, *again[1]]
+                b_rounds, c_rounds = [*b_rounds, *again[0]], [*c_rounds, *again[1]]
                 seconds += again[4]
-                combined = ab.classify(b_vals, c_vals, threshold)
+                combined = ab.classify(b_rounds, c_rounds, threshold)
                 confirmed = confirmed and combined.state == "regression"
                 change = replace(combined, state="regression" if confirmed else "suspicious")
             else:
                 change = replace(change, state="suspicious")
         base_results[spec.id], cand_results[spec.id] = _ab_results(
-            spec, b_vals, c_vals, b_metrics, c_metrics, change, confirmed, threshold, settings, seconds)
+            spec, [x for r in b_rounds for x in r], [x for r in c_rounds for x in r], b_metrics, c_metrics,
+            change, confirmed, threshold, settings, seconds)
         r = cand_results[spec.id]
         say(f"[{i}/{len(specs)}] A/B {r.outcome.value.upper():<10} {spec.id:<44} {r.reason[:110]}")
     return base_results, cand_results
@@ -120,9 +121,13 @@ def measure_ab(
 
 def _interleave(spec: CheckSpec, baseline: LiveWorker, candidate: LiveWorker, rounds: int, samples: int,
                 timeout_s: float):
-    """ABBA-ordered rounds: a linear drift in the machine's speed cancels out between the sides."""
+    """ABBA-ordered rounds: a linear drift in the machine's speed cancels out between the sides.
+
+    Returns each side's samples per round (so rounds can be paired), or the two sides' observations
+    when one of them failed.
+    """
     req = replace(spec, params={**spec.params, "samples": samples})
-    values: dict[str, list[float]] = {"b": [], "c": []}
+    values: dict[str, list[list[float]]] = {"b": [], "c": []}
     last: dict[str, Observation] = {}
     seconds = 0.0
     for r in range(rounds):
@@ -138,9 +143,9 @@ def _interleave(spec: CheckSpec, baseline: LiveWorker, candidate: LiveWorker, ro
                 return (failed, other) if side == "b" else (other, failed)
             last[side] = obs
             if spec.aspect == "latency":
-                values[side] += [float(x) for x in obs.metrics.get("samples_ms", [])]
+                values[side].append([float(x) for x in obs.metrics.get("samples_ms", [])])
             else:
-                values[side].append(float(obs.metrics.get("peak_bytes", 0)))
+                values[side].append([float(obs.metrics.get("peak_bytes", 0))])
     return values["b"], values["c"], last["b"].metrics, last["c"].metrics, seconds
 
 
@@ -171,7 +176,8 @@ def _ab_results(spec: CheckSpec, b_vals: list[float], c_vals: list[float], b_met
     outcome = {"regression": Outcome.FAILED, "suspicious": Outcome.SUSPICIOUS}.get(state, Outcome.PASSED)
     reason = f"{state}: {what}"
     if state == "regression":
-        reason += f", beyond {threshold:.0%}, p={change.p_value:.2g}, confirmed by a second batch"
+        reason += (f", beyond {threshold:.0%}, p={change.p_value:.2g} over {change.rounds} paired rounds, "
+                   "confirmed by a second batch")
     elif state == "suspicious":
         reason += f", beyond {threshold:.0%} but not confirmed (p={change.p_value:.2g})" if change.ratio > 1 + threshold \
             else ", too noisy to tell"
