@@ -104,3 +104,18 @@ def test_environment_names_follow_their_contents() -> None:
                 extra_index_urls=(), find_links=(), pre=False, extra_requirements=(), installer="pip")
     a, b = provision.InstallPlan(**base), provision.InstallPlan(**{**base, "extra_requirements": ("numpy",)})
     assert a.key() == provision.InstallPlan(**base).key() and a.key() != b.key()
+
+
+def test_cross_version_is_planned_for_built_ins_and_for_workloads_that_ask() -> None:
+    from pathlib import Path
+
+    from torch_upgrade_check import suite
+    from torch_upgrade_check.orchestrate import compare, session
+
+    mine = suite.Workload("mine", ("float32",), ("numerics", "latency"), factory="pkg:make")
+    asks = suite.Workload("asks", ("float32",), ("numerics", "cross-version"), factory="pkg:make2")
+    mlp = next(w for w in suite.BUILTIN if w.name == "mlp")
+    settings = session.Settings(out=Path("out"), workloads=(mlp, mine, asks))
+    specs = compare.cross_version_specs(settings, "cpu", Path("store"), "save")
+    assert [s.id for s in specs] == ["mlp[float32]/cross-version", "asks[float32]/cross-version"]
+    assert all(s.params["mode"] == "save" for s in specs)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -124,8 +126,10 @@ def test_version_that_does_not_exist_is_an_install_error(tmp_path: Path) -> None
 
 
 @pytest.fixture(scope="session")
-def venv_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("venvs")
+def venv_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("venvs")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)  # 2.14.1 alone is 5.5 GB; pytest keeps three sessions' tmp
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from torch_upgrade_check import __version__
 from torch_upgrade_check.cli import PROG, finish, infra, say, settings_from_args, with_device_limits
 from torch_upgrade_check.config import parse_percent
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
-from torch_upgrade_check.model import CheckSpec, Report
+from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 from torch_upgrade_check.orchestrate import compare, provision, session
 from torch_upgrade_check.orchestrate.live import LiveWorker
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
@@ -160,16 +160,26 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
             return infra(args, list(reports.values()), out, reports[role].infra_error)
     if has_baseline and ab_specs:
         say(f"latency and memory: {len(ab_specs)} checks, {compare.ROUNDS} interleaved rounds each")
+        repro = {s.id: _repro(args, pythons, device, s) for s in ab_specs}
+        pending = {role: {s.id: CheckResult(s.workload, s.aspect, s.device, s.dtype, Outcome.NOT_RUN,
+                                            reason="not started", repro=repro[s.id]) for s in ab_specs}
+                   for role in ("baseline", "candidate")}
+        done = {role: reports[role].results for role in pending}
+
+        def record(base: CheckResult | None = None, cand: CheckResult | None = None) -> None:
+            for role, result in (("baseline", base), ("candidate", cand)):
+                if result is not None:
+                    pending[role][result.id] = replace(result, repro=repro[result.id])
+                reports[role] = replace(reports[role], results=(*done[role], *pending[role].values()))
+            write()
+
+        record()  # a run killed during the A/B rounds shows them as not-run
         logs = out / "logs"
         with LiveWorker(pythons["baseline"], log_dir=logs, name="ab-baseline", threads=settings.threads,
                         python_path=list(settings.python_path)) as b, \
              LiveWorker(pythons["candidate"], log_dir=logs, name="ab-candidate", threads=settings.threads,
                         python_path=list(settings.python_path)) as c:
-            base_ab, cand_ab = compare.measure_ab(ab_specs, b, c, settings, thresholds, say)
-        for role, results in (("baseline", base_ab), ("candidate", cand_ab)):
-            with_repro = {k: replace(v, repro=_repro(args, pythons, device, next(s for s in ab_specs if s.id == k)))
-                          for k, v in results.items()}
-            reports[role] = replace(reports[role], results=(*reports[role].results, *with_repro.values()))
+            compare.measure_ab(ab_specs, b, c, settings, thresholds, say, record)
     if has_baseline:
         reports["candidate"] = compare.mark_preexisting(reports["baseline"], reports["candidate"])
     reports = {k: replace(r, finished=session.now(), complete=True) for k, r in reports.items()}

@@ -55,7 +55,7 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
     elif spec.aspect == "memory":
         outcome, thresholds = Outcome.PASSED, {}
-        reason = f"peak {_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
+        reason = f"peak {format_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
     elif spec.aspect == "fsdp2":
         err, rel = _f(m.get("max_abs_err")), _f(m.get("max_rel_err"))
         ok = err <= FSDP2_ATOL or rel <= FSDP2_RTOL
@@ -105,13 +105,14 @@ def _latency(spec: CheckSpec, m: dict[str, Any], limits: Mapping[str, float]) ->
     med, spread = stats.median(samples), stats.iqr(samples)
     m["median_ms"], m["iqr_ms"] = med, spread
     limit = latency_limit(spec, limits)
-    text = f"median {_ms(med)} (IQR {_ms(spread)}, {len(samples)} samples)"
+    text = f"median {format_ms(med)} (IQR {format_ms(spread)}, {len(samples)} samples)"
     if not samples:
         return Outcome.FAILED, "no latency samples were taken", {}
     if limit is None:
         return Outcome.PASSED, text, {}
     ok = med <= limit
-    return (Outcome.PASSED if ok else Outcome.FAILED), f"{text} {'≤' if ok else '>'} limit {_ms(limit)}", {"max_latency_ms": limit}
+    reason = f"{text} {'≤' if ok else '>'} limit {format_ms(limit)}"
+    return (Outcome.PASSED if ok else Outcome.FAILED), reason, {"max_latency_ms": limit}
 
 
 def latency_limit(spec: CheckSpec, limits: Mapping[str, float]) -> float | None:
@@ -149,7 +150,7 @@ def _pct(share: float) -> str:
     return f"{share * 100:.2g}%" if share >= 0.0001 else f"{share * 100:.1e}%"
 
 
-def _ms(value: float) -> str:
+def format_ms(value: float) -> str:
     if math.isnan(value):
         return "n/a"
     if value >= 1000:
@@ -159,7 +160,7 @@ def _ms(value: float) -> str:
     return f"{value * 1000:.3g} µs"
 
 
-def _bytes(n: Any) -> str:
+def format_bytes(n: Any) -> str:
     v = _f(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(v) < 1024 or unit == "GiB":

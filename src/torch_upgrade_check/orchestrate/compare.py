@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from torch_upgrade_check.analysis import ab, stats
-from torch_upgrade_check.analysis.verdicts import decide, latency_limit
+from torch_upgrade_check.analysis.verdicts import decide, format_bytes, format_ms, latency_limit
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Report
 from torch_upgrade_check.orchestrate import session
 from torch_upgrade_check.orchestrate.live import LiveWorker
@@ -17,6 +17,8 @@ from torch_upgrade_check.orchestrate.live import LiveWorker
 AB_ASPECTS = ("latency", "memory")
 ROUNDS = 12  # interleaved rounds per batch (ABBA order), SAMPLES each side per round
 SAMPLES = 3
+EXTRA_BATCHES = 2  # more batches for a check whose first batch was suspicious, before settling on it
+WARMUP_ROUNDS = 1  # per batch, discarded: the first requests to a fresh worker are the noisiest
 MEMORY_ROUNDS = 3
 
 
@@ -44,12 +46,14 @@ def _all_aspects(settings: session.Settings) -> list[str]:
 
 
 def cross_version_specs(settings: session.Settings, device: str, store: Path, mode: str) -> list[CheckSpec]:
-    """One cross-version check per workload and dtype that has numerics (or asks for cross-version)."""
+    """One cross-version check per workload and dtype: every built-in with numerics, and the user's
+    workloads that list cross-version among their aspects (the default)."""
+    wanted = {w.name for w in settings.workloads if "cross-version" in w.aspects or (not w.factory and "numerics" in w.aspects)}
     specs = []
     for s in session.plan(settings, device, aspects=["numerics", "cross-version"]):
         spec = CheckSpec(s.workload, "cross-version", device, s.dtype, s.factory,
                          {**s.params, "mode": mode, "store": str(store)})
-        if spec.id not in {x.id for x in specs} and _selected(settings, spec):
+        if s.workload in wanted and spec.id not in {x.id for x in specs} and _selected(settings, spec):
             specs.append(spec)
     return specs
 
@@ -82,10 +86,9 @@ def measure_ab(
     settings: session.Settings,
     thresholds: Thresholds,
     say: Callable[[str], None],
-) -> tuple[dict[str, CheckResult], dict[str, CheckResult]]:
-    """Latency and memory, A/B in interleaved rounds; returns (baseline results, candidate results)."""
-    base_results: dict[str, CheckResult] = {}
-    cand_results: dict[str, CheckResult] = {}
+    on_result: Callable[[CheckResult, CheckResult], None],
+) -> None:
+    """Latency and memory, A/B in interleaved rounds; each check's (baseline, candidate) results go to `on_result`."""
     for i, spec in enumerate(specs, 1):
         rounds = ROUNDS if spec.aspect == "latency" else MEMORY_ROUNDS
         samples = SAMPLES if spec.aspect == "latency" else 1
@@ -93,12 +96,21 @@ def measure_ab(
         batch = _interleave(spec, baseline, candidate, rounds, samples, settings.timeout_s)
         if isinstance(batch, tuple) and isinstance(batch[0], Observation):
             b_obs, c_obs = batch
-            base_results[spec.id] = decide(spec, b_obs, max_latency_ms=settings.max_latency_ms)
-            cand_results[spec.id] = decide(spec, c_obs, max_latency_ms=settings.max_latency_ms)
+            on_result(decide(spec, b_obs, max_latency_ms=settings.max_latency_ms),
+                      decide(spec, c_obs, max_latency_ms=settings.max_latency_ms))
             say(f"[{i}/{len(specs)}] A/B {spec.id}: error: {(b_obs if b_obs.status != 'ok' else c_obs).message}")
             continue
         b_rounds, c_rounds, b_metrics, c_metrics, seconds = batch
         change = ab.classify(b_rounds, c_rounds, threshold)
+        for _ in range(EXTRA_BATCHES):
+            if change.state != "suspicious":
+                break
+            # not clear yet: measure more rounds rather than warn on noise
+            more = _interleave(spec, baseline, candidate, rounds, samples, settings.timeout_s)
+            if isinstance(more[0], Observation):
+                break
+            b_rounds, c_rounds, seconds = [*b_rounds, *more[0]], [*c_rounds, *more[1]], seconds + more[4]
+            change = ab.classify(b_rounds, c_rounds, threshold)
         confirmed = False
         if change.state == "regression":
             again = _interleave(spec, baseline, candidate, rounds, samples, settings.timeout_s)
@@ -111,12 +123,11 @@ def measure_ab(
                 change = replace(combined, state="regression" if confirmed else "suspicious")
             else:
                 change = replace(change, state="suspicious")
-        base_results[spec.id], cand_results[spec.id] = _ab_results(
+        base, cand = _ab_results(
             spec, [x for r in b_rounds for x in r], [x for r in c_rounds for x in r], b_metrics, c_metrics,
             change, confirmed, threshold, settings, seconds)
-        r = cand_results[spec.id]
-        say(f"[{i}/{len(specs)}] A/B {r.outcome.value.upper():<10} {spec.id:<44} {r.reason[:110]}")
-    return base_results, cand_results
+        on_result(base, cand)
+        say(f"[{i}/{len(specs)}] A/B {cand.outcome.value.upper():<10} {spec.id:<44} {cand.reason[:110]}")
 
 
 def _interleave(spec: CheckSpec, baseline: LiveWorker, candidate: LiveWorker, rounds: int, samples: int,
@@ -130,7 +141,7 @@ def _interleave(spec: CheckSpec, baseline: LiveWorker, candidate: LiveWorker, ro
     values: dict[str, list[list[float]]] = {"b": [], "c": []}
     last: dict[str, Observation] = {}
     seconds = 0.0
-    for r in range(rounds):
+    for r in range(-WARMUP_ROUNDS, rounds):
         order = (("b", baseline), ("c", candidate)) if r % 2 == 0 else (("c", candidate), ("b", baseline))
         for side, worker in order:
             obs = worker.request(req, timeout_s)
@@ -142,6 +153,8 @@ def _interleave(spec: CheckSpec, baseline: LiveWorker, candidate: LiveWorker, ro
                                                                               message="the other side failed first")
                 return (failed, other) if side == "b" else (other, failed)
             last[side] = obs
+            if r < 0:
+                continue  # a warm-up round: caches, allocator and thread pools settle; not evidence
             if spec.aspect == "latency":
                 values[side].append([float(x) for x in obs.metrics.get("samples_ms", [])])
             else:
@@ -160,16 +173,18 @@ def _ab_results(spec: CheckSpec, b_vals: list[float], c_vals: list[float], b_met
                       max_latency_ms=settings.max_latency_ms)
         cand_m = {**c_metrics, "samples_ms": c_vals, "baseline_samples_ms": b_vals,
                   "median_ms": stats.median(c_vals), "iqr_ms": stats.iqr(c_vals), **ab_metrics}
-        what = f"{_fmt_ratio(change)} of baseline latency ({_ms(change.baseline_median)} → {_ms(change.candidate_median)})"
+        medians = f"{format_ms(change.baseline_median)} → {format_ms(change.candidate_median)}"
+        what = f"{_fmt_ratio(change)} of baseline latency ({medians})"
         limit = latency_limit(spec, settings.max_latency_ms)
         thresholds = {"max_latency_regression": threshold, **({"max_latency_ms": limit} if limit else {})}
         over_limit = limit is not None and stats.median(c_vals) > limit
     else:
         base = CheckResult(**common, outcome=Outcome.PASSED, metrics={**b_metrics, "peak_bytes": stats.median(b_vals)},
-                           reason=f"peak {int(stats.median(b_vals))} B", duration_s=seconds / 2)
+                           reason=f"peak {format_bytes(stats.median(b_vals))}", duration_s=seconds / 2)
         cand_m = {**c_metrics, "peak_bytes": stats.median(c_vals), "baseline_peak_bytes": stats.median(b_vals),
                   **ab_metrics}
-        what = f"{_fmt_ratio(change)} of baseline peak memory ({int(change.baseline_median)} B → {int(change.candidate_median)} B)"
+        peaks = f"{format_bytes(change.baseline_median)} → {format_bytes(change.candidate_median)}"
+        what = f"{_fmt_ratio(change)} of baseline peak memory ({peaks})"
         thresholds = {"max_memory_regression": threshold}
         over_limit = False
     state = change.state
@@ -192,10 +207,6 @@ def _fmt_ratio(change: ab.Change) -> str:
     if math.isnan(change.ratio):
         return "n/a"
     return f"{change.ratio:.2f}× (95% CI {change.ci_low:.2f}–{change.ci_high:.2f})"
-
-
-def _ms(value: float) -> str:
-    return f"{value * 1000:.3g} µs" if value < 1 else f"{value:.3g} ms"
 
 
 def mark_preexisting(baseline: Report, candidate: Report) -> Report:
