@@ -19,7 +19,7 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,17 +89,10 @@ def _positive(name: str, value: str, example: str) -> str:
     return ""
 
 
-def _ratio(name: str, value: str) -> str:
+def _problem(parse: Callable[[str, str], object], name: str, value: str) -> str:
+    """The parser's one-line message for `input 'name'`, or "" when the value parses."""
     try:
-        parse_percent(value, f"input '{name}'")
-    except UsageError as e:
-        return str(e)
-    return ""
-
-
-def _spec(name: str, value: str) -> str:
-    try:
-        parse_spec(value, f"input '{name}'")
+        parse(value, f"input '{name}'")
     except UsageError as e:
         return str(e)
     return ""
@@ -111,7 +104,7 @@ def validate(values: Mapping[str, str]) -> list[str]:
     candidate, baseline = values["torch-version"], values["baseline-torch-version"]
     for name in ("torch-version", "baseline-torch-version"):
         if values[name]:
-            problems.append(_spec(name, values[name]))
+            problems.append(_problem(parse_spec, name, values[name]))
     if not BACKEND_RE.match(values["torch-backend"]):
         problems.append(f"input 'torch-backend' must be auto, pypi, cpu, a CUDA tag like cu128, a ROCm tag like rocm6.4 "
                         f"or xpu, got {values['torch-backend']!r}")
@@ -129,7 +122,7 @@ def validate(values: Mapping[str, str]) -> list[str]:
         problems.append(_positive("timeout", values["timeout"], "600 (seconds per check)"))
     for name in ("max-latency-regression", "max-memory-regression"):
         if values[name]:
-            problems.append(_ratio(name, values[name]))
+            problems.append(_problem(parse_percent, name, values[name]))
             if not baseline:
                 problems.append(f"input '{name}' compares with a baseline; set 'baseline-torch-version' too, or remove it")
     for item in split_items(values["max-latency-ms"]):

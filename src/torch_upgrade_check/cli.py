@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from torch_upgrade_check import __version__, suite
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, EXIT_USAGE, UsageError
-from torch_upgrade_check.model import DEVICES, CheckSpec, Outcome, Report, Verdict
+from torch_upgrade_check.model import ASPECTS, DEVICES, CheckSpec, Outcome, Report, Verdict
 from torch_upgrade_check.orchestrate import session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.report import merged_verdict
@@ -243,9 +243,10 @@ def with_device_limits(settings: session.Settings, args: argparse.Namespace, dev
     return replace(settings, max_latency_ms={**cfg.latency_limits(device), **settings.max_latency_ms})
 
 
-def repro_command(args: argparse.Namespace, python: str, device: str, spec: CheckSpec) -> str:
-    """A command that runs this one check again, with the flags that shaped it."""
-    cmd = [PROG, "run", "--python", python, "--device", device, "--only", spec.id]
+def repro_command(args: argparse.Namespace, head: Sequence[str], device: str, spec: CheckSpec) -> str:
+    """A command that runs this one check again: `head` (the subcommand and its interpreters), then the
+    device, the check and the flags that shaped it."""
+    cmd = [PROG, *head, "--device", device, "--only", spec.id]
     for item in args.workload:
         if item.partition("=")[0] == spec.workload:
             cmd += ["--workload", item]
@@ -271,7 +272,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return infra(args, [report], out, str(e))
     device = session.resolve_device(args.device, probe.probes)
     settings = with_device_limits(settings, args, device)
-    specs = session.plan(settings, device, aspects=[a for a in suite.ALL_ASPECTS if a != "cross-version"])
+    specs = session.plan(settings, device, aspects=[a for a in ASPECTS if a != "cross-version"])
     session.require_checks(specs, settings)
     if args.list:
         for s in specs:
@@ -284,7 +285,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     started = time.monotonic()
     final = session.execute(
         python, specs, settings, report, probes=probe.probes,
-        repro=lambda s: repro_command(args, python, device, s),
+        repro=lambda s: repro_command(args, ["run", "--python", python], device, s),
         on_update=lambda r: write_reports([r], out / "report.json"),
         progress=session.Progress(len(specs), say),
     )

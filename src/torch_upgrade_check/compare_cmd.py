@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import shutil
 import time
 from collections.abc import Sequence
@@ -12,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from torch_upgrade_check import __version__
-from torch_upgrade_check.cli import PROG, finish, infra, say, settings_from_args, with_device_limits
+from torch_upgrade_check.cli import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
 from torch_upgrade_check.config import parse_percent
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
@@ -80,16 +79,10 @@ def _python_for(role: str, spec: provision.TorchSpec | None, prepared: str | Non
 
 
 def _repro(args: argparse.Namespace, pythons: dict[str, str], device: str, spec: CheckSpec) -> str:
-    cmd = [PROG, "compare", "--candidate-python", pythons["candidate"]]
+    head = ["compare", "--candidate-python", pythons["candidate"]]
     if "baseline" in pythons:
-        cmd += ["--baseline-python", pythons["baseline"]]
-    cmd += ["--device", device, "--only", spec.id]
-    for item in args.workload:
-        if item.partition("=")[0] == spec.workload:
-            cmd += ["--workload", item]
-    cmd += [x for p in args.python_path for x in ("--python-path", p)]
-    cmd += ["--config", args.config] if args.config else []
-    return shlex.join(cmd)
+        head += ["--baseline-python", pythons["baseline"]]
+    return repro_command(args, head, device, spec)
 
 
 def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:

@@ -9,7 +9,7 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torch_upgrade_check.model import ASPECTS, CheckSpec
+from torch_upgrade_check.model import CheckSpec
 
 MODEL_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "latency", "memory")
 OP_ASPECTS = ("numerics", "cross-backend", "compile", "latency", "memory")
@@ -44,7 +44,6 @@ BUILTIN: tuple[Workload, ...] = (
 )
 
 BUILTIN_NAMES = tuple(w.name for w in BUILTIN)
-ALL_ASPECTS = ASPECTS
 
 
 def plan(workloads: Sequence[Workload], device: str, only: Sequence[str] = ()) -> list[CheckSpec]:
@@ -67,7 +66,3 @@ def _matches(pattern: str, spec: CheckSpec) -> bool:
     # fnmatch treats [...] as a character class; check ids contain literal brackets.
     literal = pattern.replace("[", "[[]") if "[" in pattern and "]" in pattern else pattern
     return any(fnmatch.fnmatchcase(s, literal) for s in (spec.id, spec.workload, spec.aspect))
-
-
-def unknown_aspects(aspects: Sequence[str]) -> list[str]:
-    return [a for a in aspects if a not in ASPECTS]

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -61,9 +60,11 @@ def package_path() -> Path:
     return link_dir
 
 
-def worker_env(extra_path: Sequence[str] = ()) -> dict[str, str]:
+def worker_env() -> dict[str, str]:
+    """The environment of a worker: ours, with PYTHONPATH naming this package alone (the plan carries
+    the user's python-path, added inside the worker)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(package_path()), *extra_path])
+    env["PYTHONPATH"] = str(package_path())
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("PYTHONHOME", None)
     return env
@@ -268,7 +269,3 @@ def check_tail(path: Path, check: str, lines: int = 30) -> str:
     marker = f"{START_MARKER}{check}\n"
     text = text[text.rfind(marker) + len(marker):] if marker in text else ""
     return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def current_python() -> str:
-    return sys.executable

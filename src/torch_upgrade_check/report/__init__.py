@@ -145,13 +145,16 @@ def ratio_number(value: float) -> str:
     return f"{value:.2f}" if math.isfinite(value) and 0.01 <= abs(value) < 1000 else sig(value)
 
 
-def ratio_with_ci(metrics: Mapping[str, Any]) -> str:
-    """"1.32× (95% CI 1.25–1.40×)" from a comparison's ratio, ci_low and ci_high; "" when there is no ratio."""
+def ratio_with_ci(metrics: Mapping[str, Any], *, compact: bool = False) -> str:
+    """"1.32× (95% CI 1.25–1.40×)" (or, compact for table cells, "1.32× (1.25–1.40)") from a
+    comparison's ratio, ci_low and ci_high; "" when there is no ratio."""
     ratio, low, high = (number(metrics.get(k)) for k in ("ratio", "ci_low", "ci_high"))
     if ratio is None or not math.isfinite(ratio):
         return ""
     if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
         return f"{ratio_number(ratio)}×"
+    if compact:
+        return f"{ratio_number(ratio)}× ({ratio_number(low)}–{ratio_number(high)})"
     return f"{ratio_number(ratio)}× (95% CI {ratio_number(low)}–{ratio_number(high)}×)"
 
 

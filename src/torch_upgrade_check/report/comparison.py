@@ -25,7 +25,7 @@ from torch_upgrade_check.report import (
     clip,
     number,
     one_line,
-    ratio_number,
+    ratio_with_ci,
     sig,
     visible,
 )
@@ -150,12 +150,7 @@ def _scaled(value: float | None, factor: float) -> str:
 
 
 def _ratio_cell(m: dict[str, Any]) -> str:
-    ratio, low, high = (number(m.get(k)) for k in ("ratio", "ci_low", "ci_high"))
-    if ratio is None or not math.isfinite(ratio):
-        return "—"
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return f"{ratio_number(ratio)}×"
-    return f"{ratio_number(ratio)}× ({ratio_number(low)}–{ratio_number(high)})"
+    return ratio_with_ci(m, compact=True) or "—"
 
 
 def _p_cell(m: dict[str, Any]) -> str:
