@@ -6,9 +6,12 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "determinism", "latency", "memory", "fsdp2")
+ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "determinism", "deterministic-backward", "latency",
+           "memory", "fsdp2")
 DEVICES = ("cpu", "cuda", "mps")
-DTYPES = ("float32", "float16", "bfloat16", "float64")
+# tf32: float32 tensors computed with TF32 tensor-core math (CUDA, compute capability 8.0+); every other
+# float32 check runs in IEEE float32.
+DTYPES = ("float32", "float16", "bfloat16", "float64", "tf32")
 
 
 class Outcome(str, enum.Enum):

@@ -37,8 +37,10 @@ BUILTIN: tuple[Workload, ...] = (
     ),
     Workload("sdpa", ("float32", "bfloat16"), MODEL_ASPECTS, "scaled_dot_product_attention, causal"),
     Workload("flex_attention_none", ("float32",), MODEL_ASPECTS, "FlexAttention, no mask, vs math attention"),
-    Workload("flex_attention_causal", ("float32",), MODEL_ASPECTS, "FlexAttention, causal block mask"),
-    Workload("flex_attention_sliding_window", ("float32",), MODEL_ASPECTS, "FlexAttention, causal sliding window"),
+    Workload("flex_attention_causal", ("float32",), (*MODEL_ASPECTS, "deterministic-backward"),
+             "FlexAttention, causal block mask; deterministic compiled backward on CUDA"),
+    Workload("flex_attention_sliding_window", ("float32",), (*MODEL_ASPECTS, "deterministic-backward"),
+             "FlexAttention, causal sliding window; deterministic compiled backward on CUDA"),
     Workload("flex_attention_alibi", ("float32",), MODEL_ASPECTS, "FlexAttention, ALiBi score_mod"),
     Workload("matmul", ("float32", "float16", "bfloat16"), OP_ASPECTS, "dense matmul"),
 )
@@ -51,15 +53,24 @@ def plan(workloads: Sequence[Workload], device: str, only: Sequence[str] = ()) -
 
     A pattern matches a check if it matches its id (`mlp[float32]/latency`), its workload name or
     its aspect, so `--only 'flex*'`, `--only latency` and `--only 'mlp[float32]/*'` all work.
+    On CUDA every built-in float32 workload also gets `[tf32]/numerics`: TF32 checked on its own,
+    with tolerances fit for it, while every float32 check runs in IEEE float32.
     """
     specs = []
     for w in workloads:
-        for dtype in w.dtypes:
-            for aspect in w.aspects:
+        for dtype, aspects in _variants(w, device):
+            for aspect in aspects:
                 spec = CheckSpec(workload=w.name, aspect=aspect, device=device, dtype=dtype, factory=w.factory)
                 if not only or any(_matches(p, spec) for p in only):
                     specs.append(spec)
     return specs
+
+
+def _variants(w: Workload, device: str) -> list[tuple[str, tuple[str, ...]]]:
+    variants = [(dtype, w.aspects) for dtype in w.dtypes]
+    if device == "cuda" and not w.factory and "float32" in w.dtypes and "tf32" not in w.dtypes and "numerics" in w.aspects:
+        variants.append(("tf32", ("numerics",)))
+    return variants
 
 
 def _matches(pattern: str, spec: CheckSpec) -> bool:

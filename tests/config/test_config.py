@@ -97,10 +97,10 @@ MALFORMED = [
      "{file}:5: workloads[0].aspects must be a list of aspects like [numerics, latency], got 'numerics'"),
     ("dtype-alias", W + "    dtypes: [float32, bf16]\n",
      "{file}:5: workloads[0].dtypes: unknown dtype 'bf16' (did you mean 'bfloat16'?); "
-     "allowed: float32, float16, bfloat16, float64"),
+     "allowed: float32, float16, bfloat16, float64, tf32"),
     ("dtype-torch-prefix", W + "    dtypes: [torch.float16]\n",
      "{file}:5: workloads[0].dtypes: unknown dtype 'torch.float16' (did you mean 'float16'?); "
-     "allowed: float32, float16, bfloat16, float64"),
+     "allowed: float32, float16, bfloat16, float64, tf32"),
     ("factory-missing", "version: 1\nworkloads:\n  - name: tiny\n",
      "{file}:3: workloads[0] is missing 'factory'; add the function that builds it, like mypkg.models:build"),
     ("factory-no-colon", "version: 1\nworkloads:\n  - name: tiny\n    factory: pkg.models.build\n",

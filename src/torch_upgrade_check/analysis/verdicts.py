@@ -1,16 +1,10 @@
 """Observation -> CheckResult: the pass/fail rules of every aspect, with one-line reasons (pure).
 
 Rules (thresholds are recorded on each result):
-- numerics, float32/float64: every element within atol + rtol*|golden| of the fp64 CPU golden
-  (torch.testing.assert_close's rule and, by default, its tolerances for the dtype).
-- numerics, float16/bfloat16: elementwise as above, or else RMSE against the golden at most
-  LOWP_MULTIPLIER x the dtype's own rounding error of the golden (+ atol/10): low precision cannot
-  meet fp64-derived elementwise tolerances, so its error is judged against its noise floor.
-- cross-backend, cross-version and compile: elementwise as above, or else RMSE against the golden
-  at most MULTIPLIER x the reference implementation's RMSE (+ atol/10): the reference is the CPU
-  (cross-backend), the baseline torch (cross-version) or eager (compile) in the same dtype. This is
-  torch._dynamo's `same(fp64_ref=...)` rule: harmless reorderings pass, a real loss of accuracy fails.
-- determinism: two seeded training steps bitwise equal.
+- numerics, cross-backend, cross-version, compile: closeness to the fp64 CPU golden, tensor by tensor
+  (analysis.closeness has the rule). compile also fails when torch.compile compiled no graph: a
+  model that ran eagerly compared eager with eager.
+- determinism, deterministic-backward: two seeded training steps bitwise equal.
 - latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
 - memory: recorded; passes when measured.
 - fsdp2: parameters after the sharded steps within FSDP2_ATOL + FSDP2_RTOL*|unsharded|.
@@ -23,14 +17,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from torch_upgrade_check.analysis import stats
+from torch_upgrade_check.analysis import closeness, stats
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
 
-MULTIPLIER = 2.0
-LOWP_MULTIPLIER = 4.0
 FSDP2_ATOL = 1e-5
 FSDP2_RTOL = 1e-4
-LOW_PRECISION = ("float16", "bfloat16")
 
 
 def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, float] | None = None, repro: str = "") -> CheckResult:
@@ -43,14 +34,13 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
                            **base)
     m = dict(obs.metrics)
     if spec.aspect in ("numerics", "cross-backend", "cross-version", "compile"):
-        outcome, reason, thresholds = _closeness(spec, m)
-    elif spec.aspect == "determinism":
-        ok = bool(m.get("bitwise_equal"))
-        outcome = Outcome.PASSED if ok else Outcome.FAILED
-        reason = "two seeded training steps are bitwise equal" if ok else (
-            f"two seeded training steps differ in {m.get('differing_tensors')} of {m.get('compared_tensors')} tensors "
-            f"(max abs diff {_g(m.get('max_abs_diff'))}; first: {', '.join(m.get('first_differing', [])[:3])})")
-        thresholds = {"bitwise": True}
+        outcome, reason, thresholds = closeness.judge(m, spec.aspect, spec.dtype)
+        if spec.aspect == "compile" and m.get("graphs_compiled") == 0:
+            why = "; ".join(m.get("dynamo_fallbacks") or []) or "no reason recorded by Dynamo"
+            outcome, reason = Outcome.FAILED, (f"torch.compile compiled no graph: the model ran eagerly, so compiled "
+                                               f"was compared with eager itself ({why})")
+    elif spec.aspect in ("determinism", "deterministic-backward"):
+        outcome, reason, thresholds = _bitwise(spec.aspect, m)
     elif spec.aspect == "latency":
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
     elif spec.aspect == "memory":
@@ -69,35 +59,17 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
                        details=_mismatch_details(m), **base)
 
 
-def _closeness(spec: CheckSpec, m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
-    rtol, atol = _f(m.get("rtol")), _f(m.get("atol"))
-    thresholds: dict[str, Any] = {"rtol": rtol, "atol": atol}
-    count, share = int(m.get("mismatched_count", 0)), _f(m.get("mismatched_share"))
-    rmse = _f(m.get("rmse"))
-    within = (f"max abs err {_g(m.get('max_abs_err'))} within atol {_g(atol)} + rtol {_g(rtol)}·|ref| "
-              f"on all {m.get('numel')} elements")
-    if m.get("nan_count"):
-        return Outcome.FAILED, f"{m['nan_count']} NaN values where the golden has numbers", thresholds
-    if count == 0:
-        return Outcome.PASSED, within, thresholds
-    elementwise = (f"max abs err {_g(m.get('max_abs_err'))} > atol {_g(atol)} + rtol {_g(rtol)}·|ref| "
-                   f"on {_pct(share)} of elements ({count} of {m.get('numel')})")
-    if spec.aspect == "numerics" and spec.dtype in LOW_PRECISION:
-        floor = _f(m.get("floor_rmse"))
-        bound = LOWP_MULTIPLIER * floor + atol / 10
-        thresholds.update(multiplier=LOWP_MULTIPLIER, rmse_bound=bound)
-        ok = rmse <= bound
-        what = f"rmse {_g(rmse)} {'≤' if ok else '>'} {LOWP_MULTIPLIER:g}× {spec.dtype} rounding error {_g(floor)}"
-        return (Outcome.PASSED if ok else Outcome.FAILED), f"{what}; {elementwise}", thresholds
-    if spec.aspect in ("cross-backend", "cross-version", "compile"):
-        ref = _f(m.get("ref_rmse"))
-        bound = MULTIPLIER * ref + atol / 10
-        thresholds.update(multiplier=MULTIPLIER, rmse_bound=bound)
-        ok = rmse <= bound
-        who = {"cross-backend": "CPU", "cross-version": "baseline", "compile": "eager"}[spec.aspect]
-        what = f"rmse vs fp64 {_g(rmse)} {'≤' if ok else '>'} {MULTIPLIER:g}× {who}'s {_g(ref)}"
-        return (Outcome.PASSED if ok else Outcome.FAILED), f"{what}; {elementwise}", thresholds
-    return Outcome.FAILED, elementwise, thresholds
+def _bitwise(aspect: str, m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+    what = "two seeded training steps"
+    if aspect == "deterministic-backward":
+        what = f"two compiled FlexAttention training steps ({', '.join(m.get('backends') or {}) or '?'})"
+    ok = bool(m.get("bitwise_equal"))
+    reason = f"{what} are bitwise equal under deterministic algorithms" if ok else (
+        f"{what} differ in {m.get('differing_tensors')} of {m.get('compared_tensors')} tensors "
+        f"(max abs diff {_g(m.get('max_abs_diff'))}; first: {', '.join(m.get('first_differing', [])[:3])})")
+    if m.get("flash_not_run"):
+        reason += f"; BACKEND='FLASH' not run: needs {m['flash_not_run']}"
+    return (Outcome.PASSED if ok else Outcome.FAILED), reason, {"bitwise": True}
 
 
 def _latency(spec: CheckSpec, m: dict[str, Any], limits: Mapping[str, float]) -> tuple[Outcome, str, dict[str, Any]]:
@@ -144,10 +116,6 @@ def _f(value: Any) -> float:
 def _g(value: Any) -> str:
     v = _f(value)
     return f"{v:.3g}" if not math.isnan(v) else str(value)
-
-
-def _pct(share: float) -> str:
-    return f"{share * 100:.2g}%" if share >= 0.0001 else f"{share * 100:.1e}%"
 
 
 def format_ms(value: float) -> str:

@@ -11,7 +11,8 @@ from typing import Any
 from torch_upgrade_check.model import Outcome, Report, Verdict
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN})
-CORRECTNESS_ASPECTS = frozenset({"numerics", "cross-backend", "cross-version", "compile", "determinism", "fsdp2"})
+CORRECTNESS_ASPECTS = frozenset({"numerics", "cross-backend", "cross-version", "compile", "determinism",
+                                  "deterministic-backward", "fsdp2"})
 AB_ASPECTS = {"latency": "ms", "memory": "bytes"}  # aspects a comparison measures A/B, and the unit of their medians
 CHANGES = ("regression", "suspicious", "improved", "unchanged")  # the four A/B states, most urgent first
 TIME_UNITS = (("ns", 1e-6), ("µs", 1e-3), ("ms", 1.0), ("s", 1e3))  # factors in milliseconds

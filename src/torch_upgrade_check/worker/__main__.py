@@ -83,11 +83,13 @@ def main(argv: list[str]) -> int:
         import torch  # a failure here is the orchestrator's "torch not importable" error
 
         from torch_upgrade_check.model import CheckSpec
-        from torch_upgrade_check.worker import checks, environment
+        from torch_upgrade_check.worker import environment, instance
 
+        if plan.get("cpus") and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, plan["cpus"])
         if plan.get("threads"):
             torch.set_num_threads(int(plan["threads"]))
-        checks.add_python_path(plan.get("python_path", []))
+        instance.add_python_path(plan.get("python_path", []))
         probes = {d: environment.probe(d) for d in plan.get("probe", [])}
         _emit(events, {"event": "hello", "environment": environment.collect(), "probes": probes})
         for raw in plan.get("checks", []):

@@ -12,6 +12,7 @@ import torch
 
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import tensors
+from torch_upgrade_check.worker.instance import Instance, Skip, forward_backward, golden, not_checked, tolerances
 
 
 def store_path(spec: CheckSpec) -> Path:
@@ -19,42 +20,40 @@ def store_path(spec: CheckSpec) -> Path:
     return Path(spec.params["store"]) / f"{safe}.pt"
 
 
-def run(spec: CheckSpec, factory: Callable[..., Any], inst: Any, dtype: torch.dtype) -> dict[str, Any]:
-    from torch_upgrade_check.worker import checks
-
+def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Any) -> dict[str, Any]:
     path = store_path(spec)
     if spec.params.get("mode") == "save":
-        outputs, modules = _outputs_with_modules(inst, checks)
+        outputs, modules = _outputs_with_modules(inst)
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(
             {
                 "torch": str(torch.__version__),
                 "state": _cpu_state(inst),
-                "inputs": [x.detach().cpu() if isinstance(x, torch.Tensor) else None for x in inst.inputs],
-                "outputs": {k: v.cpu() for k, v in outputs.items()},
+                "inputs": [tensors.host(x) if isinstance(x, torch.Tensor) else None for x in inst.inputs],
+                "outputs": {k: tensors.host(v) for k, v in outputs.items()},
                 "modules": modules,
             },
             path,
         )
         return {"saved": str(path), "tensors": len(outputs)}
     if not path.exists():
-        raise checks.Skip("the baseline saved no outputs for this check (it did not run there, or failed there)")
+        raise Skip("the baseline saved no outputs for this check (it did not run there, or failed there)")
     saved = torch.load(path, map_location="cpu", weights_only=True)
     _load(inst, saved, spec.device)
-    outputs, modules = _outputs_with_modules(inst, checks)
-    rtol, atol = checks._tolerances(spec, inst, dtype)
-    golden = checks._golden(factory, inst)
-    metrics = tensors.compare(outputs, golden, reference=saved["outputs"], rtol=rtol, atol=atol)
+    outputs, modules = _outputs_with_modules(inst)
+    rtol, atol = tolerances(spec, inst)
+    metrics = tensors.compare(outputs, golden(factory, inst), reference=saved["outputs"], rtol=rtol, atol=atol,
+                              dtype=spec.dtype)
     vs_baseline = tensors.compare(outputs, saved["outputs"], rtol=rtol, atol=atol)
     metrics.update(
         rtol=rtol,
         atol=atol,
         baseline_torch=saved["torch"],
+        not_checked=not_checked(inst),
         max_abs_diff_vs_baseline=vs_baseline["max_abs_err"],
         mismatched_vs_baseline=vs_baseline["mismatched_count"],
-        bitwise_equal_to_baseline=all(
-            k in saved["outputs"] and torch.equal(v.cpu(), saved["outputs"][k]) for k, v in outputs.items()
-        ),
+        bitwise_equal_to_baseline=not vs_baseline.get("uncompared") and all(
+            torch.equal(tensors.host(v), saved["outputs"][k]) for k, v in outputs.items()),
     )
     first = _first_divergent(modules, saved["modules"], rtol, atol)
     if first:
@@ -62,13 +61,13 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Any, dtype: torch.dt
     return metrics
 
 
-def _cpu_state(inst: Any) -> dict[str, torch.Tensor]:
+def _cpu_state(inst: Instance) -> dict[str, torch.Tensor]:
     if not isinstance(inst.model, torch.nn.Module):
         return {}
-    return {k: v.detach().cpu() for k, v in inst.model.state_dict().items()}
+    return {k: tensors.host(v) for k, v in inst.model.state_dict().items()}
 
 
-def _load(inst: Any, saved: dict[str, Any], device: str) -> None:
+def _load(inst: Instance, saved: dict[str, Any], device: str) -> None:
     """The candidate computes exactly the baseline's function: same weights, same inputs."""
     if saved["state"] and isinstance(inst.model, torch.nn.Module):
         own = inst.model.state_dict()
@@ -82,7 +81,7 @@ def _load(inst: Any, saved: dict[str, Any], device: str) -> None:
     inst.inputs = tuple(inputs)
 
 
-def _outputs_with_modules(inst: Any, checks: Any) -> tuple[dict[str, torch.Tensor], list[tuple[str, torch.Tensor]]]:
+def _outputs_with_modules(inst: Instance) -> tuple[dict[str, torch.Tensor], list[tuple[str, torch.Tensor]]]:
     """Outputs (and gradients) plus each submodule's first output tensor, in execution order."""
     modules: list[tuple[str, torch.Tensor]] = []
     handles = []
@@ -94,11 +93,11 @@ def _outputs_with_modules(inst: Any, checks: Any) -> tuple[dict[str, torch.Tenso
             def hook(_m: Any, _inp: Any, out: Any, name: str = name) -> None:
                 first = next(iter(tensors.flatten(out).values()), None)
                 if first is not None:
-                    modules.append((name, first.detach().cpu().clone()))
+                    modules.append((name, tensors.host(first).clone()))
 
             handles.append(module.register_forward_hook(hook))
     try:
-        outputs = checks._forward_backward(inst)
+        outputs = forward_backward(inst)
     finally:
         for h in handles:
             h.remove()
@@ -107,12 +106,16 @@ def _outputs_with_modules(inst: Any, checks: Any) -> tuple[dict[str, torch.Tenso
 
 def _first_divergent(mine: list[tuple[str, torch.Tensor]], theirs: list[tuple[str, torch.Tensor]], rtol: float,
                      atol: float) -> dict[str, Any] | None:
+    """The first module, in execution order, whose output leaves the tolerance around the baseline's (atol
+    in units of that output's RMS, as everywhere)."""
     baseline = dict(theirs)
     for name, out in mine:
         ref = baseline.get(name)
         if ref is None or ref.shape != out.shape:
             continue
-        diff = (out.double() - ref.double()).abs()
-        if bool((diff > atol + rtol * ref.double().abs()).any()) or bool(torch.isnan(out).any() & ~torch.isnan(ref).any()):
+        ref64, out64 = ref.double(), out.double()
+        diff = (out64 - ref64).abs()
+        scale = float(ref64.pow(2).mean().sqrt()) or 1.0
+        if bool((diff > atol * scale + rtol * ref64.abs()).any()) or bool((torch.isnan(out64) & ~torch.isnan(ref64)).any()):
             return {"module": name, "max_abs_err": float(diff.max())}
     return None

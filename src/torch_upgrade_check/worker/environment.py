@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from torch_upgrade_check.worker import devices
+
 
 def collect() -> dict[str, Any]:
     """The environment, modelled on torch.utils.collect_env; values are strings or None when absent."""
@@ -32,7 +34,11 @@ def collect() -> dict[str, Any]:
         "machine": platform.machine(),
         "cpu": _cpu_name(),
         "cpu_count": os.cpu_count(),
+        "cpu_affinity": _affinity(),
         "threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "macos": platform.mac_ver()[0] or None,
+        "packages": _packages(),
     }
     if torch.backends.cudnn.is_available():
         env["cudnn"] = str(torch.backends.cudnn.version())
@@ -43,7 +49,22 @@ def collect() -> dict[str, Any]:
         except Exception:
             env["nccl"] = None
         env["driver"] = _nvidia_driver()
+    env.update(devices.environment())
     return env
+
+
+def _affinity() -> list[int] | None:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def _packages() -> dict[str, str]:
+    """Every distribution installed beside torch (name -> version): "cuDNN 9.8 -> 9.10 came with this torch"."""
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name and name not in found:
+            found[name] = dist.version
+    return dict(sorted(found.items()))
 
 
 def _dist_version(name: str) -> str | None:
@@ -97,7 +118,8 @@ def probe(device: str) -> tuple[bool, str]:
     try:
         x = torch.arange(16, dtype=torch.float32).reshape(4, 4)
         expected = x @ x + 1
-        got = (x.to(device) @ x.to(device) + 1).cpu()
+        with devices.get(device).precision("float32"):  # TF32 would round the exact integers here
+            got = (x.to(device) @ x.to(device) + 1).cpu()
         if not torch.equal(got, expected):
             return False, f"{device} probe kernel gave a wrong answer (max error {(got - expected).abs().max().item():g})"
     except Exception as e:

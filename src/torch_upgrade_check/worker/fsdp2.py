@@ -20,23 +20,18 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
+from torch_upgrade_check.worker import devices
+from torch_upgrade_check.worker.instance import Skip
 
 STEPS = 3
 RANK_TIMEOUT_S = 180
 
 
-def run(spec: CheckSpec) -> dict[str, Any]:
-    from torch_upgrade_check.worker.checks import Skip
-
-    if spec.device == "mps":
-        raise Skip("FSDP2 has no MPS process-group backend; run it on CPU (gloo) or CUDA (NCCL)")
-    if spec.device == "cuda":
-        world, backend = torch.cuda.device_count(), "nccl"
-        if world < 2:
-            raise Skip(f"FSDP2 over NCCL needs 2 or more GPUs; {world} present")
-        world = min(world, 8)
-    else:
-        world, backend = 2, "gloo"
+def run(spec: CheckSpec, device: devices.Device) -> dict[str, Any]:
+    group = device.process_group()
+    if not group.ok:
+        raise Skip(group.reason)
+    backend, world = group.backend, group.world
     with tempfile.TemporaryDirectory(prefix="tuc-fsdp2-") as tmp:
         out = Path(tmp) / "result.json"
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(world)}
@@ -78,15 +73,12 @@ def main(backend: str, device: str, dtype_name: str, out: str) -> None:
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
 
-    from torch_upgrade_check.worker.checks import DTYPES
     from torch_upgrade_check.worker.workloads import transformer_block
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    if device == "cuda":
-        torch.cuda.set_device(rank)
-        device = f"cuda:{rank}"
+    device = devices.get(device).rank_device(rank)
     dist.init_process_group(backend, rank=rank, world_size=world)
-    dtype = DTYPES[dtype_name]
+    dtype = devices.DTYPES[dtype_name]
     torch.manual_seed(0)
     ref = transformer_block(device, dtype)["model"]
     model = copy.deepcopy(ref)

@@ -1,24 +1,37 @@
-"""Tensor comparison: error metrics of a result against an fp64 golden, and against a reference's own error."""
+"""Tensor comparison: per-tensor error metrics of a result against an fp64 golden, and against a reference's own error.
+
+Every tensor is judged on its own, at its own scale: a gradient of 1e-5 is compared as strictly as an
+output of 1 (pooling them lets a large output hide a wrong gradient). All arithmetic happens on the
+host in float64, after `host` moved each tensor to the CPU.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 
-# torch.testing.assert_close's defaults per dtype: (rtol, atol).
+# torch.testing.assert_close's defaults per dtype: (rtol, atol); "tf32" as torch's own TF32 tests allow.
 DEFAULT_TOLERANCES = {
-    torch.float64: (1e-7, 1e-7),
-    torch.float32: (1.3e-6, 1e-5),
-    torch.float16: (1e-3, 1e-5),
-    torch.bfloat16: (1.6e-2, 1e-5),
+    "float64": (1e-7, 1e-7),
+    "float32": (1.3e-6, 1e-5),
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "tf32": (1e-3, 1e-5),
 }
 
 
+def host(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A detached copy on the CPU, converted there: MPS tensors cannot become float64 on the device."""
+    out = t.detach().to("cpu")
+    return out.to(dtype) if dtype is not None and out.dtype != dtype else out
+
+
 def flatten(value: Any, prefix: str = "output") -> dict[str, torch.Tensor]:
-    """Name every tensor in a nested output (tuples, lists, dicts, dataclass-like objects with tensors)."""
+    """Name every tensor in a nested output (tuples, lists, dicts)."""
     if isinstance(value, torch.Tensor):
         return {prefix: value}
     out: dict[str, torch.Tensor] = {}
@@ -31,13 +44,51 @@ def flatten(value: Any, prefix: str = "output") -> dict[str, torch.Tensor]:
     return out
 
 
-def _vector(tensors: Mapping[str, torch.Tensor], names: list[str]) -> torch.Tensor:
-    parts = [tensors[n].detach().to("cpu", torch.float64).reshape(-1) for n in names]
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+def _rms(x: torch.Tensor) -> float:
+    return math.sqrt(float((x * x).mean())) if x.numel() else 0.0
 
 
-def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
-    return math.sqrt(float(((a - b) ** 2).mean())) if a.numel() else 0.0
+def _tf32(t: torch.Tensor) -> torch.Tensor:
+    """float32 -> the nearest value with TF32's 10-bit mantissa (ties to even), still stored as float32."""
+    bits = t.float().contiguous().view(torch.int32)
+    rounded = ((bits + 0xFFF + ((bits >> 13) & 1)) & ~0x1FFF).view(torch.float32)
+    return torch.where(torch.isfinite(t), rounded, t.float()).view(t.shape)
+
+
+@contextlib.contextmanager
+def simulated_tf32() -> Iterator[None]:
+    """On the CPU, round the float32 operands of every matmul and convolution to TF32, as tensor cores
+    read them: the reference a TF32 result is judged against (attention runs as plain matmuls here)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+    ops = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
+           aten.convolution.default, aten.convolution_backward.default}
+
+    class RoundOperands(TorchDispatchMode):
+        supports_higher_order_operators = True  # run as they are (a workload's `reference` avoids them)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in ops:
+                args = tuple(_tf32(a) if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a for a in args)
+            return func(*args, **(kwargs or {}))
+
+    with sdpa_kernel([SDPBackend.MATH]), RoundOperands():
+        yield
+
+
+def round_to(golden: torch.Tensor, dtype_name: str) -> torch.Tensor:
+    """The golden as the dtype under test can represent it: its rounding error is that dtype's noise floor."""
+    if dtype_name == "tf32":
+        return _tf32(golden).double()
+    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    return golden.to(dtypes[dtype_name]).double() if dtype_name in dtypes else golden
+
+
+# A gradient is judged at its own scale, but never below this share of the largest gradient's: one a
+# million times smaller than its neighbours is rounding noise of the loss, not a signal.
+GRAD_SCALE_FLOOR = 1e-3
 
 
 def compare(
@@ -47,82 +98,100 @@ def compare(
     rtol: float,
     atol: float,
     reference: Mapping[str, torch.Tensor] | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: str | None = None,
     top: int = 5,
 ) -> dict[str, Any]:
-    """Metrics of `result` against `golden` (compared in float64 on the CPU).
+    """Metrics of `result` against `golden`, per tensor and over all.
 
-    mismatched: |result - golden| > atol + rtol * |golden|, NaN in result counts as mismatched.
-    rmse: root mean square error against golden; `ref_rmse` the same for `reference` when given
-    (the noise floor of a trusted implementation in the same dtype), and `floor_rmse` that of the
-    golden rounded to `dtype` (the dtype's own representation error).
+    Per tensor T with golden G: scale = RMS(G) (1 when G is all zero; for gradients at least
+    GRAD_SCALE_FLOOR x the largest gradient's RMS); an element mismatches when
+    |result - golden| > atol*scale + rtol*|golden| (NaN where the golden has a number counts); rmse
+    against the golden; `ref_rmse` the same for `reference` (the noise floor of a trusted
+    implementation in the same dtype), when it has T; `floor_rmse` that of the golden rounded to
+    `dtype` (the dtype's own representation error). Tensors in only one of result and golden are
+    listed in `uncompared`: the verdict fails them, so nothing produced passes unexamined.
     """
     names = [n for n in result if n in golden]
-    missing = sorted(set(golden) ^ set(result))
-    for n in names:
-        if tuple(result[n].shape) != tuple(golden[n].shape):
-            raise ValueError(f"{n}: shape {tuple(result[n].shape)} differs from the golden's {tuple(golden[n].shape)}")
-    r, g = _vector(result, names), _vector(golden, names)
-    diff = (r - g).abs()
-    nan_in_result = torch.isnan(r) & ~torch.isnan(g)
-    diff = torch.where(nan_in_result, torch.full_like(diff, math.inf), diff)
-    bound = atol + rtol * g.abs()
-    mismatched = (diff > bound) | nan_in_result
-    nonzero = g.abs() > 0
-    rel = diff[nonzero] / g.abs()[nonzero]
+    goldens = {n: host(golden[n], torch.float64).reshape(-1) for n in names}
+    largest_grad = max((_rms(g) for n, g in goldens.items() if n.startswith("grad:")), default=0.0)
+    per_tensor, worst = [], []
+    totals = {"numel": 0, "mismatched": 0, "nan": 0}
+    max_abs, max_rel = 0.0, 0.0
+    for name in names:
+        r, g = host(result[name], torch.float64), goldens[name]
+        if tuple(r.shape) != tuple(golden[name].shape):
+            raise ValueError(f"{name}: shape {tuple(r.shape)} differs from the golden's {tuple(golden[name].shape)}")
+        r = r.reshape(-1)
+        scale = max(_rms(g), GRAD_SCALE_FLOOR * largest_grad if name.startswith("grad:") else 0.0) or 1.0
+        nan_in_result = torch.isnan(r) & ~torch.isnan(g)
+        diff = torch.where(nan_in_result, torch.full_like(r, math.inf), (r - g).abs())
+        bound = atol * scale + rtol * g.abs()
+        mismatched = (diff > bound) | nan_in_result
+        entry: dict[str, Any] = {
+            "name": name, "numel": int(r.numel()), "scale": scale,
+            "max_abs_err": float(diff.max()) if r.numel() else 0.0,
+            "mismatched": int(mismatched.sum()),
+            "rmse": math.inf if bool(nan_in_result.any()) else _rms(r - g),
+            "nan": int(torch.isnan(r).sum()),
+        }
+        if reference is not None and name in reference:
+            entry["ref_rmse"] = _rms(host(reference[name], torch.float64).reshape(-1) - g)
+        if dtype is not None:
+            entry["floor_rmse"] = _rms(round_to(g, dtype) - g)
+        per_tensor.append(entry)
+        totals["numel"] += entry["numel"]
+        totals["mismatched"] += entry["mismatched"]
+        totals["nan"] += entry["nan"]
+        max_abs = max(max_abs, entry["max_abs_err"])
+        nonzero = g.abs() > 1e-3 * scale  # relative error only where it means something
+        if bool(nonzero.any()):
+            max_rel = max(max_rel, float((diff[nonzero] / g.abs()[nonzero]).max()))
+        if entry["mismatched"]:
+            excess = torch.where(mismatched, diff - bound, torch.zeros_like(diff))
+            for i in torch.topk(excess, min(top, entry["mismatched"])).indices.tolist():
+                worst.append((float(excess[i]), {"index": f"{name}{_index(tuple(result[name].shape), i)}",
+                                                 "got": float(r[i]), "expected": float(g[i]),
+                                                 "abs_err": float(diff[i])}))
     metrics: dict[str, Any] = {
-        "numel": int(r.numel()),
+        "numel": totals["numel"],
         "tensors": len(names),
-        "max_abs_err": float(diff.max()) if r.numel() else 0.0,
-        "max_rel_err": float(rel.max()) if rel.numel() else 0.0,
-        "mismatched_count": int(mismatched.sum()),
-        "mismatched_share": float(mismatched.double().mean()) if r.numel() else 0.0,
-        "rmse": _rmse(r, g) if not bool(nan_in_result.any()) else math.inf,
-        "nan_count": int(torch.isnan(r).sum()),
+        "max_abs_err": max_abs,
+        "max_rel_err": max_rel,
+        "mismatched_count": totals["mismatched"],
+        "mismatched_share": totals["mismatched"] / totals["numel"] if totals["numel"] else 0.0,
+        "nan_count": totals["nan"],
+        "per_tensor": per_tensor,
     }
+    missing = sorted(set(golden) ^ set(result))
     if missing:
         metrics["uncompared"] = missing
-    if reference is not None:
-        metrics["ref_rmse"] = _rmse(_vector(reference, names), g)
-    if dtype is not None:
-        metrics["floor_rmse"] = _rmse(g.to(dtype).to(torch.float64), g)
-    if metrics["mismatched_count"]:
-        excess = torch.where(mismatched, diff - bound, torch.zeros_like(diff))
-        worst = torch.topk(excess, min(top, int(mismatched.sum()))).indices.tolist()
-        offsets = _offsets(result, names)
-        metrics["top_mismatches"] = [
-            {"index": _locate(offsets, i), "got": float(r[i]), "expected": float(g[i]), "abs_err": float(diff[i])}
-            for i in worst
-        ]
+    if worst:
+        metrics["top_mismatches"] = [row for _, row in sorted(worst, key=lambda x: -x[0])[:top]]
     return metrics
 
 
-def _offsets(tensors: Mapping[str, torch.Tensor], names: list[str]) -> list[tuple[int, str, tuple[int, ...]]]:
-    offsets, start = [], 0
-    for n in names:
-        offsets.append((start, n, tuple(tensors[n].shape)))
-        start += tensors[n].numel()
-    return offsets
-
-
-def _locate(offsets: list[tuple[int, str, tuple[int, ...]]], flat: int) -> str:
-    for start, name, shape in reversed(offsets):
-        if flat >= start:
-            idx, rest = [], flat - start
-            for dim in reversed(shape):
-                idx.append(rest % dim if dim else 0)
-                rest //= dim if dim else 1
-            return f"{name}[{', '.join(str(i) for i in reversed(idx))}]"
-    return str(flat)
+def _index(shape: tuple[int, ...], flat: int) -> str:
+    idx = []
+    for dim in reversed(shape):
+        idx.append(flat % dim if dim else 0)
+        flat //= dim if dim else 1
+    return f"[{', '.join(str(i) for i in reversed(idx))}]"
 
 
 def bitwise_diff(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     """Whether two runs produced bitwise-identical tensors, and how far apart they are if not."""
-    differing = [n for n in a if n not in b or not torch.equal(a[n], b[n])]
+    differing = []
     max_diff = 0.0
-    for n in differing:
-        if n in b and a[n].shape == b[n].shape:
-            d = (a[n].detach().double() - b[n].detach().double()).abs().max()
+    for name in a:
+        if name not in b:
+            differing.append(name)
+            continue
+        x, y = host(a[name]), host(b[name])
+        if x.shape == y.shape and torch.equal(x, y):
+            continue
+        differing.append(name)
+        if x.shape == y.shape:
+            d = (x.double() - y.double()).abs().max()
             max_diff = max(max_diff, float(d) if not torch.isnan(d) else math.inf)
     return {
         "bitwise_equal": not differing,

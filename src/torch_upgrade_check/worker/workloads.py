@@ -17,14 +17,22 @@ from torch import nn
 from torch.nn import functional as F
 
 
-def _mean_square(out: Any) -> torch.Tensor:
-    return out.float().pow(2).mean()
+def _projection(out: Any) -> torch.Tensor:
+    """A well-conditioned loss: the output's inner product with a fixed random tensor.
+
+    Its gradient with respect to the output is that tensor, of order 1, so every gradient is well above
+    rounding noise; a mean of squares after a normalisation layer has gradients near 1e-9, which are
+    all rounding noise. Computed in float32 at least (float64 for the golden: never rounded down).
+    """
+    compute = torch.promote_types(out.dtype, torch.float32)
+    weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(1234), dtype=torch.float64)
+    return (out.to(compute) * weights.to(compute).to(out.device)).sum()  # cast on the host: MPS has no float64
 
 
 def mlp(device: str, dtype: torch.dtype) -> dict[str, Any]:
     model = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.GELU(), nn.Linear(128, 16))
     x = torch.randn(32, 64)
-    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _mean_square}
+    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection}
 
 
 def cnn(device: str, dtype: torch.dtype) -> dict[str, Any]:
@@ -40,16 +48,18 @@ def cnn(device: str, dtype: torch.dtype) -> dict[str, Any]:
         nn.Linear(16, 10),
     )
     x = torch.randn(8, 3, 16, 16)
-    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _mean_square}
+    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection}
 
 
 def transformer_block(device: str, dtype: torch.dtype) -> dict[str, Any]:
     model = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.0, batch_first=True)
     x = torch.randn(4, 32, 64)
-    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _mean_square}
+    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection}
 
 
 class _Sdpa(nn.Module):
+    uses_sdpa = True  # numerics records which SDPA backend the default dispatch picks
+
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
@@ -78,7 +88,7 @@ def sdpa(device: str, dtype: torch.dtype) -> dict[str, Any]:
     def reference(q, k, v):
         return _math_attention(q, k, v, mask_mod=_causal)
 
-    return {"model": _Sdpa(), "inputs": _qkv(device, dtype, True), "loss": _mean_square, "reference": reference}
+    return {"model": _Sdpa(), "inputs": _qkv(device, dtype, True), "loss": _projection, "reference": reference}
 
 
 def _causal(b, h, q_idx, kv_idx):
@@ -95,9 +105,10 @@ def _alibi(score, b, h, q_idx, kv_idx):
 
 
 class _Flex(nn.Module):
-    def __init__(self, score_mod, block_mask) -> None:
+    def __init__(self, score_mod, mask_mod, block_mask) -> None:
         super().__init__()
         self.score_mod = score_mod
+        self.mask_mod = mask_mod  # kept for the deterministic-backward check, which builds its own block masks
         self.block_mask = block_mask
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -107,25 +118,28 @@ class _Flex(nn.Module):
 
 
 def _flex(device: str, dtype: torch.dtype, score_mod=None, mask_mod=None) -> dict[str, Any]:
+    """FlexAttention against math attention. Gradients are checked where the torch under test has a
+    FlexAttention backward on this device (found by running one: CPU and MPS had none in 2.13)."""
     import warnings
 
     from torch.nn.attention.flex_attention import create_block_mask
+
+    from torch_upgrade_check.worker import devices
 
     # Eager FlexAttention warns that it is unfused; eager is exactly what the numerics aspect wants.
     warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
     block_mask = None
     if mask_mod is not None:
         block_mask = create_block_mask(mask_mod, None, None, 64, 64, device=device)
+    backward = devices.get(device).flex["backward"]
     spec: dict[str, Any] = {
-        "model": _Flex(score_mod, block_mask),
-        "inputs": _qkv(device, dtype, device != "cpu"),
-        "loss": _mean_square,
+        "model": _Flex(score_mod, mask_mod, block_mask),
+        "inputs": _qkv(device, dtype, backward.ok),
+        "loss": _projection,
         "reference": lambda q, k, v: _math_attention(q, k, v, score_mod=score_mod, mask_mod=mask_mod),
     }
-    if device == "cpu":
-        reason = f"FlexAttention has no backward on CPU in torch {torch.__version__} (it raises NotImplementedError)"
-        spec["skip"] = {"determinism": reason}
-        spec["loss"] = None
+    if not backward.ok:
+        spec["skip"] = {"gradients": backward.reason, "determinism": backward.reason}
     return spec
 
 

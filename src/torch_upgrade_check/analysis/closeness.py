@@ -1,0 +1,106 @@
+"""Whether computed tensors are close enough to their fp64 golden: judged tensor by tensor (pure).
+
+The worker sends, per tensor (outputs and `grad:*` gradients), its tolerance scale (RMS of the golden,
+never below GRAD_SCALE_FLOOR x the largest gradient's for gradients), the count of elements outside
+`atol*scale + rtol*|golden|`, its RMSE against the golden, and where available the RMSE of a trusted
+reference (`ref_rmse`) and the dtype's own rounding error of the golden (`floor_rmse`).
+
+A tensor passes when every element is within tolerance, or else (never when rtol = atol = 0, which
+asks for bitwise equality):
+- for a tensor the reference has: RMSE at most MULTIPLIER x the reference's RMSE (+ atol*scale/10).
+  The reference is the CPU (cross-backend), the baseline torch (cross-version), eager (compile) in
+  the same dtype, or for tf32 numerics the CPU with TF32 operand rounding simulated:
+  torch._dynamo's `same(fp64_ref=...)` rule, so harmless reorderings pass and a real loss of
+  accuracy fails;
+- otherwise, in low precision (float16, bfloat16, tf32): RMSE at most LOWP_MULTIPLIER x the dtype's
+  rounding error of the golden (+ atol*scale/10): low precision cannot meet fp64-derived elementwise
+  tolerances, so its error is judged against its noise floor. float32 and float64 have no fallback.
+A check passes when every tensor passes, and fails when a tensor was produced and never compared.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from torch_upgrade_check.model import Outcome
+
+MULTIPLIER = 2.0
+LOWP_MULTIPLIER = 4.0
+LOW_PRECISION = ("float16", "bfloat16", "tf32")
+REFERENCE = {"cross-backend": "the CPU", "cross-version": "the baseline", "compile": "eager",
+             "numerics": "TF32 simulated on the CPU"}  # numerics has a reference only for tf32
+
+
+def judge_tensor(t: Mapping[str, Any], aspect: str, dtype: str, rtol: float, atol: float) -> tuple[bool, str]:
+    """(passed, why) for one tensor's metrics."""
+    name, scale = t["name"], _f(t.get("scale")) or 1.0
+    slack = atol * scale / 10
+    if t.get("nan"):
+        return False, f"{name}: {t['nan']} NaN where the golden has numbers"
+    if not t.get("mismatched"):
+        return True, f"{name}: all {t['numel']} within tolerance (max abs err {_g(t.get('max_abs_err'))})"
+    outside = (f"{name}: {t['mismatched']} of {t['numel']} elements outside atol·scale + rtol·|golden| "
+               f"(max abs err {_g(t.get('max_abs_err'))}, scale {_g(scale)})")
+    if rtol == 0 and atol == 0:
+        return False, f"{outside}; rtol = atol = 0 asks for bitwise equality"
+    rmse = _f(t.get("rmse"))
+    if aspect in REFERENCE and "ref_rmse" in t:
+        ref = _f(t["ref_rmse"])
+        bound = MULTIPLIER * ref + slack
+        ok = rmse <= bound
+        return ok, (f"{name}: rmse {_g(rmse)} {'≤' if ok else '>'} {MULTIPLIER:g}× {REFERENCE[aspect]}'s {_g(ref)}"
+                    f"{'' if ok else '; ' + outside.split(': ', 1)[1]}")
+    if dtype in LOW_PRECISION and "floor_rmse" in t:
+        floor = _f(t["floor_rmse"])
+        ok = rmse <= LOWP_MULTIPLIER * floor + slack
+        return ok, (f"{name}: rmse {_g(rmse)} {'≤' if ok else '>'} {LOWP_MULTIPLIER:g}× {dtype} rounding error "
+                    f"{_g(floor)}{'' if ok else '; ' + outside.split(': ', 1)[1]}")
+    return False, outside
+
+
+def judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str, dict[str, Any]]:
+    """The check's outcome, its one-line reason and the thresholds used."""
+    rtol, atol = _f(m.get("rtol")), _f(m.get("atol"))
+    thresholds: dict[str, Any] = {"rtol": rtol, "atol": atol, "atol_scaled_by": "each tensor's RMS"}
+    if aspect in REFERENCE:
+        thresholds["multiplier"] = MULTIPLIER
+    if dtype in LOW_PRECISION:
+        thresholds["lowp_multiplier"] = LOWP_MULTIPLIER
+    tensors = list(m.get("per_tensor") or [])
+    verdicts = [(t, *judge_tensor(t, aspect, dtype, rtol, atol)) for t in tensors]
+    failed = [(t, why) for t, ok, why in verdicts if not ok]
+    notes = _notes(m)
+    uncompared = list(m.get("uncompared") or [])
+    if not tensors:
+        return Outcome.FAILED, "nothing was compared: the workload produced no tensor that the golden has" + notes, thresholds
+    if failed:
+        worst = max(failed, key=lambda x: (bool(x[0].get("nan")), _f(x[0].get("rmse")) / (_f(x[0].get("scale")) or 1.0)))
+        return Outcome.FAILED, f"{len(failed)} of {len(tensors)} tensors differ; worst {worst[1]}{notes}", thresholds
+    if uncompared:
+        shown = ", ".join(uncompared[:3]) + (f" and {len(uncompared) - 3} more" if len(uncompared) > 3 else "")
+        return (Outcome.FAILED, f"{len(uncompared)} tensors were produced but not compared (no counterpart): {shown}"
+                + notes, thresholds)
+    close = [why for t, ok, why in verdicts if t.get("mismatched")]
+    how = f"; nearest the bound: {close[0]}" if close else f" (max abs err {_g(m.get('max_abs_err'))})"
+    every = "the one tensor is" if len(tensors) == 1 else f"all {len(tensors)} tensors are"
+    return Outcome.PASSED, f"{every} within tolerance{how}{notes}", thresholds
+
+
+def _notes(m: Mapping[str, Any]) -> str:
+    parts = [f"{what} not checked: {why}" for what, why in (m.get("not_checked") or {}).items()]
+    parts += [f"{what} {why}" for what, why in (m.get("no_reference") or {}).items()]
+    return "".join(f"; {p}" for p in parts)
+
+
+def _f(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _g(value: Any) -> str:
+    v = _f(value)
+    return f"{v:.3g}" if not math.isnan(v) else str(value)

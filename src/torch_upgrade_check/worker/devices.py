@@ -1,0 +1,333 @@
+"""Everything that differs between CPU, CUDA and MPS, in one small object per device.
+
+The aspects never branch on the device name; they ask the device object: synchronise, measure peak
+memory, set the float32 precision and the deterministic algorithms, probe what FlexAttention can
+do here, describe the hardware. A reader sees each backend's limits in one place (as PyTorch's
+own device-generic tests keep them in per-device classes), and the tests' emulated CUDA and MPS
+backends (tests/harness) exercise exactly this code on the CPU.
+
+Transfers to the host go through `tensors.host` (move to the CPU first, convert there): MPS has no
+float64, and converting an MPS tensor straight to CPU float64 raises or, in some versions,
+silently returns zeros.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import platform
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import torch
+
+# "tf32" is float32 tensors computed with TF32 tensor-core math: a variant of its own (CUDA only).
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+          "float64": torch.float64, "tf32": torch.float32}
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether a feature runs here, and torch's own words when it does not."""
+
+    ok: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ProcessGroup:
+    """How FSDP2 runs here: the process-group backend and the number of ranks, or why it cannot."""
+
+    ok: bool
+    reason: str = ""
+    backend: str = ""
+    world: int = 0
+
+
+class Device:
+    """The CPU, and the defaults every device shares."""
+
+    name = "cpu"
+    memory_counter = "torch.profiler profile_memory (live tensor bytes, op granularity)"
+
+    def synchronize(self) -> None:
+        """Wait for queued kernels; every timed region and every memory reading is bracketed by this."""
+
+    def peak_memory(self) -> PeakMemory:
+        return _ProfilerPeak(self)
+
+    @contextlib.contextmanager
+    def precision(self, dtype_name: str) -> Iterator[dict[str, str]]:
+        """float32 math as IEEE float32 (no TF32) unless `dtype_name` is "tf32"; yields the flags in use."""
+        yield {}
+
+    @contextlib.contextmanager
+    def deterministic(self) -> Iterator[None]:
+        before = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True)
+        try:
+            yield
+        finally:
+            torch.use_deterministic_algorithms(before)
+
+    def supports_dtype(self, dtype_name: str) -> Support:
+        if dtype_name == "tf32":
+            return Support(False, "TF32 is a CUDA tensor-core format (compute capability 8.0 or newer)")
+        return Support(True)
+
+    def capability(self) -> str | None:
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+    def process_group(self) -> ProcessGroup:
+        return ProcessGroup(True, backend="gloo", world=2)  # two CPU ranks on this machine
+
+    def rank_device(self, rank: int) -> str:
+        """The torch device a rank of a process group uses (CUDA: one GPU per rank)."""
+        return self.name
+
+    @functools.cached_property
+    def flex(self) -> dict[str, Support]:
+        """What FlexAttention does on this device with the torch under test, found by running it."""
+        return {"forward": _probe_flex(self.name, backward=False), "backward": _probe_flex(self.name, backward=True)}
+
+
+class CUDA(Device):
+    name = "cuda"
+    memory_counter = "torch.cuda.max_memory_allocated (allocator peak, exact)"
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize()
+
+    def peak_memory(self) -> PeakMemory:
+        return _CudaPeak(self)
+
+    @contextlib.contextmanager
+    def precision(self, dtype_name: str) -> Iterator[dict[str, str]]:
+        mode = "tf32" if dtype_name == "tf32" else "ieee"
+        saved = _get_fp32_precision()
+        _set_fp32_precision(mode)
+        try:
+            yield _get_fp32_precision()
+        finally:
+            _set_fp32_precision(saved)
+
+    @contextlib.contextmanager
+    def deterministic(self) -> Iterator[None]:
+        # cuBLAS reads CUBLAS_WORKSPACE_CONFIG when CUDA starts: the worker sets it before importing torch.
+        flags = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+        try:
+            with super().deterministic():
+                yield
+        finally:
+            torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = flags
+
+    def supports_dtype(self, dtype_name: str) -> Support:
+        if dtype_name == "tf32" and torch.cuda.get_device_capability()[0] < 8:
+            return Support(False, f"TF32 needs compute capability 8.0 or newer; this GPU is {self.capability()}")
+        return Support(True)
+
+    def capability(self) -> str | None:
+        major, minor = torch.cuda.get_device_capability()
+        return f"sm{major}{minor}"
+
+    def process_group(self) -> ProcessGroup:
+        count = torch.cuda.device_count()
+        if count < 2:
+            return ProcessGroup(False, f"FSDP2 over NCCL needs 2 or more GPUs; {count} present")
+        return ProcessGroup(True, backend="nccl", world=min(count, 8))
+
+    def rank_device(self, rank: int) -> str:
+        torch.cuda.set_device(rank)
+        return f"cuda:{rank}"
+
+    def describe(self) -> dict[str, Any]:
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return {"gpu": str(props.name), "compute_capability": self.capability(),
+                "gpu_memory_gib": round(getattr(props, "total_memory", 0) / 2**30, 1),
+                "cuda_runtime": torch.version.cuda, "fp32_precision_default": _get_fp32_precision()}
+
+
+class MPS(Device):
+    name = "mps"
+    memory_counter = ("torch.mps.current_allocated_memory sampled after every op (live tensor bytes, op "
+                      "granularity; MPS has no peak counter)")
+
+    def synchronize(self) -> None:
+        torch.mps.synchronize()
+
+    def peak_memory(self) -> PeakMemory:
+        return _SampledPeak(self, torch.mps.current_allocated_memory)
+
+    def supports_dtype(self, dtype_name: str) -> Support:
+        if dtype_name == "float64":
+            return Support(False, "MPS has no float64")
+        return super().supports_dtype(dtype_name)
+
+    def process_group(self) -> ProcessGroup:
+        return ProcessGroup(False, "FSDP2 has no MPS process-group backend; run it on CPU (gloo) or CUDA (NCCL)")
+
+    def describe(self) -> dict[str, Any]:
+        return {"macos": platform.mac_ver()[0] or None, "mps_available": bool(torch.backends.mps.is_available()),
+                "recommended_max_memory_gib": round(torch.mps.recommended_max_memory() / 2**30, 1)}
+
+
+DEVICES: dict[str, Device] = {d.name: d for d in (Device(), CUDA(), MPS())}
+
+
+def get(name: str) -> Device:
+    return DEVICES[name]
+
+
+def _get_fp32_precision() -> dict[str, str]:
+    b = torch.backends
+    if _new_precision_api():
+        return {"cuda.matmul": b.cuda.matmul.fp32_precision, "cudnn.conv": b.cudnn.conv.fp32_precision,
+                "cudnn.rnn": b.cudnn.rnn.fp32_precision}
+    return {"cuda.matmul.allow_tf32": str(b.cuda.matmul.allow_tf32), "cudnn.allow_tf32": str(b.cudnn.allow_tf32)}
+
+
+def _set_fp32_precision(mode: str | dict[str, str]) -> None:
+    """Set matmul and cuDNN float32 precision to "ieee" or "tf32" (or restore a saved dict).
+
+    torch 2.9+ has per-backend `fp32_precision`; mixing it with the legacy allow_tf32 flags raises, so
+    only one of the two APIs is ever touched.
+    """
+    b = torch.backends
+    if _new_precision_api():
+        values = mode if isinstance(mode, dict) else dict.fromkeys(("cuda.matmul", "cudnn.conv", "cudnn.rnn"), mode)
+        b.cuda.matmul.fp32_precision = values["cuda.matmul"]
+        b.cudnn.conv.fp32_precision = values["cudnn.conv"]
+        b.cudnn.rnn.fp32_precision = values["cudnn.rnn"]
+    elif isinstance(mode, dict):
+        b.cuda.matmul.allow_tf32 = mode["cuda.matmul.allow_tf32"] == "True"
+        b.cudnn.allow_tf32 = mode["cudnn.allow_tf32"] == "True"
+    else:
+        b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = mode == "tf32"
+
+
+def _new_precision_api() -> bool:
+    return hasattr(getattr(torch.backends.cudnn, "conv", None), "fp32_precision")
+
+
+def _probe_flex(device: str, *, backward: bool) -> Support:
+    """Run a tiny FlexAttention (forward, or forward and backward) here; torch's own error says why not."""
+    try:
+        from torch.nn.attention.flex_attention import flex_attention
+    except ImportError as e:
+        return Support(False, f"torch.nn.attention.flex_attention is not in this torch: {e}")
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # its own generator: probing must not move the seeded global RNG the workloads draw from
+            q = torch.randn(1, 1, 128, 16, generator=torch.Generator().manual_seed(0)).to(device)
+            q.requires_grad_(backward)
+            out = flex_attention(q, q, q)
+            if backward:
+                out.sum().backward()
+            get(device).synchronize()
+    except Exception as e:  # the reason is torch's, shown to the user
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        what = "forward and backward" if backward else "forward"
+        return Support(False, f"FlexAttention {what} does not run on {device} with torch {torch.__version__}: "
+                              f"{type(e).__name__}: {first}")
+    return Support(True)
+
+
+class PeakMemory:
+    """Context manager: `bytes` is the peak growth during the block, `api` names the counter used."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.api = device.memory_counter
+        self.bytes = 0
+
+    def __enter__(self) -> PeakMemory:
+        self.device.synchronize()
+        self._start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.device.synchronize()
+        self.bytes = max(0, int(self._stop(exc_type, exc, tb)))
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _stop(self, exc_type: Any, exc: Any, tb: Any) -> int:
+        raise NotImplementedError
+
+
+class _CudaPeak(PeakMemory):
+    def _start(self) -> None:
+        torch.cuda.reset_peak_memory_stats()
+        self._base = torch.cuda.memory_allocated()
+
+    def _stop(self, *exc: Any) -> int:
+        return torch.cuda.max_memory_allocated() - self._base
+
+
+class _SampledPeak(PeakMemory):
+    """Live bytes read after every op (a dispatch mode), for backends with a live counter but no peak."""
+
+    def __init__(self, device: Device, live: Callable[[], int]) -> None:
+        super().__init__(device)
+        self._live = live
+
+    def _start(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        live, state = self._live, {"peak": self._live()}
+        self._base, self._state = state["peak"], state
+
+        class Sampler(TorchDispatchMode):
+            supports_higher_order_operators = True  # FlexAttention is one: run it, then read the counter
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                state["peak"] = max(state["peak"], live())
+                return out
+
+        self._mode = Sampler()
+        self._mode.__enter__()
+
+    def _stop(self, *exc: Any) -> int:
+        self._mode.__exit__(*exc)
+        return max(self._state["peak"], self._live()) - self._base
+
+
+class _ProfilerPeak(PeakMemory):
+    """The running sum, in time order, of the bytes each op allocated and freed (torch.profiler)."""
+
+    def _start(self) -> None:
+        self._prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
+        self._prof.__enter__()
+
+    def _stop(self, *exc: Any) -> int:
+        self._prof.__exit__(*exc)
+        events = sorted((e for e in self._prof.events() if e.self_cpu_memory_usage), key=lambda e: e.time_range.start)
+        live = peak = 0
+        for e in events:
+            live += e.self_cpu_memory_usage
+            peak = max(peak, live)
+        return peak
+
+
+def environment() -> dict[str, Any]:
+    """What each available device says of itself (GPU, compute capability, macOS), for report.json."""
+    out: dict[str, Any] = {}
+    for name, device in DEVICES.items():
+        if name == "cpu":
+            continue
+        available = torch.cuda.is_available() if name == "cuda" else torch.backends.mps.is_available()
+        if available:
+            with contextlib.suppress(Exception):
+                out[name] = device.describe()
+    return out

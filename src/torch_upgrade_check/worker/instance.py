@@ -1,0 +1,175 @@
+"""A workload built for one device and dtype, and what every aspect does with it: forward, backward, golden.
+
+Shared by the aspects (`checks`), cross-version numerics (`crossversion`) and the FlexAttention
+determinism check (`flexdet`), so none of them imports another.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from torch_upgrade_check.model import CheckSpec
+from torch_upgrade_check.worker import tensors
+from torch_upgrade_check.worker.workloads import BUILTIN
+
+FACTORY_KEYS = ("model", "inputs", "loss", "tolerances", "reference", "skip")
+
+
+class Skip(Exception):
+    """Raised by an aspect that does not apply here; the message is the reason shown to users."""
+
+
+@dataclass
+class Instance:
+    """A workload built for one device and dtype, normalised from whatever its factory returned.
+
+    `skip` maps an aspect (or "gradients": forward only) to the reason it cannot run here.
+    """
+
+    model: Any
+    inputs: tuple[Any, ...]
+    loss: Callable[[Any], torch.Tensor] | None = None
+    tolerances: dict[str, float] = field(default_factory=dict)
+    reference: Callable[..., Any] | None = None
+    skip: dict[str, str] = field(default_factory=dict)
+
+
+def resolve_factory(spec: CheckSpec) -> Callable[..., Any]:
+    if not spec.factory:
+        return BUILTIN[spec.workload]
+    module_name, _, attr = spec.factory.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise AttributeError(f"module {module_name!r} has no attribute {attr!r} (factory {spec.factory!r})") from None
+
+
+def build(factory: Callable[..., Any], device: str, dtype: torch.dtype, seed: int = 0) -> Instance:
+    """Call the factory under a fixed seed, with device/dtype if it takes them, else move what it returns."""
+    params = inspect.signature(factory).parameters
+    kwargs = {k: v for k, v in (("device", device), ("dtype", dtype)) if k in params}
+    torch.manual_seed(seed)
+    made = factory(**kwargs)
+    if isinstance(made, Mapping):
+        unknown = set(made) - set(FACTORY_KEYS)
+        if unknown or "model" not in made or "inputs" not in made:
+            raise TypeError(f"a factory's mapping needs 'model' and 'inputs' and may have "
+                            f"{', '.join(repr(k) for k in FACTORY_KEYS[2:])}; got keys {sorted(made)}")
+        inst = Instance(model=made["model"], inputs=_as_tuple(made["inputs"]), loss=made.get("loss"),
+                        tolerances=dict(made.get("tolerances") or {}), reference=made.get("reference"),
+                        skip=dict(made.get("skip") or {}))
+    elif isinstance(made, (tuple, list)) and len(made) == 2:
+        inst = Instance(model=made[0], inputs=_as_tuple(made[1]))
+    else:
+        raise TypeError(f"a factory must return (model, inputs) or a mapping with model and inputs, got {type(made).__name__}")
+    if not callable(inst.model):
+        raise TypeError(f"the factory's model is not callable: {type(inst.model).__name__}")
+    if "device" not in kwargs or "dtype" not in kwargs:
+        inst.model = _move(inst.model, device, None if "dtype" in kwargs else dtype)
+        inst.inputs = tuple(_move(x, device, None if "dtype" in kwargs else dtype) for x in inst.inputs)
+    if "gradients" in inst.skip:
+        inst.loss = None
+    return inst
+
+
+def _as_tuple(inputs: Any) -> tuple[Any, ...]:
+    return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+
+
+def _move(obj: Any, device: str, dtype: torch.dtype | None) -> Any:
+    if isinstance(obj, torch.nn.Module):
+        obj = obj.to(device)
+        return obj.to(dtype) if dtype is not None else obj
+    if isinstance(obj, torch.Tensor):
+        moved = obj.to(device, dtype) if dtype is not None and obj.is_floating_point() else obj.to(device)
+        return moved.detach().requires_grad_(obj.requires_grad) if moved.is_leaf or obj.requires_grad else moved
+    return obj
+
+
+def copy_to(inst: Instance, target: Instance, dtype: torch.dtype) -> None:
+    """Give `target` the weights and inputs of `inst` (cast to `dtype` on the host), so both compute the same
+    function. `target` keeps its own requires_grad: it asks for gradients only where its device has them."""
+    if isinstance(inst.model, torch.nn.Module) and isinstance(target.model, torch.nn.Module):
+        state = {k: tensors.host(v, dtype if v.is_floating_point() else None) for k, v in inst.model.state_dict().items()}
+        target.model.load_state_dict(state)
+    copied = []
+    for mine, theirs in zip(inst.inputs, target.inputs):
+        if isinstance(mine, torch.Tensor) and mine.is_floating_point() and isinstance(theirs, torch.Tensor):
+            copied.append(tensors.host(mine, dtype).to(theirs.device).requires_grad_(theirs.requires_grad))
+        else:
+            copied.append(theirs)
+    target.inputs = tuple(copied)
+
+
+def forward_backward(inst: Instance, *, use_reference: bool = False) -> dict[str, torch.Tensor]:
+    """Outputs, and when the workload has a loss, gradients of parameters and inputs: forward and backward."""
+    fn = inst.reference if use_reference and inst.reference is not None else inst.model
+    if isinstance(inst.model, torch.nn.Module):
+        inst.model.eval()
+    leaves = grad_leaves(inst) if inst.loss is not None else []
+    with torch.set_grad_enabled(bool(leaves)):
+        out = fn(*inst.inputs)
+        named = {k: v.detach() for k, v in tensors.flatten(out).items()}
+        if leaves:
+            grads = torch.autograd.grad(inst.loss(out), [t for _, t in leaves], allow_unused=True)
+            named.update({f"grad:{name}": g.detach() for (name, _), g in zip(leaves, grads) if g is not None})
+    return named
+
+
+def grad_leaves(inst: Instance) -> list[tuple[str, torch.Tensor]]:
+    leaves = []
+    if isinstance(inst.model, torch.nn.Module):
+        leaves += [(n, p) for n, p in inst.model.named_parameters() if p.requires_grad]
+    leaves += [(f"input{i}", x) for i, x in enumerate(inst.inputs) if isinstance(x, torch.Tensor) and x.requires_grad]
+    return leaves
+
+
+def golden(factory: Callable[..., Any], inst: Instance) -> dict[str, torch.Tensor]:
+    """The fp64 CPU golden of exactly what `inst` computes: its weights and inputs, its outputs and gradients.
+
+    The golden takes the instance's loss and input requires_grad (the CPU build of a workload may have
+    dropped them where the CPU lacks a backward, as FlexAttention's does), and the workload's
+    `reference` when it has one.
+    """
+    gold = build(factory, "cpu", torch.float64)
+    copy_to(inst, gold, torch.float64)
+    if inst.loss is not None:
+        gold.loss = inst.loss
+        gold.inputs = tuple(g.detach().requires_grad_(m.requires_grad) if isinstance(g, torch.Tensor)
+                            and isinstance(m, torch.Tensor) and g.is_floating_point() else g
+                            for g, m in zip(gold.inputs, inst.inputs))
+    return forward_backward(gold, use_reference=True)
+
+
+def tolerances(spec: CheckSpec, inst: Instance) -> tuple[float, float]:
+    rtol, atol = tensors.DEFAULT_TOLERANCES[spec.dtype]
+    rtol = inst.tolerances.get("rtol", rtol)
+    atol = inst.tolerances.get("atol", atol)
+    given = {k: spec.params.get(k) for k in ("rtol", "atol")}
+    return (float(given["rtol"]) if given["rtol"] is not None else float(rtol),
+            float(given["atol"]) if given["atol"] is not None else float(atol))
+
+
+def not_checked(inst: Instance) -> dict[str, str]:
+    return {"gradients": inst.skip["gradients"]} if "gradients" in inst.skip else {}
+
+
+def forward_only(inst: Instance, fn: Callable[..., Any]) -> dict[str, torch.Tensor]:
+    if isinstance(inst.model, torch.nn.Module):
+        inst.model.eval()
+    with torch.no_grad():
+        return {k: v.detach() for k, v in tensors.flatten(fn(*inst.inputs)).items()}
+
+
+def add_python_path(paths: list[str]) -> None:
+    for p in reversed(paths):
+        if p not in sys.path:
+            sys.path.insert(0, p)

@@ -1,0 +1,64 @@
+"""A torch broken on purpose, in exactly the ways real upgrades broke: each checks claim is tested against one.
+
+TUC_BREAK names breakages, comma-separated. Each alters only the computation under test: float64 (the
+golden's dtype) is left exact, so a check that passes here passes on a broken torch.
+
+- sdpa-zero-grad: scaled_dot_product_attention's backward returns zero gradients; outputs are exact.
+- linear-grad-5pct: nn.functional.linear's input gradient is 5% too large; outputs are exact.
+- flex-grad-5pct: FlexAttention's query/key/value gradients are 5% too large; outputs are exact.
+- no-compile: torch.compile silently runs the model eagerly (as Dynamo does past its recompile limit).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def _scaled_backward(fn, scale: float):  # noqa: ANN001, ANN202
+    """Wrap `fn(*tensors, **kw)` so its output is exact and every input gradient is multiplied by `scale`."""
+
+    class Scaled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, kwargs, *args):  # noqa: ANN001, ANN205
+            ctx.kwargs = kwargs
+            ctx.save_for_backward(*[a for a in args if isinstance(a, torch.Tensor)])
+            ctx.args = args
+            return fn(*args, **kwargs)
+
+        @staticmethod
+        def backward(ctx, grad):  # noqa: ANN001, ANN205
+            args = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in ctx.args]
+            with torch.enable_grad():
+                out = fn(*args, **ctx.kwargs)
+                wanted = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+                grads = iter(torch.autograd.grad(out, wanted, grad, allow_unused=True))
+            result = []
+            for a in args:
+                g = next(grads) if isinstance(a, torch.Tensor) and a.requires_grad else None
+                result.append(g * scale if g is not None else None)
+            return (None, *result)
+
+    def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors or tensors[0].dtype == torch.float64 or not torch.is_grad_enabled():
+            return fn(*args, **kwargs)
+        return Scaled.apply(kwargs, *args)
+
+    return wrapped
+
+
+def install(names: str) -> None:
+    for name in (n.strip() for n in names.split(",") if n.strip()):
+        if name == "sdpa-zero-grad":
+            F.scaled_dot_product_attention = _scaled_backward(F.scaled_dot_product_attention, 0.0)
+        elif name == "linear-grad-5pct":
+            F.linear = _scaled_backward(F.linear, 1.05)
+        elif name == "flex-grad-5pct":
+            import torch.nn.attention.flex_attention as flex
+
+            flex.flex_attention = _scaled_backward(flex.flex_attention, 1.05)
+        elif name == "no-compile":
+            torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
+        else:
+            raise SystemExit(f"TUC_BREAK: unknown breakage {name!r}")

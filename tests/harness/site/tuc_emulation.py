@@ -1,0 +1,358 @@
+"""An emulated CUDA or MPS backend on the CPU, for tests: the worker's real `cuda`/`mps` code runs unchanged.
+
+Loaded by the harness's sitecustomize when TUC_EMULATE is `cuda` or `mps`. Tensors "on" the emulated
+device are wrapper subclasses (`EmulatedTensor`) around CPU tensors: Python sees `device.type == "mps"`
+(so torch's own device logic, e.g. FlexAttention's "no backward on MPS", runs as on a Mac), autograd
+sees a PrivateUse1 device with a no-op guard, and every aten op is computed on the CPU. On top of that
+the documented constraints of each backend are enforced:
+
+- MPS has no float64: creating one raises, and converting an MPS tensor straight to CPU float64
+  raises (TUC_EMULATE_MPS_FLOAT64=raise) or silently gives zeros (=zeros, as pytorch#197715 reports
+  for 2.14.0); moving to the CPU first and converting there works, as on a Mac.
+- CUDA TF32: on compute capability >= 8.0, float32 matmuls and convolutions round their inputs to
+  TF32 (10-bit mantissa) whenever torch's precision flags allow TF32 (cuDNN convolutions do by
+  default); TUC_EMULATE_TF32=always rounds whatever the flags say (a torch that ignores them).
+- Kernels are asynchronous: each op adds TUC_EMULATE_KERNEL_US microseconds of "device time" that
+  is paid (slept) only at torch.cuda/mps.synchronize() or a copy to the host, so a timer read
+  without synchronising misses it, as on a GPU.
+- Memory counters with each backend's semantics: CUDA's exact live/peak allocated bytes with
+  reset_peak_memory_stats; MPS's current_allocated_memory (live) and driver_allocated_memory (a
+  pool that grows to the high-water mark in 1 MiB steps and shrinks only at empty_cache()).
+- Deterministic algorithms on CUDA need CUBLAS_WORKSPACE_CONFIG, as cuBLAS does.
+- Device properties: TUC_EMULATE_CAPABILITY (default 9.0), TUC_EMULATE_DEVICE_COUNT (default 1).
+
+Not emulated: torch.compile (Dynamo refuses to trace under these modes and runs the frame eagerly,
+which the compile check must report), FlexAttention's internal compile (turned off here:
+_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG), NCCL, real kernels' numerics beyond TF32 rounding.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import weakref
+from typing import Any, ClassVar
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_map
+
+KIND = os.environ.get("TUC_EMULATE", "")
+CAPABILITY = tuple(int(x) for x in os.environ.get("TUC_EMULATE_CAPABILITY", "9.0").split("."))
+DEVICE_COUNT = int(os.environ.get("TUC_EMULATE_DEVICE_COUNT", "1"))
+KERNEL_S = float(os.environ.get("TUC_EMULATE_KERNEL_US", "0")) / 1e6
+MPS_FLOAT64 = os.environ.get("TUC_EMULATE_MPS_FLOAT64", "raise")
+TF32 = os.environ.get("TUC_EMULATE_TF32", "flags")
+BACKING = "tucemu"  # the PrivateUse1 name autograd sees; Python sees KIND
+NO_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
+              "Please use float32 instead.")
+CUBLAS_ERROR = ("Deterministic behavior was enabled with either `torch.use_deterministic_algorithms(True)` or "
+                "`at::Context::setDeterministicAlgorithms(true)`, but this operation is not deterministic because "
+                "it uses CuBLAS and you have CUDA >= 10.2. To enable deterministic behavior in this case, you must "
+                "set an environment variable before running your PyTorch application: CUBLAS_WORKSPACE_CONFIG=:4096:8 "
+                "or CUBLAS_WORKSPACE_CONFIG=:16:8.")
+MM_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm"}
+CONV_OPS = {"convolution", "convolution_backward"}
+
+
+class _State:
+    debt_s = 0.0  # device time queued and not yet waited for
+    live: ClassVar[dict[int, list[int]]] = {}  # storage data_ptr -> [nbytes, wrappers alive]
+    live_bytes = 0
+    peak_bytes = 0
+    pool_bytes = 0
+
+
+def _device() -> torch.device:
+    return torch.device(KIND, 0)
+
+
+class EmulatedTensor(torch.Tensor):
+    """A tensor on the emulated device: its data is a CPU tensor, `inner`."""
+
+    inner: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor) -> EmulatedTensor:
+        out = torch.Tensor._make_wrapper_subclass(
+            cls, inner.size(), strides=inner.stride(), storage_offset=inner.storage_offset(), dtype=inner.dtype,
+            layout=inner.layout, device=torch.device(BACKING, 0), requires_grad=False)
+        out.inner = inner
+        _track(out, inner)
+        return out
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        return _device()
+
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]
+        return KIND == "cuda"
+
+    @property
+    def is_mps(self) -> bool:  # type: ignore[override]
+        return KIND == "mps"
+
+    @property
+    def is_cpu(self) -> bool:  # type: ignore[override]
+        return False
+
+    def __repr__(self) -> str:  # torch's printer would dispatch many ops
+        return f"EmulatedTensor({KIND}, shape={tuple(self.shape)}, dtype={self.dtype})"
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return _dispatch(func, args, kwargs or {})
+
+
+def _track(outer: EmulatedTensor, inner: torch.Tensor) -> None:
+    try:
+        storage = inner.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return
+    key, nbytes = storage.data_ptr(), storage.nbytes()
+    if not key or not nbytes:
+        return
+    entry = _State.live.get(key)
+    if entry is None:
+        _State.live[key] = [nbytes, 1]
+        _State.live_bytes += nbytes
+        _State.peak_bytes = max(_State.peak_bytes, _State.live_bytes)
+        _State.pool_bytes = max(_State.pool_bytes, _round_mib(_State.live_bytes))
+    else:
+        entry[1] += 1
+    weakref.finalize(outer, _release, key)
+
+
+def _release(key: int) -> None:
+    entry = _State.live.get(key)
+    if entry is None:
+        return
+    entry[1] -= 1
+    if entry[1] <= 0:
+        _State.live_bytes -= entry[0]
+        del _State.live[key]
+
+
+def _round_mib(n: int) -> int:
+    return -(-n // 2**20) * 2**20
+
+
+def _is_emulated_device(device: Any) -> bool:
+    if device is None:
+        return False
+    try:
+        return torch.device(device).type in (KIND, BACKING)
+    except (RuntimeError, TypeError):
+        return False
+
+
+def _wrap(x: Any) -> Any:
+    if isinstance(x, torch.Tensor) and not isinstance(x, EmulatedTensor):
+        if KIND == "mps" and x.dtype == torch.float64:
+            raise TypeError(NO_FLOAT64)
+        return EmulatedTensor(x)
+    return x
+
+
+def _pay_debt() -> None:
+    if _State.debt_s > 0:
+        time.sleep(_State.debt_s)
+    _State.debt_s = 0.0
+
+
+def _tf32_allowed(op: str) -> bool:
+    if KIND != "cuda" or CAPABILITY < (8, 0):
+        return False
+    if TF32 == "always":
+        return True
+    b = torch.backends
+    if hasattr(b.cudnn, "conv") and hasattr(b.cudnn.conv, "fp32_precision"):
+        if op in CONV_OPS:
+            chain = (b.cudnn.conv.fp32_precision, b.cudnn.fp32_precision, b.fp32_precision)
+        else:
+            chain = (b.cuda.matmul.fp32_precision, getattr(b.cuda, "fp32_precision", "none"), b.fp32_precision)
+        chosen = next((v for v in chain if v != "none"), None)
+        if chosen is None:  # nothing set through the new API: the legacy defaults
+            chosen = "tf32" if op in CONV_OPS or torch.get_float32_matmul_precision() != "highest" else "ieee"
+        return chosen == "tf32"
+    return bool(b.cudnn.allow_tf32 if op in CONV_OPS else b.cuda.matmul.allow_tf32)
+
+
+def round_tf32(t: torch.Tensor) -> torch.Tensor:
+    """float32 -> the nearest value with TF32's 10-bit mantissa (ties to even), as tensor cores read it."""
+    bits = t.contiguous().view(torch.int32)
+    lsb = (bits >> 13) & 1
+    rounded = (bits + 0xFFF + lsb) & ~0x1FFF
+    finite = torch.isfinite(t.contiguous())
+    return torch.where(finite, rounded.view(torch.float32), t.contiguous()).view_as(t)
+
+
+def _dispatch(func, args, kwargs):
+    if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
+        # torch's own tracing (FlexAttention's autograd builds its backward graph with fake tensors):
+        # fake tensors of the emulated device live on the backing device, which autograd can guard.
+        if _is_emulated_device(kwargs.get("device")):
+            kwargs = {**kwargs, "device": torch.device(BACKING, 0)}
+        return func(*args, **kwargs)
+    emulated = False
+
+    def unwrap(x: Any) -> Any:
+        nonlocal emulated
+        if isinstance(x, EmulatedTensor):
+            emulated = True
+            return x.inner
+        return x
+
+    inner_args, inner_kwargs = tree_map(unwrap, args), tree_map(unwrap, kwargs)
+    device = inner_kwargs.get("device")
+    to_host = emulated and device is not None and torch.device(device).type == "cpu"
+    if _is_emulated_device(device):
+        inner_kwargs["device"] = torch.device("cpu")
+        emulated = True
+    if not emulated:
+        return func(*inner_args, **inner_kwargs)
+    name = func.__name__.split(".")[0]
+    if KIND == "mps" and inner_kwargs.get("dtype") == torch.float64:
+        if not to_host or MPS_FLOAT64 == "raise":
+            raise TypeError(NO_FLOAT64)
+        _pay_debt()
+        return torch.zeros_like(inner_args[0], dtype=torch.float64, device="cpu")
+    if KIND == "cuda" and name in MM_OPS and torch.are_deterministic_algorithms_enabled() \
+            and os.environ.get("CUBLAS_WORKSPACE_CONFIG") not in (":4096:8", ":16:8"):
+        raise RuntimeError(CUBLAS_ERROR)
+    if (name in MM_OPS or name in CONV_OPS) and _tf32_allowed(name):
+        inner_args = tuple(round_tf32(a) if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a
+                           for a in inner_args)
+    if to_host or name in ("_local_scalar_dense", "equal", "is_nonzero"):
+        _pay_debt()  # a copy to the host waits for the queued kernels, as on a GPU
+    else:
+        _State.debt_s += KERNEL_S
+    out = func(*inner_args, **inner_kwargs)
+    if to_host or not isinstance(out, (torch.Tensor, tuple, list)):
+        return out
+    if name.endswith("_") and args and isinstance(args[0], EmulatedTensor):
+        return args[0]  # in-place: the same tensor, not a new wrapper
+    if "out" in kwargs and isinstance(kwargs["out"], EmulatedTensor):
+        return kwargs["out"]
+    return tree_map(_wrap, out)
+
+
+class _DispatchMode(TorchDispatchMode):
+    """Catches what has no emulated tensor argument: factories with device=..., copies to the device, HOPs."""
+
+    supports_higher_order_operators = True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            emulated = [False]
+
+            def unwrap(x: Any) -> Any:
+                if isinstance(x, EmulatedTensor):
+                    emulated[0] = True
+                    return x.inner
+                return x
+
+            inner_args, inner_kwargs = tree_map(unwrap, args), tree_map(unwrap, kwargs or {})
+            with _disable_current_modes():
+                out = func(*inner_args, **inner_kwargs)
+            if emulated[0]:
+                _State.debt_s += KERNEL_S
+                return tree_map(_wrap, out)
+            return out
+        return _dispatch(func, args, kwargs or {})
+
+
+class _FunctionMode(TorchFunctionMode):
+    """`tensor.to("cuda")`, `.cuda()` and `module.to("mps")` never reach C++, which has no such backend here."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == KIND == "cuda" and args and isinstance(args[0], torch.Tensor):
+            return _to_device(args[0], None)
+        if name == "to" and args and isinstance(args[0], torch.Tensor):
+            device = kwargs.get("device", next((a for a in args[1:] if isinstance(a, (str, torch.device))), None))
+            if _is_emulated_device(device):
+                dtype = kwargs.get("dtype", next((a for a in args[1:] if isinstance(a, torch.dtype)), None))
+                return _to_device(args[0], dtype)
+        return func(*args, **kwargs)
+
+
+def _to_device(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """A copy onto the emulated device that autograd sees (the dispatch mode computes and wraps it)."""
+    dtype = dtype or tensor.dtype
+    if KIND == "mps" and dtype == torch.float64:
+        raise TypeError(NO_FLOAT64)
+    if isinstance(tensor, EmulatedTensor) and dtype == tensor.dtype:
+        return tensor
+    return torch.ops.aten._to_copy.default(tensor, dtype=dtype, device=torch.device(BACKING, 0))
+
+
+def _patch_cuda() -> None:
+    import torch.cuda as cuda
+
+    class Props:
+        name = f"NVIDIA emulated sm{CAPABILITY[0]}{CAPABILITY[1]}"
+        major, minor = CAPABILITY
+        total_memory = 80 * 2**30
+        multi_processor_count = 132
+
+        def __repr__(self) -> str:
+            return f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor})"
+
+    cuda.is_available = lambda: True
+    cuda.device_count = lambda: DEVICE_COUNT
+    cuda.current_device = lambda: 0
+    cuda.set_device = lambda device: None
+    cuda._lazy_init = lambda: None
+    cuda.get_device_properties = lambda device=None: Props()
+    cuda.get_device_capability = lambda device=None: CAPABILITY
+    cuda.get_device_name = lambda device=None: Props.name
+    cuda.synchronize = lambda device=None: _pay_debt()
+    cuda.memory_allocated = lambda device=None: _State.live_bytes
+    cuda.max_memory_allocated = lambda device=None: _State.peak_bytes
+    cuda.memory_reserved = lambda device=None: _State.peak_bytes
+    cuda.empty_cache = lambda: None
+
+    def reset_peak(device: Any = None) -> None:
+        _State.peak_bytes = _State.live_bytes
+
+    cuda.reset_peak_memory_stats = reset_peak
+    cuda.nccl.version = lambda: (2, 27, 3)
+    torch.backends.cudnn.is_available = lambda: True
+    torch.backends.cudnn.version = lambda: 91002
+    torch.version.cuda = "12.8"
+
+
+def _patch_mps() -> None:
+    import torch.mps as mps
+
+    def empty_cache() -> None:
+        _State.pool_bytes = _round_mib(_State.live_bytes)
+
+    torch.backends.mps.is_available = lambda: True
+    torch.backends.mps.is_built = lambda: True
+    mps.synchronize = _pay_debt
+    mps.device_count = lambda: 1
+    mps.current_allocated_memory = lambda: _State.live_bytes
+    mps.driver_allocated_memory = lambda: _State.pool_bytes
+    mps.recommended_max_memory = lambda: 16 * 2**30
+    mps.empty_cache = empty_cache
+
+
+def install() -> None:
+    if KIND not in ("cuda", "mps"):
+        raise SystemExit(f"TUC_EMULATE must be cuda or mps, got {KIND!r}")
+    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+    _setup_privateuseone_for_python_backend(BACKING)
+    (_patch_cuda if KIND == "cuda" else _patch_mps)()
+    import torch.nn.attention.flex_attention as flex
+
+    flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True  # its internal torch.compile cannot run under these modes
+    _FunctionMode().__enter__()
+    _DispatchMode().__enter__()
+    assert not math.isnan(KERNEL_S)
