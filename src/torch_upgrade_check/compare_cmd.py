@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from torch_upgrade_check import __version__
-from torch_upgrade_check.cli import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
+from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
 from torch_upgrade_check.config import parse_percent
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
