@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from torch_upgrade_check import __version__, scaffold
 from torch_upgrade_check.commands import (
+    DEFAULT_TIMEOUT_S,
     FAIL_ON,
     PROG,
     exit_code,
@@ -45,9 +46,13 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", action="append", default=[], metavar="GLOB",
                    help="run only checks whose id, workload or aspect matches (repeatable)")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default: {DEFAULT_OUT})")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per-check timeout (default: 300)")
-    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: per dtype)")
-    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: per dtype)")
+    # --timeout, --rtol, --atol and --threads stay text here: values.py parses them in settings_from_args, so
+    # a bad one is reported with every other problem, in the words the action and the config file use.
+    p.add_argument("--timeout", default=None, metavar="SECONDS",
+                   help=f"per-check timeout (default: {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--rtol", default=None, metavar="X",
+                   help="relative tolerance, 0 or more (default: per dtype; 0 with --atol 0: bitwise equality)")
+    p.add_argument("--atol", default=None, metavar="Y", help="absolute tolerance, 0 or more (default: per dtype)")
     p.add_argument("--max-latency-ms", action="append", default=[], metavar="NAME=MS",
                    help="fail when the median latency of workload NAME (or checks matching a glob) exceeds MS")
     p.add_argument("--workload", action="append", default=[], metavar="NAME=MODULE:FUNCTION",
@@ -56,7 +61,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="folder prepended to the worker's sys.path, to import --workload factories from")
     p.add_argument("--config", default=None, metavar="PATH",
                    help="config file (default: torch-upgrade-check.yml in the current folder, when present)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads in the worker (default: torch's)")
+    p.add_argument("--threads", default=None, metavar="N", help="torch CPU threads in the worker (default: torch's)")
     p.add_argument("--fail-on", default="correctness,latency,memory", metavar="LIST",
                    help="what fails the command: a comma list of correctness, latency, memory, or none "
                         "(report only) (default: all three)")

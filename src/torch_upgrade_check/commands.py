@@ -7,15 +7,15 @@ imports the other's helpers, so there is no import circle. Errors are raised as 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
-from torch_upgrade_check import suite
+from torch_upgrade_check import config, suite, values
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckSpec, Outcome, Report, Verdict
 from torch_upgrade_check.orchestrate import session
@@ -24,6 +24,9 @@ from torch_upgrade_check.schema import write_reports
 
 PROG = "torch-upgrade-check"
 FAIL_ON = ("correctness", "latency", "memory")
+DEFAULT_TIMEOUT_S = 300.0
+
+T = TypeVar("T")
 
 
 def say(text: str) -> None:
@@ -31,21 +34,12 @@ def say(text: str) -> None:
 
 
 def parse_latency_limits(items: Sequence[str]) -> dict[str, float]:
-    limits, problems = {}, []
-    for item in items:
-        name, sep, value = item.partition("=")
-        try:
-            ms = float(value)
-        except ValueError:
-            ms = math.nan
-        if not sep or not name.strip() or not ms > 0 or math.isinf(ms):
-            problems.append(f"--max-latency-ms must be NAME=MS with MS a positive number of milliseconds, "
-                            f"like mlp=25, got {item!r}")
-            continue
-        limits[name.strip()] = ms
+    """`--max-latency-ms NAME=MS` items -> {NAME: MS}; every bad item reported together."""
+    problems: list[str] = []
+    parsed = [values.collect(problems, values.latency_limit, item, "--max-latency-ms") for item in items]
     if problems:
         raise UsageError(*problems)
-    return limits
+    return dict(p for p in parsed if p is not None)
 
 
 def parse_workloads(items: Sequence[str]) -> list[suite.Workload]:
@@ -80,51 +74,44 @@ def settings_from_args(args: argparse.Namespace, argv: Sequence[str], *, cross_v
     """Validate every flag `run` and `compare` share, and the config file; all problems reported together.
 
     Precedence: command-line flags, then the config's per-workload values, then its thresholds,
-    then the per-dtype defaults.
+    then the per-dtype defaults. The flags stay text on `args` (the repro command repeats them as typed).
     """
-    from torch_upgrade_check import config
-
     problems: list[str] = []
-    for flag in ("rtol", "atol", "timeout"):
-        value = getattr(args, flag)
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            problems.append(f"--{flag} must be a positive number, got {value!r}")
-    if args.threads is not None and args.threads < 1:
-        problems.append(f"--threads must be 1 or more, got {args.threads}")
-    parsed: dict[str, object] = {}
-    for name, parse in (("limits", lambda: parse_latency_limits(args.max_latency_ms)),
-                        ("workloads", lambda: parse_workloads(args.workload)),
-                        ("fail_on", lambda: parse_fail_on(args.fail_on)),
-                        ("config", lambda: config.load_config(Path(args.config) if args.config else None,
-                                                              explicit=args.config is not None))):
-        try:
-            parsed[name] = parse()
-        except UsageError as e:
-            problems += e.problems
-    cfg = parsed.get("config")
-    extra: list[suite.Workload] = list(parsed.get("workloads", []))  # type: ignore[arg-type]
+
+    def flag(parse: Callable[[object, str], T], name: str) -> T | None:
+        given = getattr(args, name)
+        return None if given is None else values.collect(problems, parse, given, f"--{name}")
+
+    rtol, atol = flag(values.tolerance, "rtol"), flag(values.tolerance, "atol")
+    timeout_s, threads = flag(values.timeout, "timeout"), flag(values.threads, "threads")
+    limits = values.collect(problems, parse_latency_limits, args.max_latency_ms)
+    extra = values.collect(problems, parse_workloads, args.workload) or []
+    fail_on = values.collect(problems, parse_fail_on, args.fail_on)
+    cfg = values.collect(problems, config.load_config, Path(args.config) if args.config else None,
+                         explicit=args.config is not None)
     if cfg is not None:
         taken = {w.name for w in cfg.workloads}
         problems += [f"--workload name {w.name!r} is already a workload in {cfg.path}; choose another name"
                      for w in extra if w.name in taken]
     if problems:
         raise UsageError(*problems)
-    args.fail_on_set = parsed["fail_on"]
+    args.fail_on_set = fail_on
     args.config_obj = cfg
-    params = {k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None}
+    params = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
     python_path = [str(Path(p).resolve()) for p in args.python_path]
     if cfg is None:
         workloads = [*suite.BUILTIN, *extra]
-        by_workload: dict[str, dict[str, object]] = {}
+        by_workload: dict[str, dict[str, float]] = {}
     else:
         workloads = [*cfg.workloads_for_suite(cross_version=cross_version), *extra]
-        by_workload = {w.name: cfg.tolerances_for(w.name, rtol=args.rtol, atol=args.atol) for w in workloads}
+        by_workload = {w.name: cfg.tolerances_for(w.name, rtol=rtol, atol=atol) for w in workloads}
         python_path = [*cfg.resolved_python_path(), *python_path]
     return session.Settings(
         out=Path(args.out), requested_device=args.device, only=tuple(args.only), workloads=tuple(workloads),
-        timeout_s=args.timeout, threads=args.threads, python_path=tuple(python_path),
-        max_latency_ms=parsed["limits"], params=params, params_by_workload=by_workload,  # type: ignore[arg-type]
-        command=(PROG, *argv), pytest_args=cfg.pytest.args if cfg is not None and cfg.pytest else None,
+        timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s, threads=threads,
+        python_path=tuple(python_path), max_latency_ms=limits or {}, params=params,
+        params_by_workload=by_workload, command=(PROG, *argv),
+        pytest_args=cfg.pytest.args if cfg is not None and cfg.pytest else None,
         config_root=cfg.root if cfg is not None else None,
     )
 

@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from torch_upgrade_check import __version__
+from torch_upgrade_check import __version__, values
 from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
-from torch_upgrade_check.config import parse_percent
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 from torch_upgrade_check.orchestrate import compare, provision, session
@@ -40,21 +39,18 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
         provision.check_backend(args.torch_backend)
     except UsageError as e:
         problems += e.problems
-    values = {}
+    ratios: dict[str, float | None] = {}
     cfg = getattr(args, "config_obj", None)
     for flag, default in (("max_latency_regression", 0.10), ("max_memory_regression", 0.20)):
         given = getattr(args, flag)
         if given is None:
             from_config = getattr(cfg.thresholds, flag) if cfg is not None else None
-            values[flag] = from_config if from_config is not None else default
+            ratios[flag] = from_config if from_config is not None else default
             continue
-        try:
-            values[flag] = parse_percent(given, "--" + flag.replace("_", "-"))
-        except UsageError as e:
-            problems += e.problems
+        ratios[flag] = values.collect(problems, values.percent, given, "--" + flag.replace("_", "-"))
     if problems:
         raise UsageError(*problems)
-    thresholds = compare.Thresholds(values["max_latency_regression"], values["max_memory_regression"])
+    thresholds = compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"])
     return specs[0], specs[1], thresholds
 
 
