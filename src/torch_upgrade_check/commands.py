@@ -125,15 +125,22 @@ def with_device_limits(settings: session.Settings, args: argparse.Namespace, dev
 
 
 def repro_command(args: argparse.Namespace, head: Sequence[str], device: str, spec: CheckSpec) -> str:
-    """A command that runs this one check again: `head` (the subcommand and its interpreters), then the
-    device, the check and the flags that shaped it."""
+    """A command that runs this one check again: `head` (the subcommand and the torch it runs), then the
+    device, the check and every flag that shaped it, as the user typed them."""
     cmd = [PROG, *head, "--device", device, "--only", spec.id]
     for item in args.workload:
         if item.partition("=")[0] == spec.workload:
             cmd += ["--workload", item]
     cmd += [x for p in args.python_path for x in ("--python-path", p)]
     cmd += ["--config", args.config] if args.config else []
-    cmd += [x for flag in ("rtol", "atol") if getattr(args, flag) is not None for x in (f"--{flag}", str(getattr(args, flag)))]
+    for name in ("rtol", "atol", "threads", "timeout"):
+        if getattr(args, name) is not None:
+            cmd += [f"--{name}", str(getattr(args, name))]
+    if spec.aspect == "latency":
+        cmd += [x for item in args.max_latency_ms for x in ("--max-latency-ms", item)]
+    regression = {"latency": "max_latency_regression", "memory": "max_memory_regression"}.get(spec.aspect)
+    if regression and getattr(args, regression, None) is not None:  # compare only
+        cmd += ["--" + regression.replace("_", "-"), getattr(args, regression)]
     return shlex.join(cmd)
 
 
