@@ -24,7 +24,7 @@ def _imports(path: Path) -> set[str]:
 def test_cli_imports_and_parses_with_torch_blocked() -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from torch_upgrade_check import cli, github, suite\n"
+        "from torch_upgrade_check import action_entry, cli, commands, compare_cmd, config, github, suite, values\n"
         "from torch_upgrade_check.report import junit, summary, annotations, outputs\n"
         "from torch_upgrade_check.orchestrate import workers\n"
         "from torch_upgrade_check.analysis import verdicts, stats\n"
@@ -57,3 +57,15 @@ def test_worker_imports_only_stdlib_torch_and_model_schema() -> None:
                 continue
             bad[path.name] = name
     assert bad == {}
+
+
+def test_cli_and_compare_cmd_share_helpers_without_an_import_circle() -> None:
+    for module in ("compare_cmd.py", "commands.py"):
+        assert "torch_upgrade_check.cli" not in _imports(PKG / module), f"{module} must not import cli"
+
+
+def test_values_is_stdlib_and_errors_only() -> None:
+    """Every front end imports it, the action's entry before anything is installed."""
+    stdlib = set(sys.stdlib_module_names)
+    names = _imports(PKG / "values.py")
+    assert all(n.split(".")[0] in stdlib or n == "torch_upgrade_check.errors" for n in names), names

@@ -9,8 +9,8 @@ from torch_upgrade_check.cli import main
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["run", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
-    (["run", "--rtol", "-1"], "--rtol must be a positive number, got -1.0"),
-    (["run", "--timeout", "0"], "--timeout must be a positive number, got 0.0"),
+    (["run", "--rtol", "-1"], "--rtol must be a number ≥ 0 like 1e-4 (0 turns that part of the tolerance off), got '-1'"),
+    (["run", "--timeout", "0"], "--timeout must be a positive number like 600 (seconds per check), got '0'"),
     (["run", "--max-latency-ms", "mlp"], "--max-latency-ms must be NAME=MS"),
     (["run", "--max-latency-ms", "mlp=ten"], "got 'mlp=ten'"),
     (["run", "--workload", "x=nocolon"], "--workload must be NAME=MODULE:FUNCTION"),

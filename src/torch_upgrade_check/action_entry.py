@@ -13,7 +13,6 @@ module writes no GitHub file itself (github.py is the one that does) and never i
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shlex
@@ -23,9 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torch_upgrade_check.config import parse_percent
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_USAGE, UsageError
 from torch_upgrade_check.orchestrate.provision import BACKEND_RE, parse_spec
+from torch_upgrade_check.values import latency_limit, percent, timeout, tolerance
 
 PROG = "torch-upgrade-check"
 
@@ -79,16 +78,6 @@ class Plan:
     problems: tuple[str, ...] = field(default=())
 
 
-def _positive(name: str, value: str, example: str) -> str:
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
-    if not (number > 0 and math.isfinite(number)):
-        return f"input '{name}' must be a positive number like {example}, got {value!r}"
-    return ""
-
-
 def _problem(parse: Callable[[str, str], object], name: str, value: str) -> str:
     """The parser's one-line message for `input 'name'`, or "" when the value parses."""
     try:
@@ -117,19 +106,15 @@ def validate(values: Mapping[str, str]) -> list[str]:
         problems.append(f"input 'device' must be one of {', '.join(DEVICES)}, got {values['device']!r}")
     for name in ("rtol", "atol"):
         if values[name]:
-            problems.append(_positive(name, values[name], "1e-4" if name == "rtol" else "1e-5"))
+            problems.append(_problem(tolerance, name, values[name]))
     if values["timeout"]:
-        problems.append(_positive("timeout", values["timeout"], "600 (seconds per check)"))
+        problems.append(_problem(timeout, "timeout", values["timeout"]))
     for name in ("max-latency-regression", "max-memory-regression"):
         if values[name]:
-            problems.append(_problem(parse_percent, name, values[name]))
+            problems.append(_problem(percent, name, values[name]))
             if not baseline:
                 problems.append(f"input '{name}' compares with a baseline; set 'baseline-torch-version' too, or remove it")
-    for item in split_items(values["max-latency-ms"]):
-        name, sep, ms = item.partition("=")
-        if not sep or not name.strip() or _positive("max-latency-ms", ms.strip(), "25"):
-            problems.append(f"input 'max-latency-ms' takes NAME=MS items like mlp=25 (MS a positive number of "
-                            f"milliseconds), separated by commas or newlines, got {item!r}")
+    problems += [_problem(latency_limit, "max-latency-ms", item) for item in split_items(values["max-latency-ms"])]
     problems += _fail_on_problems(values["fail-on"])
     if values["job-summary"].lower() not in (*TRUE, *FALSE):
         problems.append(f"input 'job-summary' must be true or false, got {values['job-summary']!r}")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from torch_upgrade_check import __version__
-from torch_upgrade_check.cli import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
-from torch_upgrade_check.config import parse_percent
+from torch_upgrade_check import __version__, values
+from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 from torch_upgrade_check.orchestrate import compare, provision, session
@@ -40,21 +40,18 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
         provision.check_backend(args.torch_backend)
     except UsageError as e:
         problems += e.problems
-    values = {}
+    ratios: dict[str, float | None] = {}
     cfg = getattr(args, "config_obj", None)
     for flag, default in (("max_latency_regression", 0.10), ("max_memory_regression", 0.20)):
         given = getattr(args, flag)
         if given is None:
             from_config = getattr(cfg.thresholds, flag) if cfg is not None else None
-            values[flag] = from_config if from_config is not None else default
+            ratios[flag] = from_config if from_config is not None else default
             continue
-        try:
-            values[flag] = parse_percent(given, "--" + flag.replace("_", "-"))
-        except UsageError as e:
-            problems += e.problems
+        ratios[flag] = values.collect(problems, values.percent, given, "--" + flag.replace("_", "-"))
     if problems:
         raise UsageError(*problems)
-    thresholds = compare.Thresholds(values["max_latency_regression"], values["max_memory_regression"])
+    thresholds = compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"])
     return specs[0], specs[1], thresholds
 
 
@@ -78,11 +75,28 @@ def _python_for(role: str, spec: provision.TorchSpec | None, prepared: str | Non
     return python
 
 
-def _repro(args: argparse.Namespace, pythons: dict[str, str], device: str, spec: CheckSpec) -> str:
-    head = ["compare", "--candidate-python", pythons["candidate"]]
-    if "baseline" in pythons:
-        head += ["--baseline-python", pythons["baseline"]]
-    return repro_command(args, head, device, spec)
+def compare_head(args: argparse.Namespace) -> list[str]:
+    """`compare` with both torches as the user gave them: SPECs with the flags that built their venvs, or
+    prepared interpreters. Paths are kept as typed, so the command works wherever the original did."""
+    head = ["compare"]
+    for role in ("baseline", "candidate"):
+        prepared, spec = getattr(args, f"{role}_python"), getattr(args, role)
+        head += [f"--{role}-python", prepared] if prepared else [f"--{role}", spec] if spec else []
+    if not (args.baseline or args.candidate):
+        return head  # no venv is built: the install flags changed nothing
+    if args.python != sys.executable:  # builds the venvs, and is the torch of SPEC 'current'
+        head += ["--python", args.python]
+    for flag, default in (("torch_backend", "auto"), ("installer", "auto"), ("index_url", ""), ("venv_dir", None)):
+        if getattr(args, flag) != default:
+            head += ["--" + flag.replace("_", "-"), getattr(args, flag)]
+    for flag in ("extra_index_url", "find_links", "extra_requirement"):
+        head += [x for item in getattr(args, flag) for x in ("--" + flag.replace("_", "-"), item)]
+    return head
+
+
+def repro(args: argparse.Namespace, device: str, spec: CheckSpec) -> str:
+    """The `compare` command that runs this one check again, with both torches (a cross-version check needs both)."""
+    return repro_command(args, compare_head(args), device, spec)
 
 
 def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -144,7 +158,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
         reports[role] = session.execute(
             pythons[role], specs, settings, reports[role], probes=probes[role].probes,
-            repro=lambda s: _repro(args, pythons, device, s), on_update=update,
+            repro=lambda s: repro(args, device, s), on_update=update,
             progress=session.Progress(len(specs), say, tag=role if has_baseline else ""),
             log_prefix=f"worker-{role}",
             decide_fn=lambda s, o, rep: compare.decide_side(s, o, rep, settings.max_latency_ms),
@@ -153,16 +167,16 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
             return infra(args, list(reports.values()), out, reports[role].infra_error)
     if has_baseline and ab_specs:
         say(f"latency and memory: {len(ab_specs)} checks, {compare.ROUNDS} interleaved rounds each")
-        repro = {s.id: _repro(args, pythons, device, s) for s in ab_specs}
+        repro_of = {s.id: repro(args, device, s) for s in ab_specs}
         pending = {role: {s.id: CheckResult(s.workload, s.aspect, s.device, s.dtype, Outcome.NOT_RUN,
-                                            reason="not started", repro=repro[s.id]) for s in ab_specs}
+                                            reason="not started", repro=repro_of[s.id]) for s in ab_specs}
                    for role in ("baseline", "candidate")}
         done = {role: reports[role].results for role in pending}
 
         def record(base: CheckResult | None = None, cand: CheckResult | None = None) -> None:
             for role, result in (("baseline", base), ("candidate", cand)):
                 if result is not None:
-                    pending[role][result.id] = replace(result, repro=repro[result.id])
+                    pending[role][result.id] = replace(result, repro=repro_of[result.id])
                 reports[role] = replace(reports[role], results=(*done[role], *pending[role].values()))
             write()
 

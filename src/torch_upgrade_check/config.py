@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import difflib
-import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from torch_upgrade_check import suite
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import DEVICES, DTYPES
+from torch_upgrade_check.values import milliseconds, percent, tolerance
 
 DEFAULT_PATH = Path("torch-upgrade-check.yml")
 SCHEMA_VERSION = 1
@@ -33,6 +33,7 @@ _ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "f
             "fp64": "float64", "double": "float64", "gpu": "cuda", "mlx": "mps", "metal": "mps"}
 _NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")  # no [ ] / *: check ids are `name[dtype]/aspect` and --only globs them
 _FACTORY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*\Z")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,8 @@ class Config:
         A key left out means the worker's default for the dtype (torch.testing's) applies.
         """
         w = self.workload(workload)
-        chosen = {"rtol": _first(rtol, w and w.rtol, self.thresholds.rtol),
-                  "atol": _first(atol, w and w.atol, self.thresholds.atol)}
+        chosen = {"rtol": _first(rtol, w.rtol if w else None, self.thresholds.rtol),  # 0 is a value, not "unset"
+                  "atol": _first(atol, w.atol if w else None, self.thresholds.atol)}
         return {k: v for k, v in chosen.items() if v is not None}
 
     def latency_limits(self, device: str) -> dict[str, float]:
@@ -129,29 +130,6 @@ def drop_cross_version(workloads: Iterable[suite.Workload]) -> list[suite.Worklo
 
 def _first(*values: float | None) -> float | None:
     return next((v for v in values if v is not None), None)
-
-
-def parse_percent(text: object, key: str) -> float:
-    """'10%' -> 0.10, '12.5 %' -> 0.125, a ratio 0.10 (number or text) -> 0.10; raises UsageError.
-
-    A bare number above 1 is refused rather than guessed: `10` could mean 10% or 1000%.
-    """
-    problem = f"{key} must be a percentage like 10% or a ratio like 0.10, got {text!r}"
-    if isinstance(text, bool) or not isinstance(text, (int, float, str)):
-        raise UsageError(problem)
-    raw = text.strip() if isinstance(text, str) else text
-    percent = isinstance(raw, str) and raw.endswith("%")
-    try:
-        value = float(raw[:-1] if percent else raw)  # type: ignore[index]
-    except ValueError:
-        raise UsageError(problem) from None
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(problem)
-    if percent:
-        return value / 100.0
-    if value > 1:
-        raise UsageError(f"{problem} (a ratio above 1 is ambiguous: write {value:g}% for {value:g} percent)")
-    return value
 
 
 def load_config(path: Path | None = None, *, explicit: bool = False) -> Config | None:
@@ -274,26 +252,13 @@ class _Checker:
         chosen = {self.scalar(item) for item in node.value}
         return tuple(a for a in allowed if a in chosen)
 
-    def number(self, node: yaml.Node, key: str, example: str) -> float | None:
-        """A positive finite number. Text that reads as one is accepted: YAML 1.1 reads `1e-4` as a string."""
-        value = self.scalar(node)
+    def value(self, parse: Callable[..., T], node: yaml.Node, key: str) -> T | None:
+        """parse(the node's value, key) by the rules in values.py, or None and its problem at the node's line."""
         try:
-            number = math.nan if isinstance(value, bool) or not isinstance(value, (int, float, str)) else float(value)
-        except ValueError:
-            number = math.nan
-        if number > 0 and math.isfinite(number):
-            return number
-        self.error(node, f"{key} must be a positive number like {example}, got {self.got(node)}")
-        return None
-
-    def percent(self, node: yaml.Node, key: str) -> float | None:
-        value = self.scalar(node)
-        try:
-            if value is None or not isinstance(node, yaml.ScalarNode):
-                raise UsageError(f"{key} must be a percentage like 10% or a ratio like 0.10, got {self.got(node)}")
-            return parse_percent(value, key)
+            return parse(self.scalar(node), key, got=self.got(node))
         except UsageError as e:
-            self.error(node, str(e))
+            for problem in e.problems:
+                self.error(node, problem)
             return None
 
     def config(self, root: yaml.Node) -> Config:
@@ -335,8 +300,8 @@ class _Checker:
 
     def _thresholds(self, node: yaml.Node) -> Thresholds:
         keys = self.mapping(node, "thresholds", THRESHOLD_KEYS, "{rtol: 1.0e-4, max-latency-regression: 10%}") or {}
-        values = {k: self.number(keys[k], f"thresholds.{k}", "1.0e-4") for k in ("rtol", "atol") if k in keys}
-        values.update({k.replace("-", "_"): self.percent(keys[k], f"thresholds.{k}")
+        values = {k: self.value(tolerance, keys[k], f"thresholds.{k}") for k in ("rtol", "atol") if k in keys}
+        values.update({k.replace("-", "_"): self.value(percent, keys[k], f"thresholds.{k}")
                        for k in ("max-latency-regression", "max-memory-regression") if k in keys})
         return Thresholds(**values)
 
@@ -358,7 +323,7 @@ class _Checker:
             fields["aspects"] = self.names(keys["aspects"], f"{key}.aspects", "aspect", WORKLOAD_ASPECTS, "[numerics, latency]")
         if "dtypes" in keys:
             fields["dtypes"] = self.names(keys["dtypes"], f"{key}.dtypes", "dtype", DTYPES, "[float32, bfloat16]")
-        fields.update({tol: self.number(keys[tol], f"{key}.{tol}", "1.0e-4") for tol in ("rtol", "atol") if tol in keys})
+        fields.update({tol: self.value(tolerance, keys[tol], f"{key}.{tol}") for tol in ("rtol", "atol") if tol in keys})
         if "max-latency-ms" in keys:
             fields["max_latency_ms"] = self._latency_ms(keys["max-latency-ms"], f"{key}.max-latency-ms")
         return UserWorkload(line=line, **fields)
@@ -397,10 +362,10 @@ class _Checker:
 
     def _latency_ms(self, node: yaml.Node, key: str) -> dict[str, float | None]:
         if isinstance(node, yaml.ScalarNode):
-            return dict.fromkeys(DEVICES, self.number(node, key, "25"))
+            return dict.fromkeys(DEVICES, self.value(milliseconds, node, key))
         if isinstance(node, yaml.MappingNode):
             keys = self.mapping(node, key, DEVICES, "{cpu: 80, cuda: 4}") or {}
-            return {device: self.number(v, f"{key}.{device}", "25") for device, v in keys.items()}
+            return {device: self.value(milliseconds, v, f"{key}.{device}") for device, v in keys.items()}
         self.error(node, f"{key} must be milliseconds like 25 or per device like {{cpu: 80, cuda: 4}}, got {self.got(node)}")
         return {}
 

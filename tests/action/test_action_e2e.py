@@ -91,7 +91,8 @@ def test_bad_inputs_fail_the_job_with_one_line_each_before_anything_runs(act: st
                   tmp=tmp_path, repo=repo)
     assert run.job("check") == "failure", run.explain()
     lines = run.text().splitlines()
-    assert "torch-upgrade-check: error: input 'rtol' must be a positive number like 1e-4, got 'abc'" in lines
+    assert ("torch-upgrade-check: error: input 'rtol' must be a number ≥ 0 like 1e-4 (0 turns that part of the "
+            "tolerance off), got 'abc'") in lines
     assert any(line.startswith("torch-upgrade-check: error: input 'fail-on' must be a comma-separated list")
                for line in lines), lines
     assert not (run.out / "report").exists()

@@ -1,0 +1,86 @@
+"""The repro command of a check reruns that check as it ran: for `compare`, with both torches as the user gave them."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from torch_upgrade_check import cli
+from torch_upgrade_check.commands import PROG, repro_command
+from torch_upgrade_check.compare_cmd import repro
+from torch_upgrade_check.model import CheckSpec
+
+CROSS = CheckSpec("tiny", "cross-version", "cuda", "float32")
+INSTALL = ["--torch-backend", "cu128", "--installer", "pip", "--index-url", "https://download.pytorch.org/whl/cu128",
+           "--extra-index-url", "https://a.example/simple", "--find-links", "wheels", "--extra-requirement", "numpy>=2",
+           "--venv-dir", "/tmp/venvs"]
+SHAPING = ["--workload", "tiny=pkg.models:build", "--workload", "other=pkg.models:other", "--python-path", "src",
+           "--config", "cfg.yml", "--rtol", "0", "--atol", "1e-5", "--threads", "2", "--timeout", "900"]
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return cli.build_parser().parse_args(list(argv))
+
+
+def _parsed(command: str) -> argparse.Namespace:
+    """The repro parsed back by the CLI's own parser: it must be a command the CLI accepts."""
+    words = shlex.split(command)
+    assert words[0] == PROG
+    return _args(*words[1:])
+
+
+def test_cross_version_repro_is_a_compare_with_both_versions_and_every_install_flag() -> None:
+    args = _args("compare", "--baseline", "2.12.1", "--candidate", "2.13.0", *INSTALL, *SHAPING, "--device", "auto")
+    command = repro(args, "cuda", CROSS)
+    words = shlex.split(command)
+    assert words[:6] == [PROG, "compare", "--baseline", "2.12.1", "--candidate", "2.13.0"]
+    again = _parsed(command)
+    for name in ("baseline", "candidate", "torch_backend", "installer", "index_url", "extra_index_url", "find_links",
+                 "extra_requirement", "venv_dir", "python_path", "config", "rtol", "atol", "threads", "timeout"):
+        assert getattr(again, name) == getattr(args, name), name
+    assert (again.device, again.only) == ("cuda", ["tiny[float32]/cross-version"])
+    assert again.workload == ["tiny=pkg.models:build"]  # only the workload this check runs
+    assert again.baseline_python is None and again.candidate_python is None
+    assert "--python" not in words  # not given: the default, this interpreter, is not spelled out
+
+
+def test_prepared_interpreters_are_repeated_as_given_without_install_flags() -> None:
+    args = _args("compare", "--baseline-python", "envs/old/bin/python", "--candidate-python", "/opt/new/bin/python",
+                 "--torch-backend", "cu128")
+    words = shlex.split(repro(args, "cpu", CROSS))
+    assert words[:6] == [PROG, "compare", "--baseline-python", "envs/old/bin/python",
+                         "--candidate-python", "/opt/new/bin/python"]
+    assert "--torch-backend" not in words and "--baseline" not in words
+
+
+def test_a_spec_beside_a_prepared_interpreter_keeps_its_install_flags() -> None:
+    args = _args("compare", "--baseline-python", "/opt/old/bin/python", "--candidate", "nightly",
+                 "--torch-backend", "cpu", "--python", "python3.12")
+    words = shlex.split(repro(args, "cpu", CROSS))
+    assert words[2:6] == ["--baseline-python", "/opt/old/bin/python", "--candidate", "nightly"]
+    assert shlex.join(words[6:10]) == "--python python3.12 --torch-backend cpu"
+
+
+def test_candidate_only_compare_repro_is_compare_with_the_candidate() -> None:
+    args = _args("compare", "--candidate", "2.13.0")
+    spec = CheckSpec("mlp", "numerics", "cpu", "float32")
+    assert repro(args, "cpu", spec) == f"{PROG} compare --candidate 2.13.0 --device cpu --only 'mlp[float32]/numerics'"
+
+
+def test_latency_and_memory_checks_carry_their_thresholds() -> None:
+    args = _args("compare", "--baseline", "2.12.1", "--candidate", "2.13.0", "--max-latency-regression", "15%",
+                 "--max-memory-regression", "0.3", "--max-latency-ms", "mlp=25")
+    latency = shlex.split(repro(args, "cpu", CheckSpec("mlp", "latency", "cpu", "float32")))
+    memory = shlex.split(repro(args, "cpu", CheckSpec("mlp", "memory", "cpu", "float32")))
+    numerics = shlex.split(repro(args, "cpu", CheckSpec("mlp", "numerics", "cpu", "float32")))
+    assert shlex.join(latency[-4:]) == "--max-latency-ms mlp=25 --max-latency-regression 15%"
+    assert memory[-2:] == ["--max-memory-regression", "0.3"]
+    assert not {"--max-latency-ms", "--max-latency-regression", "--max-memory-regression"} & set(numerics)
+
+
+def test_run_repro_repeats_the_flags_as_typed() -> None:
+    args = _args("run", "--rtol", "1e-4", "--atol", "0", "--threads", "1")
+    command = repro_command(args, ["run", "--python", sys.executable], "cpu", CheckSpec("mlp", "numerics", "cpu", "float32"))
+    assert command.endswith("--only 'mlp[float32]/numerics' --rtol 1e-4 --atol 0 --threads 1")
+    assert _parsed(command).python == sys.executable
