@@ -64,7 +64,7 @@ def test_numeric_drift_fails_cross_version_and_names_the_module(tmp_path: Path, 
     cv = by_id(candidate)["mlp[float32]/cross-version"]
     assert cv["outcome"] == "failed"
     assert cv["metrics"]["first_divergent_module"]["module"] == "0"  # the first Linear of the Sequential
-    assert "first divergent module: 0" in cv["reason"] and "× baseline's" in cv["reason"]
+    assert "first divergent module: 0" in cv["reason"] and "× the baseline's" in cv["reason"]
 
 
 def test_injected_slowdown_is_a_confirmed_regression_and_fail_on_decides(tmp_path: Path, torch_python: str) -> None:

@@ -1,0 +1,114 @@
+"""Closeness to the fp64 golden, tensor by tensor: the rule every correctness aspect uses (pure, no torch)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from torch_upgrade_check.analysis.verdicts import decide
+from torch_upgrade_check.model import CheckSpec, Observation, Outcome
+
+
+def spec(aspect: str, dtype: str = "float32") -> CheckSpec:
+    return CheckSpec(workload="mlp", aspect=aspect, device="cpu", dtype=dtype)
+
+
+def tensor(name: str, **kw: float) -> dict:
+    return {"name": name, "numel": 100, "scale": 1.0, "max_abs_err": 1e-7, "mismatched": 0, "rmse": 1e-8, "nan": 0, **kw}
+
+
+def metrics(*tensors: dict, **kw: object) -> dict:
+    return {"rtol": 1.3e-6, "atol": 1e-5, "per_tensor": list(tensors), "max_abs_err": 1e-7, **kw}
+
+
+def judge(aspect: str, m: dict, dtype: str = "float32") -> tuple[Outcome, str]:
+    r = decide(spec(aspect, dtype), Observation("x", "ok", m))
+    return r.outcome, r.reason
+
+
+def test_every_tensor_within_tolerance_passes() -> None:
+    outcome, reason = judge("numerics", metrics(tensor("output"), tensor("grad:0.weight", scale=1e-4)))
+    assert outcome is Outcome.PASSED and reason.startswith("all 2 tensors are within tolerance")
+
+
+def test_one_wrong_gradient_fails_however_large_the_outputs() -> None:
+    # a large, exact output no longer hides a small wrong gradient: each tensor is judged alone
+    m = metrics(tensor("output", numel=100000, scale=50.0),
+                tensor("grad:input0", scale=3e-5, mismatched=16128, numel=16384, rmse=3e-5, max_abs_err=1e-4))
+    outcome, reason = judge("numerics", m)
+    assert outcome is Outcome.FAILED
+    assert "1 of 2 tensors differ" in reason and "grad:input0" in reason and "16128 of 16384" in reason
+
+
+@pytest.mark.parametrize(("rmse", "outcome"), [(3.9e-4, Outcome.PASSED), (4.5e-4, Outcome.FAILED)])
+def test_low_precision_is_judged_against_its_rounding_floor_per_tensor(rmse: float, outcome: Outcome) -> None:
+    m = metrics(tensor("output", mismatched=30, rmse=rmse, floor_rmse=1e-4), rtol=1.6e-2)  # bound 4e-4 + 1e-6
+    assert judge("numerics", m, "bfloat16")[0] is outcome
+
+
+def test_a_zero_gradient_in_bfloat16_fails_even_when_outputs_are_exact() -> None:
+    """What the old pooled RMSE let pass: SDPA's backward returning zeros, with exact outputs."""
+    m = metrics(tensor("output", mismatched=700, rmse=6.6e-4, floor_rmse=5.6e-4),
+                tensor("grad:input0", scale=0.25, mismatched=16128, rmse=0.25, floor_rmse=4.2e-4), rtol=1.6e-2)
+    outcome, reason = judge("numerics", m, "bfloat16")
+    assert outcome is Outcome.FAILED and "grad:input0: rmse 0.25 > 4× bfloat16 rounding error" in reason
+
+
+def test_float32_has_no_rounding_allowance() -> None:
+    m = metrics(tensor("output", mismatched=3, rmse=1e-9, floor_rmse=1e-8))
+    assert judge("numerics", m)[0] is Outcome.FAILED
+
+
+@pytest.mark.parametrize("aspect", ["compile", "cross-backend", "cross-version"])
+def test_reference_aspects_use_the_references_noise_floor(aspect: str) -> None:
+    m = metrics(tensor("output", mismatched=5, rmse=2.9e-6, ref_rmse=1e-6))  # bound: 2 x 1e-6 + atol*scale/10
+    assert judge(aspect, m)[0] is Outcome.PASSED
+    outcome, reason = judge(aspect, metrics(tensor("output", mismatched=5, rmse=3.5e-6, ref_rmse=1e-6)))
+    assert outcome is Outcome.FAILED and "2× " in reason
+
+
+def test_a_tensor_the_reference_lacks_is_judged_as_numerics() -> None:
+    """cross-backend on CUDA: the CPU has no FlexAttention backward, so gradients meet the golden alone."""
+    m = metrics(tensor("output", ref_rmse=1e-6), tensor("grad:input0", mismatched=4, rmse=1e-6),
+                no_reference={"gradients": "judged against the fp64 golden alone: the CPU has none"})
+    outcome, reason = judge("cross-backend", m)
+    assert outcome is Outcome.FAILED and "grad:input0: 4 of 100 elements" in reason
+    passing = metrics(tensor("output", ref_rmse=1e-6), tensor("grad:input0"),
+                      no_reference={"gradients": "judged against the fp64 golden alone: the CPU has none"})
+    outcome, reason = judge("cross-backend", passing)
+    assert outcome is Outcome.PASSED and "gradients judged against the fp64 golden alone" in reason
+
+
+def test_zero_tolerances_ask_for_bitwise_equality() -> None:
+    m = metrics(tensor("output", mismatched=1, rmse=1e-12, ref_rmse=1e-6), rtol=0.0, atol=0.0)
+    outcome, reason = judge("compile", m)
+    assert outcome is Outcome.FAILED and "bitwise" in reason
+
+
+def test_nan_fails() -> None:
+    outcome, reason = judge("numerics", metrics(tensor("output", nan=8, mismatched=8, rmse=math.inf)))
+    assert outcome is Outcome.FAILED and "8 NaN" in reason
+
+
+def test_a_tensor_produced_and_not_compared_never_passes_silently() -> None:
+    outcome, reason = judge("numerics", metrics(tensor("output"), uncompared=["grad:input0", "grad:input1"]))
+    assert outcome is Outcome.FAILED and "2 tensors were produced but not compared" in reason
+
+
+def test_nothing_compared_fails() -> None:
+    assert judge("numerics", metrics())[0] is Outcome.FAILED
+
+
+def test_gradients_not_checked_say_why() -> None:
+    m = metrics(tensor("output"), not_checked={"gradients": "FlexAttention forward and backward does not run on mps"})
+    outcome, reason = judge("numerics", m)
+    assert outcome is Outcome.PASSED and reason.endswith("gradients not checked: FlexAttention forward and backward "
+                                                         "does not run on mps")
+
+
+def test_compile_that_compiled_nothing_fails() -> None:
+    m = metrics(tensor("output"), graphs_compiled=0, dynamo_fallbacks=["Dynamo recompile limit exceeded"])
+    outcome, reason = judge("compile", m)
+    assert outcome is Outcome.FAILED and "compiled no graph" in reason and "recompile limit" in reason
+    assert judge("compile", metrics(tensor("output"), graphs_compiled=1))[0] is Outcome.PASSED
