@@ -146,7 +146,7 @@ def test_cuda_float32_runs_in_ieee_and_tf32_is_checked_on_its_own(tmp_path: Path
     assert by_id["transformer_block[float32]/fsdp2"]["outcome"] == "skipped"
     assert "2 or more GPUs; 1 present" in by_id["transformer_block[float32]/fsdp2"]["reason"]
     env = load_report(tmp_path / "out")["environment"]
-    assert env["cuda"]["compute_capability"] == "sm80" and env["cuda_devices"] == ["NVIDIA emulated sm80"]
+    assert env["cuda_device"]["compute_capability"] == "sm80" and env["cuda_devices"] == ["NVIDIA emulated sm80"]
 
 
 def test_a_torch_that_uses_tf32_despite_the_flags_fails_float32(tmp_path: Path, torch_python: str) -> None:

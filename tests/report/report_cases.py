@@ -29,7 +29,9 @@ ENV = {
     "hostname": "runner-42",
 }
 CUDA_ENV = {**ENV, "torch_version": "2.13.0+cu126", "cuda": "12.6", "cudnn": "91002", "nccl": "2.26.2",
-            "triton": "3.4.0", "device_name": "NVIDIA H100 80GB HBM3", "driver": "570.124.06"}
+            "triton": "3.4.0", "cuda_devices": ["NVIDIA H100 80GB HBM3"], "driver": "570.124.06",
+            "cuda_device": {"gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "sm90"},
+            "packages": {"torch": "2.13.0+cu126", "nvidia-cudnn-cu12": "9.10.2.21", "numpy": "2.3.1"}}
 MPS_ENV = {**ENV, "torch_version": "2.13.0", "os": "macOS-15.3-arm64", "cpu": "Apple M3"}
 
 
@@ -57,8 +59,11 @@ def report(*results: CheckResult, device: str = "cpu", label: str = "2.13.0+cpu"
 
 def _numerics(workload: str, aspect: str = "numerics", dtype: str = "float32", err: float = 1.2e-7,
               **fields: Any) -> CheckResult:
+    extra = fields.pop("metrics", {})
+    per_tensor = [{"name": "output", "numel": 1_000_000, "scale": 1.0, "max_abs_err": err, "mismatched": 0,
+                   "rmse": extra.pop("rmse", err / 4), "ref_rmse": extra.pop("ref_rmse", err / 5), "nan": 0}]
     metrics = {"max_abs_err": err, "max_rel_err": err * 3, "mismatched_share": 0.0, "mismatched_count": 0,
-               "numel": 1_000_000, "rmse": err / 4, "ref_rmse": err / 5, **fields.pop("metrics", {})}
+               "numel": 1_000_000, "per_tensor": per_tensor, **extra}
     thresholds = {"rtol": 1.3e-6, "atol": 1e-5} if dtype == "float32" else {"rtol": 1.6e-2, "atol": 1e-5}
     return check(workload, aspect, fields.pop("outcome", Outcome.PASSED), dtype=dtype, metrics=metrics,
                  thresholds=thresholds, duration_s=0.412, **fields)
@@ -136,7 +141,8 @@ def _matrix() -> list[Report]:
 
 BASE_ENV = {**ENV, "torch_version": "2.12.0", "torch_git": "fedcba9876543210"}
 CAND_ENV = {**ENV, "torch_version": "2.13.0"}
-BASE_CUDA_ENV = {**CUDA_ENV, "torch_version": "2.12.0", "cudnn": "90800", "nccl": "2.21.5", "triton": "3.3.1"}
+BASE_CUDA_ENV = {**CUDA_ENV, "torch_version": "2.12.0", "cudnn": "90800", "nccl": "2.21.5", "triton": "3.3.1",
+                 "packages": {"torch": "2.12.0", "nvidia-cudnn-cu12": "9.8.0.87", "numpy": "2.3.1"}}
 CAND_CUDA_ENV = {**CUDA_ENV, "torch_version": "2.13.0"}
 
 

@@ -197,8 +197,10 @@ def test_environment_diff_shows_torch_and_what_differs() -> None:
         return next(t for t in _tables(_html(render_summary(CASES[case]))) if t[0] == ["component", "baseline", "candidate"])
 
     assert diff("comparison_regression")[1:] == [["torch", "2.12.0", "2.13.0"], ["cuDNN", "90800", "91002"],
-                                                 ["NCCL", "2.21.5", "2.26.2"], ["Triton", "3.3.1", "3.4.0"]]
-    assert diff("comparison_clean")[1:] == [["torch", "2.12.0", "2.13.0"]]
+                                                 ["NCCL", "2.21.5", "2.26.2"], ["Triton", "3.3.1", "3.4.0"],
+                                                 ["package nvidia-cudnn-cu12", "9.8.0.87", "9.10.2.21"]]
+    assert diff("comparison_clean")[1:] == [["torch", "2.12.0", "2.13.0"],
+                                            ["torch git", "fedcba9876543210", "0123456789abcdef"]]
 
 
 def test_checks_in_one_version_only_are_listed() -> None:

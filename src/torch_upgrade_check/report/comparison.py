@@ -45,9 +45,14 @@ from torch_upgrade_check.report.markdown import (
     table_header,
 )
 
-# Rows of the environment diff: (label, environment key); torch always shows, the others only when they differ.
-ENV_DIFF = (("torch", "torch_version"), ("CUDA", "cuda"), ("cuDNN", "cudnn"), ("NCCL", "nccl"), ("Triton", "triton"),
-            ("driver", "driver"), ("Python", "python"))
+# Rows of the environment diff: (label, environment key, dotted for nested); torch always shows, the others
+# only when they differ: "cuDNN 9.8 -> 9.10 came with this torch" is often the real answer to "why did this change".
+ENV_DIFF = (("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA runtime", "cuda"), ("cuDNN", "cudnn"),
+            ("NCCL", "nccl"), ("Triton", "triton"), ("driver", "driver"), ("GPU", "cuda_devices"),
+            ("compute capability", "cuda_device.compute_capability"), ("TF32 / float32 precision flags (default)",
+            "cuda_device.fp32_precision_default"), ("macOS", "macos"), ("MPS built", "mps_built"),
+            ("MPS usable", "probes.mps.available"), ("Python", "python"), ("CPU threads", "threads"),
+            ("OMP_WAIT_POLICY", "omp_wait_policy"))
 _TITLES = {"latency": "Latency", "memory": "Peak memory"}
 _MEDIAN_KEYS = {"latency": "median_ms", "memory": "peak_bytes"}  # where a single run keeps its median
 _UNCHANGED_TIER = 2  # unchanged rows are kept after every other row of the report but the baseline's
@@ -204,8 +209,13 @@ def _count_of(count: Any, numel: Any) -> str:
 
 
 def _rmse_pair(m: dict[str, Any]) -> str:
-    cand, base = metric(m.get("rmse")), metric(m.get("ref_rmse"))
-    return f"{cand or '—'} / {base or '—'}" if cand or base else ""
+    """The worst tensor's RMSE against the fp64 golden, the candidate's beside the baseline's."""
+    tensors = [t for t in m.get("per_tensor") or [] if isinstance(t, dict)]
+    if not tensors:
+        return ""
+    worst = max(tensors, key=lambda t: (number(t.get("rmse")) or 0.0) / (number(t.get("scale")) or 1.0))
+    cand, base = metric(worst.get("rmse")), metric(worst.get("ref_rmse"))
+    return f"{cand or '—'} / {base or '—'} ({md(str(worst.get('name', '')))})"
 
 
 def _divergent(first: Any) -> str:
@@ -239,13 +249,48 @@ def _side_cell(r: CheckResult | None) -> str:
 
 def _environment_diff(baseline: Report, candidate: Report) -> list[Table]:
     rows = []
-    for label, key in ENV_DIFF:
-        before, after = baseline.environment.get(key), candidate.environment.get(key)
-        if key == "torch_version" or before != after:
-            cells = [md(label), *("—" if v in (None, "") else md(clip(one_line(str(v)), 200)) for v in (before, after))]
-            rows.append(Row(row_line(cells), True))
+    changed = [(label, _env(baseline.environment, key), _env(candidate.environment, key)) for label, key in ENV_DIFF]
+    changed = [c for c, (label, key) in zip(changed, ENV_DIFF) if key == "torch_version" or c[1] != c[2]]
+    changed += _package_changes(baseline.environment.get("packages"), candidate.environment.get("packages"))
+    changed += _sdpa_choices(baseline, candidate)
+    for label, before, after in changed:
+        cells = [md(label), *("—" if v in (None, "", [], {}) else md(clip(one_line(_text(v)), 200)) for v in (before, after))]
+        rows.append(Row(row_line(cells), True))
     heading = "#### Environment changes\n\n"
     return [Table(heading, table_header(["component", "baseline", "candidate"]), tuple(rows))]
+
+
+def _env(env: dict[str, Any], key: str) -> Any:
+    value: Any = env
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _package_changes(before: Any, after: Any) -> list[tuple[str, Any, Any]]:
+    """Packages installed beside torch whose version differs (torch itself has its own row)."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return []
+    names = sorted(n for n in set(before) | set(after) if n != "torch" and before.get(n) != after.get(n))
+    return [(f"package {n}", before.get(n), after.get(n)) for n in names]
+
+
+def _sdpa_choices(baseline: Report, candidate: Report) -> list[tuple[str, Any, Any]]:
+    """Which SDPA backend torch's default dispatch picks for each attention check, where that changed."""
+    def choices(report: Report) -> dict[str, str]:
+        return {r.id: r.metrics["sdpa_backend"] for r in report.results if isinstance(r.metrics.get("sdpa_backend"), str)}
+
+    before, after = choices(baseline), choices(candidate)
+    return [(f"SDPA backend ({check.rsplit('/', 1)[0]})", before.get(check), after.get(check))
+            for check in sorted(set(before) | set(after)) if before.get(check) != after.get(check)]
 
 
 def is_shown_here(report: Report, r: CheckResult) -> bool:

@@ -109,7 +109,8 @@ def _properties(report: Report) -> list[tuple[str, str]]:
         ("complete", str(report.complete).lower()),
         ("command", " ".join(report.command)),
     ]
-    props += [(f"env.{k}", _value(v)) for k, v in report.environment.items()]
+    # every package beside torch is in report.json; the diff of those that changed is in the summary
+    props += [(f"env.{k}", _value(v)) for k, v in report.environment.items() if k != "packages"]
     props += [(f"threshold.{k}", _value(v)) for k, v in report.thresholds.items()]
     return [(k, v) for k, v in props if v != ""]
 

@@ -65,8 +65,9 @@ _COLUMNS = {
                     ("differing tensors", "differing_tensors", "")),
     "fsdp2": (("max abs err", "max_abs_err", ""), ("world size", "world_size", ""), ("backend", "backend", "")),
 }
-_ENV_ORDER = ("torch_version", "torch_git", "cuda", "cudnn", "nccl", "triton", "device_name", "driver")
+_ENV_ORDER = ("torch_version", "torch_git", "cuda", "cudnn", "nccl", "triton", "cuda_devices", "driver")
 _ENV_ORDER += ("python", "os", "cpu", "threads")
+_ENV_HIDDEN = ("packages",)  # every installed package is in report.json; a comparison shows those that changed
 _BASELINE_TIER = 3  # a baseline's rows are the first to go when the budget is short: they inform only
 
 
@@ -295,7 +296,7 @@ def _environment(runs: Sequence[tuple[Report, str]]) -> str:
     if not runs:
         return ""
     env_keys = [k for k in _ENV_ORDER if any(k in r.environment for r, _ in runs)]
-    env_keys += list(dict.fromkeys(k for r, _ in runs for k in r.environment if k not in _ENV_ORDER))
+    env_keys += list(dict.fromkeys(k for r, _ in runs for k in r.environment if k not in (*_ENV_ORDER, *_ENV_HIDDEN)))
     fields: list[tuple[str, Callable[[Report], Any]]] = [
         ("tool version", lambda r: r.tool_version),
         ("device (requested)", lambda r: f"{r.device} ({r.requested_device})"),

@@ -329,5 +329,5 @@ def environment() -> dict[str, Any]:
         available = torch.cuda.is_available() if name == "cuda" else torch.backends.mps.is_available()
         if available:
             with contextlib.suppress(Exception):
-                out[name] = device.describe()
+                out[f"{name}_device"] = device.describe()
     return out
