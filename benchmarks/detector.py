@@ -1,15 +1,18 @@
-"""How good is compare's change detector on this machine? False alarms and detection rates.
+"""How good is compare's change detector on this machine? False alarms, detection rates, wall time.
 
-  python benchmarks/detector.py [--python PY] [--repeats 5] [--out benchmarks/results]
+  python benchmarks/detector.py [--python PY] [--aa-runs 20] [--slowdown-runs 3] [--out benchmarks/results]
 
-- A/A: the same torch on both sides, latency and memory of the whole built-in suite, `--repeats`
-  times: every `regression` is a false alarm (`suspicious` is counted too; it warns, never fails).
-- Injected slowdowns of 5%, 10%, 25% and 50% (a candidate interpreter whose sitecustomize slows
-  every top-level module call by that factor): the share of latency checks flagged as regressions.
-- Injected numeric drift (nn.Linear outputs scaled by 1 + 1e-3): the share of cross-version checks
-  of Linear-using workloads that fail.
-- Wall time of `run` and of an A/A `compare` of the whole built-in suite (with --wall).
-Writes results.json and results.md under --out and prints the Markdown table for the README.
+- A/A: the same torch version in two separately provisioned environments (venvs built here, under
+  --envs), compared with the tool's defaults over every built-in latency and memory check,
+  --aa-runs times. A failing verdict, an `improved` and a `suspicious` are each counted as what they
+  are: false alarms (the first two) and warnings.
+- Injected slowdowns of 5%, 10%, 25% and 50%: both sides wrapped by inject.py, the baseline with
+  factor 0, so the wrapper's own cost is on both sides; the share of latency checks that fail. The
+  measured ratio is reported beside the injected one.
+- Injected numeric drift (nn.Linear outputs x (1 + 1e-3)): the share of cross-version checks of
+  Linear-using workloads that fail, and of the others (which must not).
+- Wall time: `run` of the whole built-in suite and an A/A `compare` of it, side by side, with defaults.
+Every rate comes with its binomial 95% interval (Wilson). Writes results.json and results.md under --out.
 """
 
 from __future__ import annotations
@@ -24,13 +27,30 @@ from pathlib import Path
 
 from inject import injected_python
 
+from torch_upgrade_check.analysis.stats import binomial_interval, quantile
+
 HERE = Path(__file__).resolve().parent
+LINEAR = ("mlp", "cnn", "transformer_block")
 
 
-def compare(python_a: str, python_b: str, out: Path, only: list[str], threads: int) -> tuple[list[dict], float]:
-    cmd = [sys.executable, "-m", "torch_upgrade_check", "compare", "--baseline-python", python_a,
-           "--candidate-python", python_b, "--device", "cpu", "--threads", str(threads), "--out", str(out),
-           "--fail-on", "none", "--no-job-summary"]
+def provision(python: str, folder: Path) -> str:
+    """A venv at `folder` with the same torch version as `python`'s, installed by pip (reused when it works)."""
+    venv_python = folder / "bin" / "python"
+    if venv_python.exists() and subprocess.run([str(venv_python), "-c", "import torch"], capture_output=True,
+                                               check=False).returncode == 0:
+        return str(venv_python)
+    version = subprocess.run([python, "-c", "import torch; print(torch.__version__.split('+')[0])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    subprocess.run([str(venv_python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    f"torch=={version}"], check=True)
+    return str(venv_python)
+
+
+def compare(baseline: str, candidate: str, out: Path, only: list[str]) -> tuple[list[dict], float]:
+    cmd = [sys.executable, "-m", "torch_upgrade_check", "compare", "--baseline-python", baseline,
+           "--candidate-python", candidate, "--device", "cpu", "--out", str(out), "--fail-on", "none",
+           "--no-job-summary"]
     for o in only:
         cmd += ["--only", o]
     started = time.monotonic()
@@ -38,64 +58,63 @@ def compare(python_a: str, python_b: str, out: Path, only: list[str], threads: i
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"compare failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    doc = json.loads((out / "report.json").read_text())
-    return doc["reports"][1]["results"], elapsed
+    return json.loads((out / "report.json").read_text())["reports"][1]["results"], elapsed
 
 
-def count(results: list[dict], aspect: str) -> dict[str, int]:
-    rows = [r for r in results if r["aspect"] == aspect]
-    out = {"checks": len(rows)}
-    for r in rows:
-        key = r["metrics"].get("change") or r["outcome"]
-        out[key] = out.get(key, 0) + 1
-    return out
+def ab_rows(results: list[dict]) -> list[dict]:
+    return [{"id": r["id"], "aspect": r["aspect"], "change": r["metrics"].get("change", r["outcome"]),
+             "outcome": r["outcome"], "ratio": r["metrics"].get("ratio"), "batches": r["metrics"].get("batches"),
+             "seconds": sum(r["metrics"].get("batch_seconds") or [0.0])}
+            for r in results if r["aspect"] in ("latency", "memory")]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--python", default=sys.executable, help="interpreter with torch (both sides)")
-    parser.add_argument("--repeats", type=int, default=5, help="A/A comparisons (default 5)")
-    parser.add_argument("--slowdown-repeats", type=int, default=2, help="comparisons per injected slowdown")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads in the workers (default 1)")
-    parser.add_argument("--wall", action="store_true", help="also time run vs compare of the whole suite")
+    parser.add_argument("--python", default=sys.executable, help="interpreter whose torch version is benchmarked")
+    parser.add_argument("--aa-runs", type=int, default=20, help="A/A comparisons of the whole suite (default 20)")
+    parser.add_argument("--slowdown-runs", type=int, default=3, help="comparisons per injected slowdown (default 3)")
+    parser.add_argument("--envs", default=str(Path.home() / ".cache" / "torch-upgrade-check" / "bench-envs"),
+                        help="where the two A/A environments are built (reused)")
+    parser.add_argument("--skip-wall", action="store_true", help="leave out run-vs-compare wall time")
     parser.add_argument("--out", default=str(HERE / "results"), help="folder for results.json and results.md")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="tuc-bench-"))
-    results: dict = {"python": args.python, "threads": args.threads, "aa": [], "slowdown": {}, "drift": {}}
+    env_a, env_b = (provision(args.python, Path(args.envs) / name) for name in ("a", "b"))
+    results: dict = {"envs": [env_a, env_b], "aa": [], "slowdown": {}, "drift": {}}
 
-    for i in range(args.repeats):
-        rows, secs = compare(args.python, args.python, tmp / f"aa{i}", ["latency", "memory"], args.threads)
-        entry = {"latency": count(rows, "latency"), "memory": count(rows, "memory"), "seconds": secs}
-        results["aa"].append(entry)
-        print(f"A/A {i + 1}/{args.repeats}: {entry}", flush=True)
+    for i in range(args.aa_runs):
+        rows, secs = compare(env_a, env_b, tmp / f"aa{i}", ["latency", "memory"])
+        results["aa"].append({"rows": ab_rows(rows), "seconds": secs})
+        states = [r["change"] for r in results["aa"][-1]["rows"]]
+        print(f"A/A {i + 1}/{args.aa_runs}: {({s: states.count(s) for s in set(states)})} in {secs:.0f}s", flush=True)
 
+    base = injected_python(env_a, tmp / "wrapped-a", slowdown=0.0)
     for factor in (0.05, 0.10, 0.25, 0.50):
-        slow = injected_python(args.python, tmp / f"slow{factor}", slowdown=factor)
+        slow = injected_python(env_b, tmp / f"slow{factor}", slowdown=factor)
         runs = []
-        for i in range(args.slowdown_repeats):
-            rows, _ = compare(args.python, str(slow), tmp / f"slow{factor}-{i}", ["latency"], args.threads)
-            ratios = sorted(r["metrics"].get("ratio", 0) for r in rows if r["aspect"] == "latency")
-            runs.append({**count(rows, "latency"), "median_ratio": ratios[len(ratios) // 2] if ratios else None})
-            print(f"slowdown {factor:.0%} run {i + 1}: {runs[-1]}", flush=True)
+        for i in range(args.slowdown_runs):
+            rows, _ = compare(str(base), str(slow), tmp / f"slow{factor}-{i}", ["latency"])
+            runs.append(ab_rows(rows))
+            states = [r["change"] for r in runs[-1]]
+            print(f"slowdown {factor:.0%} run {i + 1}: {({s: states.count(s) for s in set(states)})}", flush=True)
         results["slowdown"][f"{factor:.2f}"] = runs
 
-    drift = injected_python(args.python, tmp / "drift", drift=1e-3)
-    rows, _ = compare(args.python, str(drift), tmp / "drift-out", ["numerics"], args.threads)
+    drift = injected_python(env_b, tmp / "drift", drift=1e-3)
+    rows, _ = compare(env_a, str(drift), tmp / "drift-out", ["numerics"])
     cv = [r for r in rows if r["aspect"] == "cross-version"]
-    linear = [r for r in cv if r["workload"] in ("mlp", "cnn", "transformer_block")]
-    results["drift"] = {"cross_version_checks": len(cv), "linear_workloads": len(linear),
-                        "failed_linear": sum(r["outcome"] == "failed" for r in linear),
-                        "failed_other": sum(r["outcome"] == "failed" for r in cv if r not in linear)}
+    results["drift"] = {"linear": [r["outcome"] for r in cv if r["workload"] in LINEAR],
+                        "other": [r["outcome"] for r in cv if r["workload"] not in LINEAR]}
     print(f"drift: {results['drift']}", flush=True)
 
-    if args.wall:
+    if not args.skip_wall:
         started = time.monotonic()
-        subprocess.run([sys.executable, "-m", "torch_upgrade_check", "run", "--python", args.python, "--device",
-                        "cpu", "--out", str(tmp / "wall-run"), "--no-job-summary"], capture_output=True, check=False)
+        subprocess.run([sys.executable, "-m", "torch_upgrade_check", "run", "--python", env_a, "--device", "cpu",
+                        "--out", str(tmp / "wall-run"), "--no-job-summary", "--fail-on", "none"],
+                       capture_output=True, check=False)
         results["wall_run_s"] = time.monotonic() - started
-        _, results["wall_compare_s"] = compare(args.python, args.python, tmp / "wall-compare", [], args.threads)
+        _, results["wall_compare_s"] = compare(env_a, env_b, tmp / "wall-compare", [])
         print(f"wall: run {results['wall_run_s']:.0f}s, compare {results['wall_compare_s']:.0f}s", flush=True)
 
     (out / "results.json").write_text(json.dumps(results, indent=2))
@@ -105,34 +124,47 @@ def main() -> int:
     return 0
 
 
+def _rate(k: int, n: int) -> str:
+    low, high = binomial_interval(k, n)
+    return f"{k} of {n} ({k / n:.1%}; 95% CI {low:.1%}–{high:.1%})" if n else "none measured"
+
+
 def render(res: dict) -> str:
-    aa_lat = sum(e["latency"]["checks"] for e in res["aa"])
-    aa_mem = sum(e["memory"]["checks"] for e in res["aa"])
-    false_lat = sum(e["latency"].get("regression", 0) for e in res["aa"])
-    false_mem = sum(e["memory"].get("regression", 0) for e in res["aa"])
-    susp = sum(e["latency"].get("suspicious", 0) + e["memory"].get("suspicious", 0) for e in res["aa"])
+    aa_rows = [r for run in res["aa"] for r in run["rows"]]
+    runs = len(res["aa"])
+    failing_runs = sum(any(r["change"] == "regression" for r in run["rows"]) for run in res["aa"])
+    improved_runs = sum(any(r["change"] == "improved" for r in run["rows"]) for run in res["aa"])
+    warned_runs = sum(any(r["change"] == "suspicious" for r in run["rows"]) for run in res["aa"])
     lines = [
         "| measurement | result |",
         "| --- | --- |",
-        f"| A/A false alarms (failing verdicts), latency | {false_lat} of {aa_lat} checks in {len(res['aa'])} runs |",
-        f"| A/A false alarms (failing verdicts), memory | {false_mem} of {aa_mem} checks |",
-        f"| A/A `suspicious` warnings | {susp} of {aa_lat + aa_mem} checks |",
+        f"| A/A runs with a failing verdict (whole latency + memory suite) | {_rate(failing_runs, runs)} |",
+        f"| A/A runs with an `improved` | {_rate(improved_runs, runs)} |",
+        f"| A/A runs with a `suspicious` | {_rate(warned_runs, runs)} |",
+        f"| A/A checks failing / improved / suspicious | "
+        f"{sum(r['change'] == 'regression' for r in aa_rows)} / {sum(r['change'] == 'improved' for r in aa_rows)} / "
+        f"{sum(r['change'] == 'suspicious' for r in aa_rows)} of {len(aa_rows)} |",
     ]
-    for factor, runs in res["slowdown"].items():
-        checks = sum(r["checks"] for r in runs)
-        hit = sum(r.get("regression", 0) for r in runs)
-        warn = sum(r.get("suspicious", 0) for r in runs)
-        med = [r["median_ratio"] for r in runs if r.get("median_ratio")]
-        lines.append(f"| injected slowdown {float(factor):.0%}: flagged as regression | {hit} of {checks} "
-                     f"({hit / checks:.0%}); {warn} more suspicious; median measured ratio "
-                     f"{sum(med) / len(med):.2f} |" if checks else f"| slowdown {factor} | no checks |")
+    for factor, factor_runs in res["slowdown"].items():
+        rows = [r for run in factor_runs for r in run if r["aspect"] == "latency"]
+        hit = sum(r["change"] == "regression" for r in rows)
+        warned = sum(r["change"] == "suspicious" for r in rows)
+        ratios = sorted(r["ratio"] for r in rows if isinstance(r["ratio"], (int, float)))
+        lines.append(f"| injected slowdown {float(factor):.0%}: latency checks failed | {_rate(hit, len(rows))}; "
+                     f"{warned} suspicious; median measured ratio {quantile(ratios, 0.5):.3f} |")
     d = res["drift"]
-    lines.append(f"| injected drift (Linear ×(1+1e-3)): cross-version failures | {d['failed_linear']} of "
-                 f"{d['linear_workloads']} Linear-using workloads; {d['failed_other']} of the "
-                 f"{d['cross_version_checks'] - d['linear_workloads']} others (which use no Linear) |")
+    lines.append(f"| injected drift (Linear ×(1+1e-3)): cross-version failures | Linear-using: "
+                 f"{d['linear'].count('failed')} of {len(d['linear'])}; others: {d['other'].count('failed')} of "
+                 f"{len(d['other'])} |")
+    seconds = [r["seconds"] for r in aa_rows if r["aspect"] == "latency"]
+    batches = [r["batches"] or 0 for r in aa_rows if r["aspect"] == "latency"]
+    lines.append(f"| A/A latency check: measuring time p50 / p95; fresh pairs used p50 / max | "
+                 f"{quantile(seconds, 0.5):.1f} s / {quantile(seconds, 0.95):.1f} s; {quantile(batches, 0.5):.0f} / "
+                 f"{max(batches, default=0)} |")
+    lines.append(f"| A/A latency + memory compare, wall time p50 | {quantile([r['seconds'] for r in res['aa']], 0.5):.0f} s |")
     if "wall_run_s" in res:
-        lines.append(f"| wall time, whole built-in suite: `run` / A/A `compare` | {res['wall_run_s']:.0f} s / "
-                     f"{res['wall_compare_s']:.0f} s |")
+        lines.append(f"| whole built-in suite: `run` / A/A `compare` wall time | {res['wall_run_s']:.0f} s / "
+                     f"{res['wall_compare_s']:.0f} s ({res['wall_compare_s'] / res['wall_run_s']:.2f}×) |")
     return "\n".join(lines) + "\n"
 
 

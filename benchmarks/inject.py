@@ -1,6 +1,10 @@
-"""Interpreters that misbehave on purpose: a wrapper around a real Python whose sitecustomize slows
-every top-level module call by a known factor, or perturbs nn.Linear's output by a known relative
-amount. The detector benchmark and the compare tests use them as fake "candidates"."""
+"""Interpreters that misbehave on purpose, for the detector benchmark and the compare tests: a wrapper
+around a real Python whose sitecustomize slows every top-level module call by a known factor, or
+perturbs nn.Linear's output by a known relative amount.
+
+Both sides of a benchmark comparison are wrapped (the baseline with factor 0): the wrapper's own
+overhead is then the same on both sides, and only the injected factor differs.
+"""
 
 from __future__ import annotations
 
@@ -12,29 +16,28 @@ SITECUSTOMIZE = '''
 import os
 import time
 
-_slowdown = float(os.environ.get("TUC_INJECT_SLOWDOWN", "0") or 0)
-_drift = float(os.environ.get("TUC_INJECT_DRIFT", "0") or 0)
-
-if _slowdown or _drift:
+if os.environ.get("TUC_INJECT") == "1":
     import torch
 
-    if _slowdown:
-        _call = torch.nn.Module.__call__
-        _depth = [0]
+    _slowdown = float(os.environ.get("TUC_INJECT_SLOWDOWN", "0") or 0)
+    _drift = float(os.environ.get("TUC_INJECT_DRIFT", "0") or 0)
+    _call = torch.nn.Module.__call__
+    _depth = [0]
 
-        def _slow_call(self, *args, **kwargs):
-            _depth[0] += 1
-            start = time.perf_counter()
-            try:
-                return _call(self, *args, **kwargs)
-            finally:
-                _depth[0] -= 1
-                if _depth[0] == 0:  # only the outermost module: the slowdown is exactly the factor
-                    until = time.perf_counter() + (time.perf_counter() - start) * _slowdown
-                    while time.perf_counter() < until:
-                        pass
+    def _slow_call(self, *args, **kwargs):
+        # the same code on every side: with factor 0 it costs what it costs with any other factor
+        start = time.perf_counter()
+        _depth[0] += 1
+        try:
+            return _call(self, *args, **kwargs)
+        finally:
+            _depth[0] -= 1
+            if _depth[0] == 0:  # only the outermost module: the slowdown is the factor of the whole call
+                until = time.perf_counter() + (time.perf_counter() - start) * _slowdown
+                while time.perf_counter() < until:
+                    pass
 
-        torch.nn.Module.__call__ = _slow_call
+    torch.nn.Module.__call__ = _slow_call
 
     if _drift:
         _linear = torch.nn.functional.linear
@@ -49,7 +52,7 @@ if _slowdown or _drift:
 
 
 def injected_python(real_python: str, folder: Path, *, slowdown: float = 0.0, drift: float = 0.0) -> Path:
-    """A `python` in `folder` that runs `real_python` with the injection active; returns its path."""
+    """A `python` in `folder` that runs `real_python` with the injection active (factor 0: the wrapper alone)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "site").mkdir(exist_ok=True)
     (folder / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
@@ -57,8 +60,8 @@ def injected_python(real_python: str, folder: Path, *, slowdown: float = 0.0, dr
     wrapper.write_text(
         "#!/bin/sh\n"
         f'PYTHONPATH="{folder / "site"}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
-        f"TUC_INJECT_SLOWDOWN={slowdown}\nTUC_INJECT_DRIFT={drift}\n"
-        "export PYTHONPATH TUC_INJECT_SLOWDOWN TUC_INJECT_DRIFT\n"
+        f"TUC_INJECT=1\nTUC_INJECT_SLOWDOWN={slowdown}\nTUC_INJECT_DRIFT={drift}\n"
+        "export PYTHONPATH TUC_INJECT TUC_INJECT_SLOWDOWN TUC_INJECT_DRIFT\n"
         f'exec "{real_python}" "$@"\n'
     )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

@@ -1,69 +1,11 @@
-"""A/B statistics and verdicts, and torch spec parsing: pure functions, no torch."""
+"""torch spec parsing and environment provisioning rules: pure functions, no torch."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
-from torch_upgrade_check.analysis import ab, stats
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.orchestrate import provision
-
-
-def rounds(center: float, n: int = 12, spread: float = 0.05, seed: int = 0, drift: float = 0.0) -> list[list[float]]:
-    """n rounds of 3 samples, with noise and, optionally, a machine speed that drifts between rounds."""
-    rng = random.Random(seed)
-    return [[center * (1 + drift * r) * (1 + rng.gauss(0, spread)) for _ in range(3)] for r in range(n)]
-
-
-def test_sign_flip_p_is_exact_for_small_samples() -> None:
-    assert stats.sign_flip_p([1.0] * 10) == pytest.approx(2 / 1024)  # all ten rounds agree
-    assert stats.sign_flip_p([1.0, -1.0] * 5) == 1.0
-    assert stats.sign_flip_p([]) == 1.0
-    assert stats.sign_flip_p([0.0, 0.0]) == 1.0
-    assert 0 < stats.sign_flip_p([0.1] * 20) < 0.001  # the seeded random version for larger n
-
-
-def test_mean_ci_is_seeded_and_brackets_the_mean() -> None:
-    values = [0.1, 0.2, 0.15, 0.12, 0.18, 0.11]
-    low, high = stats.mean_ci(values)
-    assert (low, high) == stats.mean_ci(values) and low < sum(values) / len(values) < high
-
-
-@pytest.mark.parametrize(("candidate", "state"), [
-    (rounds(1.5, seed=1), "regression"),
-    (rounds(1.0, seed=1), "unchanged"),
-    (rounds(0.5, seed=1), "improved"),
-    (rounds(1.05, seed=1), "unchanged"),  # maybe significant, but under the 10% threshold
-])
-def test_classify(candidate: list[list[float]], state: str) -> None:
-    assert ab.classify(rounds(1.0), candidate, 0.10).state == state
-
-
-def test_pairing_cancels_drift_that_would_fool_an_unpaired_test() -> None:
-    # the machine slows down 5% a round; both sides drift together, so nothing changed
-    change = ab.classify(rounds(1.0, drift=0.05, seed=2), rounds(1.0, drift=0.05, seed=3), 0.10)
-    assert change.state == "unchanged" and 0.95 < change.ratio < 1.05
-
-
-def test_beyond_threshold_but_not_significant_is_suspicious() -> None:
-    base = [[1.0], [1.0], [1.0], [1.0]]
-    cand = [[1.5], [0.9], [1.6], [1.1]]
-    change = ab.classify(base, cand, 0.10)
-    assert change.ratio > 1.1 and change.p_value > ab.ALPHA and change.state == "suspicious"
-
-
-def test_exact_measurements_need_no_test() -> None:
-    assert ab.classify([[1000.0]] * 3, [[1300.0]] * 3, 0.20).state == "regression"
-    assert ab.classify([[1000.0]] * 3, [[1100.0]] * 3, 0.20).state == "unchanged"
-    assert ab.classify([[1000.0]] * 3, [[500.0]] * 3, 0.20).state == "improved"
-    assert ab.confirms([[1000.0]] * 3, [[1300.0]] * 3, 0.20)
-
-
-def test_confirmation_needs_the_second_batch_to_agree() -> None:
-    assert ab.confirms(rounds(1.0, seed=3), rounds(1.5, seed=4), 0.10)
-    assert not ab.confirms(rounds(1.0, seed=3), rounds(1.0, seed=4), 0.10)
 
 
 @pytest.mark.parametrize(("text", "kind", "requirement"), [

@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where venvs live (default: $XDG_CACHE_HOME or ~/.cache, /torch-upgrade-check/venvs)")
     cmp.add_argument("--max-latency-regression", default=None, metavar="PCT",
                      help="slowdown that fails when significant: 10%% or 0.10 (default: the config's, else 10%%)")
+    cmp.add_argument("--ab-budget", default=None, metavar="SECONDS",
+                     help="measuring time per latency/memory check before an unsettled one is called suspicious "
+                          "(default: 20)")
     cmp.add_argument("--max-memory-regression", default=None, metavar="PCT",
                      help="peak-memory growth that fails (default: the config's, else 20%%)")
     _add_run_args(cmp)

@@ -15,8 +15,7 @@ from torch_upgrade_check import __version__, values
 from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import compare, provision, session
-from torch_upgrade_check.orchestrate.live import LiveWorker
+from torch_upgrade_check.orchestrate import compare, measure, provision, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import write_reports
 
@@ -49,10 +48,21 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
             ratios[flag] = from_config if from_config is not None else default
             continue
         ratios[flag] = values.collect(problems, values.percent, given, "--" + flag.replace("_", "-"))
+    if args.ab_budget is not None:
+        args.ab_budget_s = values.collect(problems, values.timeout, args.ab_budget, "--ab-budget")
     if problems:
         raise UsageError(*problems)
     thresholds = compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"])
     return specs[0], specs[1], thresholds
+
+
+def _same_threads(probes: dict[str, session.WorkerSession]) -> str:
+    """An infrastructure problem when the two sides would not run with the same CPU threads, else ""."""
+    seen = {role: p.environment.get("threads") for role, p in probes.items()}
+    if len(set(seen.values())) > 1:
+        return (f"baseline and candidate would run with different CPU thread counts ({seen['baseline']} vs "
+                f"{seen['candidate']}); set --threads N so both measure alike")
+    return ""
 
 
 def default_venv_dir() -> Path:
@@ -103,13 +113,17 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     settings = settings_from_args(args, argv, cross_version=True)
     cand_spec, base_spec, thresholds = _validate(args)
     has_baseline = bool(base_spec or args.baseline_python)
+    if has_baseline and settings.threads is None:
+        settings = replace(settings, threads=measure.default_threads())
     out = settings.out
     shutil.rmtree(out / "logs", ignore_errors=True)
     reports = {"candidate": session.new_report(settings, role="candidate" if has_baseline else "")}
     if has_baseline:
         reports = {"baseline": session.new_report(settings, role="baseline"), **reports}
+    budget_s = getattr(args, "ab_budget_s", None) or measure.DEFAULT_BUDGET_S
     reports = {k: replace(r, thresholds={**r.thresholds, "max_latency_regression": thresholds.latency,
-                                          "max_memory_regression": thresholds.memory}) for k, r in reports.items()}
+                                          "max_memory_regression": thresholds.memory, "threads": settings.threads,
+                                          "ab_budget_s": budget_s}) for k, r in reports.items()}
     started = time.monotonic()
     pythons: dict[str, str] = {}
     probes = {}
@@ -123,6 +137,8 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
             probes[role] = session.probe(python, settings, name=f"probe-{role}")
     except InfrastructureError as e:
         return infra(args, list(reports.values()), out, str(e))
+    if has_baseline and _same_threads(probes):
+        return infra(args, list(reports.values()), out, _same_threads(probes))
     device = session.resolve_device(args.device, probes["candidate"].probes)
     settings = with_device_limits(settings, args, device)
     if has_baseline and not probes["baseline"].probes.get(device, (False, ""))[0]:
@@ -166,12 +182,14 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if reports[role].infra_error:
             return infra(args, list(reports.values()), out, reports[role].infra_error)
     if has_baseline and ab_specs:
-        say(f"latency and memory: {len(ab_specs)} checks, {compare.ROUNDS} interleaved rounds each")
+        say(f"latency and memory: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "
+            f"pair of workers ({settings.threads} CPU threads each; up to {budget_s:g} s a check)")
         repro_of = {s.id: repro(args, device, s) for s in ab_specs}
         pending = {role: {s.id: CheckResult(s.workload, s.aspect, s.device, s.dtype, Outcome.NOT_RUN,
                                             reason="not started", repro=repro_of[s.id]) for s in ab_specs}
                    for role in ("baseline", "candidate")}
         done = {role: reports[role].results for role in pending}
+        finished = [0]
 
         def record(base: CheckResult | None = None, cand: CheckResult | None = None) -> None:
             for role, result in (("baseline", base), ("candidate", cand)):
@@ -180,13 +198,18 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 reports[role] = replace(reports[role], results=(*done[role], *pending[role].values()))
             write()
 
+        def on_track(track: measure._Track) -> None:
+            base, cand = measure.results(track, settings.max_latency_ms)
+            record(base, cand)
+            finished[0] += 1
+            say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
+
         record()  # a run killed during the A/B rounds shows them as not-run
-        logs = out / "logs"
-        with LiveWorker(pythons["baseline"], log_dir=logs, name="ab-baseline", threads=settings.threads,
-                        python_path=list(settings.python_path)) as b, \
-             LiveWorker(pythons["candidate"], log_dir=logs, name="ab-candidate", threads=settings.threads,
-                        python_path=list(settings.python_path)) as c:
-            compare.measure_ab(ab_specs, b, c, settings, thresholds, say, record)
+        cpus = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
+        pair = measure.Pair(pythons["baseline"], pythons["candidate"], out / "logs", settings.threads,
+                            tuple(settings.python_path), cpus)
+        measure.measure(ab_specs, pair, {"latency": thresholds.latency, "memory": thresholds.memory},
+                        timeout_s=settings.timeout_s, budget_s=budget_s, say=say, on_track=on_track)
     if has_baseline:
         reports["candidate"] = compare.mark_preexisting(reports["baseline"], reports["candidate"])
     reports = {k: replace(r, finished=session.now(), complete=True) for k, r in reports.items()}

@@ -1,19 +1,30 @@
 """A/B verdicts for latency and memory between a baseline and a candidate torch (pure).
 
-compare measures in interleaved rounds (ABBA order): each round gives one baseline and one candidate
-median taken moments apart, so the machine's drift cancels within the pair. The unit of evidence is
-the round: d = ln(candidate median / baseline median). The change is exp(mean d) with a 95% bootstrap
-interval, and its significance a sign-flip permutation test on the d's (no distribution assumed;
-samples inside a round are not independent, rounds are).
+Evidence comes in batches: each batch is a freshly started pair of worker processes (baseline and
+candidate) measuring a check in interleaved rounds (ABBA order), so that the machine's drift cancels
+within a round. A round gives d = ln((candidate + floor) / (baseline + floor)) of the two sides'
+medians (floor: 0 for latency; an absolute floor in bytes for memory, so 0 -> 0 is no change and a
+few KiB on a tiny workload are not +25%). Offsets that belong to a process (allocator state, thread
+placement, kernel choice) are constant within a batch and change between batches, so a batch is
+the unit that is really replicated, and a change must show in more than one of them.
 
-- `regression`: beyond 1 + threshold (e.g. 10%) and significant (p < ALPHA); the orchestrator then
-  measures one more batch of rounds and fails the run only when that batch on its own reproduces the
-  slowdown (candidate slower, p < CONFIRM_ALPHA) and all the rounds together are still a regression.
-- `suspicious`: beyond the threshold but not significant, or so noisy that the interval reaches past
-  twice the threshold: the orchestrator measures up to two more batches to settle it, and what
-  stays suspicious is a warning, never a failure.
-- `improved`: significant and beyond the threshold the other way. Otherwise `unchanged`.
-Exact, repeatable measurements (peak memory usually is) need no test: the ratio decides.
+With t the threshold (0.10 = 10% slower) and tau = ln(1 + t), over all rounds so far:
+- M: the Hodges-Lehmann estimate of d (robust to a stalled round), reported as the ratio exp(M);
+- [L, U]: its distribution-free interval, each side at `alpha`, the run's false-alarm budget shared
+  by its A/B checks (FAMILY_ALPHA / number of checks, Bonferroni): what a failure must clear;
+- U95: the upper end of the ordinary 95% interval: what "unchanged" must clear (a miss costs less
+  than a false alarm, so ruling a slowdown out needs no run-level correction);
+- a batch *agrees* on a slowdown when, on its own, its estimate exceeds tau/2 and the signed-rank
+  test says slower at CONFIRM_ALPHA (an exact series: when its ratio exceeds the threshold).
+States:
+- `regression` (fails): M > tau, L > tau/2 and at least 2 batches - a majority of them - agree. A
+  false failure needs the pooled interval and two independent process pairs to err together; an
+  effect below half the threshold cannot fail at the run's confidence.
+- `improved`: the mirror image (informs, passes).
+- `unchanged`: U95 < tau: a slowdown as large as the threshold is ruled out.
+- `pending`: not settled: the caller measures another batch in a fresh pair, within its budget.
+- `suspicious` (warns, fails nothing): still unsettled when the budget is spent; it says how many
+  more rounds would settle it.
 """
 
 from __future__ import annotations
@@ -24,13 +35,29 @@ from dataclasses import dataclass
 
 from torch_upgrade_check.analysis import stats
 
-ALPHA = 0.01
-CONFIRM_ALPHA = 0.05
+FAMILY_ALPHA = 0.05  # the chance that a run with nothing changed reports any A/B change, at most
+CONFIRM_ALPHA = 0.05  # each agreeing batch, on its own
+UNCHANGED_ALPHA = 0.025  # each side of the 95% interval reported, and that "unchanged" must clear
+MIN_AGREEING = 2
 
 
 @dataclass(frozen=True)
-class Change:
-    state: str  # regression | suspicious | unchanged | improved
+class Batch:
+    """One fresh worker pair's rounds: per round, each side's median (ms or bytes)."""
+
+    baseline: tuple[float, ...]
+    candidate: tuple[float, ...]
+    exact: bool = False  # every sample on each side was the same value (peak memory usually is)
+    seconds: float = 0.0  # measuring time it took, both sides
+
+    def log_ratios(self, floor: float = 0.0) -> list[float]:
+        return [math.log((c + floor) / (b + floor)) for b, c in zip(self.baseline, self.candidate)
+                if b + floor > 0 and c + floor > 0]
+
+
+@dataclass(frozen=True)
+class Decision:
+    state: str  # regression | improved | unchanged | suspicious | pending
     ratio: float
     ci_low: float
     ci_high: float
@@ -38,64 +65,83 @@ class Change:
     baseline_median: float
     candidate_median: float
     rounds: int
+    batches: int
+    agreeing: int  # batches that on their own show the change in the estimate's direction
+    why: str  # one line: what the numbers say and what was (not) settled
+    more_rounds: int = 0  # for suspicious: about how many more rounds would settle it
+    run_low: float = math.nan  # the interval at the run's false-alarm budget, which a failure must clear
+    run_high: float = math.nan
+    run_level: float = math.nan
 
-    def metrics(self) -> dict[str, float | str]:
-        return {
-            "change": self.state,
-            "ratio": self.ratio,
-            "ci_low": self.ci_low,
-            "ci_high": self.ci_high,
-            "p_value": self.p_value,
-            "baseline_median": self.baseline_median,
-            "candidate_median": self.candidate_median,
-            "rounds": self.rounds,
-        }
+    @property
+    def confirmed(self) -> bool:
+        return self.state in ("regression", "improved")
+
+    def metrics(self) -> dict[str, float | str | int | bool]:
+        return {"change": self.state, "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high,
+                "p_value": self.p_value, "baseline_median": self.baseline_median,
+                "candidate_median": self.candidate_median, "rounds": self.rounds, "batches": self.batches,
+                "agreeing_batches": self.agreeing, "confirmed": self.confirmed, "more_rounds": self.more_rounds,
+                "ci_level": 1 - 2 * UNCHANGED_ALPHA, "run_ci_low": self.run_low, "run_ci_high": self.run_high,
+                "run_ci_level": self.run_level}
 
 
-def _log_ratios(baseline: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]]) -> list[float]:
-    return [math.log(stats.median(c) / stats.median(b)) for b, c in zip(baseline, candidate)
-            if b and c and stats.median(b) > 0 and stats.median(c) > 0]
-
-
-def classify(baseline: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], threshold: float) -> Change:
-    """`baseline[r]` and `candidate[r]` are the samples of round r on each side."""
-    flat_b = [x for r in baseline for x in r]
-    flat_c = [x for r in candidate for x in r]
-    b_med, c_med = stats.median(flat_b), stats.median(flat_c)
-    d = _log_ratios(baseline, candidate)
+def decide(batches: Sequence[Batch], threshold: float, *, alpha: float, final: bool, floor: float = 0.0) -> Decision:
+    """The state after these batches; `final` when no more can be measured (`pending` becomes a verdict)."""
+    tau = math.log1p(threshold)
+    d = [x for b in batches for x in b.log_ratios(floor)]
+    base = [x for b in batches for x in b.baseline]
+    cand = [x for b in batches for x in b.candidate]
+    medians = (stats.median(base), stats.median(cand))
     if not d:
-        return Change("suspicious", math.nan, math.nan, math.nan, 1.0, b_med, c_med, 0)
-    ratio = math.exp(sum(d) / len(d))
-    if len(set(flat_b)) == 1 and len(set(flat_c)) == 1:
-        exact = "regression" if ratio > 1 + threshold else "improved" if ratio < 1 / (1 + threshold) else "unchanged"
-        return Change(exact, ratio, ratio, ratio, 0.0 if ratio != 1 else 1.0, b_med, c_med, len(d))
-    low, high = (math.exp(x) for x in stats.mean_ci(d))
-    p = stats.sign_flip_p(d)
-    significant = p < ALPHA
-    if ratio > 1 + threshold:
-        state = "regression" if significant and low > 1 else "suspicious"
-    elif ratio < 1 / (1 + threshold):
-        state = "improved" if significant and high < 1 else "unchanged"
-    elif high > 1 + 2 * threshold:
-        state = "suspicious"  # too noisy to rule out a large regression
-    else:
-        state = "unchanged"
-    return Change(state, ratio, low, high, p, b_med, c_med, len(d))
+        return Decision("suspicious" if final else "pending", math.nan, math.nan, math.nan, 1.0, *medians,
+                        0, len(batches), 0, "no paired measurement could be compared")
+    exact = all(b.exact for b in batches) and len(set(d)) == 1
+    m = stats.hodges_lehmann(d)
+    low, high = (m, m) if exact else stats.hl_interval(d, alpha)
+    low95, high95 = (m, m) if exact else stats.hl_interval(d, UNCHANGED_ALPHA)
+    up = [_agrees(b, floor, tau, "greater") for b in batches]
+    down = [_agrees(b, floor, tau, "less") for b in batches]
+    p = 0.0 if exact and m != 0 else stats.signed_rank_p(d, "greater" if m >= 0 else "less")
+    common = (math.exp(m), math.exp(low95), math.exp(high95), p, *medians, len(d), len(batches))
+    n_up, n_down = sum(up), sum(down)
+
+    def done(state: str, agreeing: int, why: str, more: int = 0) -> Decision:
+        return Decision(state, *common, agreeing, why, more, run_low=math.exp(low), run_high=math.exp(high),
+                        run_level=1 - 2 * alpha)
+
+    if m > tau and low > tau / 2 and n_up >= MIN_AGREEING and n_up * 2 > len(batches):
+        return done("regression", n_up, f"confirmed in {n_up} of {len(batches)} fresh process pairs")
+    if m < -tau and high < -tau / 2 and n_down >= MIN_AGREEING and n_down * 2 > len(batches):
+        return done("improved", n_down, f"confirmed in {n_down} of {len(batches)} fresh process pairs")
+    if m < -tau and high < -tau / 2 and not final:
+        return done("pending", n_down, "an improvement to confirm in a fresh process pair")
+    if high95 < tau:
+        return done("unchanged", n_up, f"a slowdown of {threshold:.0%} or more is ruled out")
+    if not final:
+        return done("pending", n_up, "not settled yet")
+    more = _rounds_to_settle(len(d), m, high95, tau) if m < tau else _rounds_to_settle(len(d), m, low, tau / 2)
+    if m > tau:
+        return done("suspicious", n_up, f"beyond the threshold, but shown in only {n_up} of {len(batches)} fresh "
+                                        f"process pairs", more)
+    return done("suspicious", n_up, f"too noisy to rule out a slowdown of {threshold:.0%}", more)
 
 
-def confirms(baseline: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], threshold: float) -> bool:
-    """An independent batch reproduces the slowdown: candidate slower with p < CONFIRM_ALPHA.
-
-    The threshold itself is judged on all rounds together (a batch alone is too short to pin a
-    1.18x effect above 1.10); exact measurements must repeat beyond the threshold.
-    """
-    d = _log_ratios(baseline, candidate)
+def _agrees(batch: Batch, floor: float, tau: float, direction: str) -> bool:
+    d = batch.log_ratios(floor)
     if not d:
         return False
-    flat_b = {x for r in baseline for x in r}
-    flat_c = {x for r in candidate for x in r}
-    ratio = math.exp(sum(d) / len(d))
-    exact = len(flat_b) == 1 and len(flat_c) == 1
-    if exact:
-        return ratio > 1 + threshold
-    return ratio > 1 and stats.sign_flip_p(d) < CONFIRM_ALPHA
+    m = stats.hodges_lehmann(d)
+    if batch.exact:
+        return m > tau if direction == "greater" else m < -tau
+    shifted = m > tau / 2 if direction == "greater" else m < -tau / 2
+    return shifted and stats.signed_rank_p(d, direction) < CONFIRM_ALPHA
+
+
+def _rounds_to_settle(n: int, m: float, bound: float, target: float) -> int:
+    """About how many more rounds would move the interval's end `bound` past `target`, its half-width
+    shrinking as 1/sqrt(rounds)."""
+    half, gap = abs(bound - m), abs(m - target)
+    if not (math.isfinite(half) and gap > 0):
+        return 0
+    return max(1, math.ceil(n * (half / gap) ** 2) - n)

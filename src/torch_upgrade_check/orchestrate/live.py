@@ -20,9 +20,10 @@ from torch_upgrade_check.schema import PLAN_KIND, PLAN_VERSION
 
 
 class LiveWorker:
-    def __init__(self, python: str, *, log_dir: Path, name: str, threads: int | None, python_path: list[str]) -> None:
+    def __init__(self, python: str, *, log_dir: Path, name: str, threads: int | None, python_path: list[str],
+                 cpus: list[int] | None = None, env: dict[str, str] | None = None) -> None:
         self.python, self.log_dir, self.name = python, log_dir, name
-        self.threads, self.python_path = threads, python_path
+        self.threads, self.python_path, self.cpus, self.env = threads, python_path, cpus or [], env or {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.events: IO[str] | None = None
         self.launches = 0
@@ -35,13 +36,13 @@ class LiveWorker:
         plan_path = self.log_path.with_suffix(".plan.json")
         events_path = self.log_path.with_suffix(".events.jsonl")
         plan = {"kind": PLAN_KIND, "schema_version": PLAN_VERSION, "threads": self.threads, "probe": [],
-                "python_path": self.python_path, "checks": [], "serve": True}
+                "python_path": self.python_path, "checks": [], "serve": True, "cpus": self.cpus}
         plan_path.write_text(json.dumps(plan), encoding="utf-8")
         events_path.write_text("", encoding="utf-8")
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [self.python, "-m", "torch_upgrade_check.worker", str(plan_path), str(events_path)],
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=workers.worker_env(),
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env={**workers.worker_env(), **self.env},
                 start_new_session=(os.name == "posix"),
             )
         self.events = events_path.open(encoding="utf-8")

@@ -3,8 +3,8 @@
 A factory returns `(model, inputs)` or a mapping with `model`, `inputs` and optionally `loss`
 (model output -> scalar, enabling training-step aspects), `tolerances` ({"rtol", "atol"}),
 `reference` (callable on float64 CPU inputs giving the golden output, when the model in float64
-is not the right golden) and `skip` ({aspect: reason}). Sizes are small: the suite must run on a
-2-core CPU in minutes.
+is not the right golden) and `skip` ({aspect: reason}; "gradients": forward only). Sizes are
+small: the suite must run on a 2-core CPU in minutes.
 """
 
 from __future__ import annotations

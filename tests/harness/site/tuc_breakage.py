@@ -15,19 +15,19 @@ import torch
 import torch.nn.functional as F
 
 
-def _scaled_backward(fn, scale: float):  # noqa: ANN001, ANN202
+def _scaled_backward(fn, scale: float):
     """Wrap `fn(*tensors, **kw)` so its output is exact and every input gradient is multiplied by `scale`."""
 
     class Scaled(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, kwargs, *args):  # noqa: ANN001, ANN205
+        def forward(ctx, kwargs, *args):
             ctx.kwargs = kwargs
             ctx.save_for_backward(*[a for a in args if isinstance(a, torch.Tensor)])
             ctx.args = args
             return fn(*args, **kwargs)
 
         @staticmethod
-        def backward(ctx, grad):  # noqa: ANN001, ANN205
+        def backward(ctx, grad):
             args = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in ctx.args]
             with torch.enable_grad():
                 out = fn(*args, **ctx.kwargs)
@@ -39,7 +39,7 @@ def _scaled_backward(fn, scale: float):  # noqa: ANN001, ANN202
                 result.append(g * scale if g is not None else None)
             return (None, *result)
 
-    def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def wrapped(*args, **kwargs):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors or tensors[0].dtype == torch.float64 or not torch.is_grad_enabled():
             return fn(*args, **kwargs)

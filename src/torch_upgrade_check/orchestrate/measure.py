@@ -1,0 +1,209 @@
+"""compare's latency and memory A/B: batches of interleaved rounds, each batch in a freshly started worker pair.
+
+Loop batches outside, checks inside: batch 1 measures every A/B check in one new baseline/candidate
+pair; each later batch starts a new pair and measures only the checks still unsettled, until each is
+settled (analysis.ab) or has spent its time budget. Both sides run with the same explicit thread
+count, the same CPU affinity, OpenMP's passive waiting (an idle side's spinning threads would steal
+the other side's CPU), the garbage collector off while timing, and the same loop count per sample,
+calibrated once (batch 1, on the faster side) so that a sample lasts at least MIN_SAMPLE_S.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from torch_upgrade_check.analysis import ab, stats
+from torch_upgrade_check.analysis.verdicts import decide, format_bytes, format_ms, latency_limit
+from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
+from torch_upgrade_check.orchestrate.live import LiveWorker
+
+LATENCY_ROUNDS, LATENCY_SAMPLES = 12, 3  # per batch: ABBA rounds, samples per side per round (their median counts)
+MEMORY_ROUNDS = 6
+WARMUP_ROUNDS = 1  # per check per batch, discarded: caches, allocator and thread pools settle in a new process
+MIN_SAMPLE_S = 0.01  # a sample times enough calls to last this long (timer resolution, scheduler jitter)
+MEMORY_FLOOR_BYTES = 64 * 1024  # peak-memory changes are judged on (bytes + floor): 0 -> 0 is no change
+MAX_BATCHES = 6
+DEFAULT_BUDGET_S = 20.0  # measuring time per check (both sides, warm-ups apart) before an unsettled one is suspicious
+
+
+def default_threads() -> int:
+    """compare gives both sides the same explicit CPU thread count: half the CPUs this process may use (at
+    least 1), leaving room for the orchestrator and the machine's own noise."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    return max(1, usable // 2)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """How to start a fresh baseline/candidate worker pair: the same threads, CPUs and environment on both."""
+
+    baseline: str
+    candidate: str
+    log_dir: Path
+    threads: int | None
+    python_path: tuple[str, ...] = ()
+    cpus: tuple[int, ...] = ()
+
+    @contextlib.contextmanager
+    def start(self, batch: int) -> Iterator[tuple[LiveWorker, LiveWorker]]:
+        env = {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+        common = {"log_dir": self.log_dir, "threads": self.threads, "python_path": list(self.python_path),
+                  "cpus": list(self.cpus), "env": env}
+        with LiveWorker(self.baseline, name=f"ab-baseline-b{batch}", **common) as b, \
+             LiveWorker(self.candidate, name=f"ab-candidate-b{batch}", **common) as c:
+            yield b, c
+
+
+@dataclass
+class _Track:
+    """One A/B check across batches."""
+
+    spec: CheckSpec
+    threshold: float
+    inner: int = 0
+    batches: list[ab.Batch] = field(default_factory=list)
+    samples: dict[str, list[float]] = field(default_factory=lambda: {"b": [], "c": []})
+    metrics: dict[str, dict] = field(default_factory=lambda: {"b": {}, "c": {}})
+    decision: ab.Decision | None = None
+    failed: tuple[Observation, Observation] | None = None
+
+    @property
+    def seconds(self) -> float:
+        return sum(b.seconds for b in self.batches)
+
+    @property
+    def open(self) -> bool:
+        return self.failed is None and (self.decision is None or self.decision.state == "pending")
+
+
+def measure(
+    specs: Sequence[CheckSpec],
+    pair: Pair,
+    thresholds: dict[str, float],
+    *,
+    timeout_s: float,
+    budget_s: float = DEFAULT_BUDGET_S,
+    say: Callable[[str], None],
+    on_track: Callable[[_Track], None],
+) -> None:
+    """Measure every spec A/B until settled or out of budget; `on_track` gets each check once it is decided."""
+    tracks = [_Track(s, thresholds[s.aspect]) for s in specs]
+    alpha = ab.FAMILY_ALPHA / max(1, len(tracks))  # the run's false-alarm budget, shared (Bonferroni)
+    for batch in range(1, MAX_BATCHES + 1):
+        todo = [t for t in tracks if t.open]
+        if not todo:
+            return
+        say(f"A/B batch {batch}: {len(todo)} check{'s' if len(todo) != 1 else ''} in a fresh pair of workers")
+        with pair.start(batch) as (b, c):
+            for t in todo:
+                _measure_batch(t, b, c, timeout_s)
+                if t.failed is not None:
+                    on_track(t)
+                    continue
+                per_batch = t.seconds / len(t.batches)
+                last = batch == MAX_BATCHES or t.seconds + per_batch > budget_s
+                floor = MEMORY_FLOOR_BYTES if t.spec.aspect == "memory" else 0.0
+                t.decision = ab.decide(t.batches, t.threshold, alpha=alpha, final=last, floor=floor)
+                if not t.open:
+                    on_track(t)
+
+
+def _measure_batch(t: _Track, baseline: LiveWorker, candidate: LiveWorker, timeout_s: float) -> None:
+    """Warm-up, then ABBA rounds; a failure on either side ends the check with both sides' observations."""
+    latency = t.spec.aspect == "latency"
+    rounds = LATENCY_ROUNDS if latency else MEMORY_ROUNDS
+    values: dict[str, list[float]] = {"b": [], "c": []}
+    raw: dict[str, list[list[float]]] = {"b": [], "c": []}
+    seconds = 0.0
+    for r in range(-WARMUP_ROUNDS, rounds):
+        order = (("b", baseline), ("c", candidate)) if r % 2 == 0 else (("c", candidate), ("b", baseline))
+        warm = r < 0
+        params = {"samples": 1 if warm else LATENCY_SAMPLES, "warmup": 3 if warm else 1, "inner": t.inner,
+                  "min_sample_s": MIN_SAMPLE_S} if latency else {}
+        once: list[float] = []
+        for side, worker in order:
+            obs = worker.request(replace(t.spec, params={**t.spec.params, **params}), timeout_s)
+            if not warm:  # the budget counts measuring; a new process's first calls (compiling, caching) are apart
+                seconds += obs.duration_s
+            if obs.status != "ok":
+                other = Observation(t.spec.id, "skipped", message="the other side failed first")
+                failed = Observation(t.spec.id, obs.status, message=obs.message, traceback=obs.traceback,
+                                     duration_s=obs.duration_s)
+                t.failed = (failed, other) if side == "b" else (other, failed)
+                return
+            t.metrics[side] = obs.metrics
+            once.append(float(obs.metrics.get("once_ms") or 0.0))
+            if warm:
+                continue
+            sample = [float(x) for x in obs.metrics.get("samples_ms", [])] if latency \
+                else [float(obs.metrics.get("peak_bytes", 0))]
+            raw[side].append(sample)
+            values[side].append(stats.median(sample))
+        if warm and latency and not t.inner:
+            fastest = min((x for x in once if x > 0), default=1.0)  # ms for one call
+            t.inner = max(1, math.ceil(MIN_SAMPLE_S * 1000.0 / fastest))
+    exact = all(len({x for s in raw[side] for x in s}) == 1 for side in ("b", "c"))
+    t.batches.append(ab.Batch(tuple(values["b"]), tuple(values["c"]), exact=exact, seconds=seconds))
+    for side in ("b", "c"):
+        t.samples[side] += [x for s in raw[side] for x in s]
+
+
+def results(t: _Track, max_latency_ms: dict[str, float]) -> tuple[CheckResult, CheckResult]:
+    """The baseline's and the candidate's results of one A/B check."""
+    spec = t.spec
+    if t.failed is not None:
+        return (decide(spec, t.failed[0], max_latency_ms=max_latency_ms),
+                decide(spec, t.failed[1], max_latency_ms=max_latency_ms))
+    d = t.decision
+    assert d is not None
+    common = {"workload": spec.workload, "aspect": spec.aspect, "device": spec.device, "dtype": spec.dtype}
+    ab_metrics = {**d.metrics(), "threshold": t.threshold, "inner_loops": t.inner or None,
+                  "batch_seconds": [round(b.seconds, 3) for b in t.batches]}
+    b_vals, c_vals = t.samples["b"], t.samples["c"]
+    if spec.aspect == "latency":
+        base = decide(spec, Observation(spec.id, "ok", {**t.metrics["b"], "samples_ms": b_vals},
+                                        duration_s=t.seconds / 2), max_latency_ms=max_latency_ms)
+        cand_m = {**t.metrics["c"], "samples_ms": c_vals, "baseline_samples_ms": b_vals,
+                  "median_ms": stats.median(c_vals), "iqr_ms": stats.iqr(c_vals), **ab_metrics}
+        limit = latency_limit(spec, max_latency_ms)
+        thresholds = {"max_latency_regression": t.threshold, **({"max_latency_ms": limit} if limit else {})}
+        over_limit = limit is not None and stats.median(c_vals) > limit
+        fmt = format_ms
+    else:
+        base = CheckResult(**common, outcome=Outcome.PASSED, metrics={**t.metrics["b"], "peak_bytes": stats.median(b_vals)},
+                           reason=f"peak {format_bytes(stats.median(b_vals))}", duration_s=t.seconds / 2)
+        cand_m = {**t.metrics["c"], "peak_bytes": stats.median(c_vals), "baseline_peak_bytes": stats.median(b_vals),
+                  **ab_metrics}
+        thresholds = {"max_memory_regression": t.threshold, "floor_bytes": MEMORY_FLOOR_BYTES}
+        over_limit = False
+        fmt = format_bytes
+    outcome = {"regression": Outcome.FAILED, "suspicious": Outcome.SUSPICIOUS}.get(d.state, Outcome.PASSED)
+    reason = explain(d, t.threshold, fmt, "latency" if spec.aspect == "latency" else "peak memory")
+    if over_limit:
+        outcome, reason = Outcome.FAILED, f"{reason}; median over the --max-latency-ms limit {thresholds['max_latency_ms']:g} ms"
+    cand = CheckResult(**common, outcome=outcome, reason=reason, metrics=cand_m, thresholds=thresholds,
+                       duration_s=t.seconds / 2)
+    return base, cand
+
+
+def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what: str) -> str:
+    """One line a reviewer understands: "1.14× slower (95% CI 1.09–1.19), confirmed in 2 of 2 fresh process
+    pairs; threshold 1.10×"."""
+    if math.isnan(d.ratio):
+        return f"{d.state}: {d.why}"
+    if d.ratio >= 1:
+        size = f"{d.ratio:.2f}× {'slower' if what == 'latency' else 'more'}"
+    else:
+        size = f"{1 / d.ratio:.2f}× {'faster' if what == 'latency' else 'less'}"
+    if d.ratio == 1.0 and d.ci_low == d.ci_high:
+        size = "the same"
+    interval = "" if d.ci_low == d.ci_high else f" (95% CI {d.ci_low:.2f}–{d.ci_high:.2f})"
+    medians = f"{fmt(d.baseline_median)} → {fmt(d.candidate_median)}"
+    more = f"; about {d.more_rounds} more rounds would settle it (raise --ab-budget)" if d.more_rounds else ""
+    return (f"{d.state}: {what} {size}{interval}, {medians}; {d.why}; threshold {1 + threshold:.2f}×, "
+            f"{d.rounds} rounds in {d.batches} process pair{'s' if d.batches != 1 else ''}{more}")
