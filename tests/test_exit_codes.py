@@ -47,9 +47,14 @@ def failure_kind(outcome: Outcome, aspect: str) -> str | None:
     return "correctness"
 
 
+def case_id(value: object) -> str:
+    if isinstance(value, frozenset):
+        return ",".join(sorted(value)) or "none"
+    return str(getattr(value, "value", value)) or "run"
+
+
 @pytest.mark.parametrize(("fail_on", "outcome", "aspect", "role"),
-                         list(itertools.product(FAIL_ONS, Outcome, ASPECTS, ROLES)),
-                         ids=lambda v: ",".join(sorted(v)) or "none" if isinstance(v, frozenset) else getattr(v, "value", v) or "run")
+                         list(itertools.product(FAIL_ONS, Outcome, ASPECTS, ROLES)), ids=case_id)
 def test_fail_on_decides_by_the_kind_of_failure_and_the_baseline_never_does(
         fail_on: frozenset[str], outcome: Outcome, aspect: str, role: str) -> None:
     kind = failure_kind(outcome, aspect)
@@ -57,7 +62,7 @@ def test_fail_on_decides_by_the_kind_of_failure_and_the_baseline_never_does(
     assert exit_code(reports_with(result(aspect, outcome), role), fail_on) == expected
 
 
-@pytest.mark.parametrize("fail_on", FAIL_ONS, ids=lambda v: ",".join(sorted(v)) or "none")
+@pytest.mark.parametrize("fail_on", FAIL_ONS, ids=case_id)
 @pytest.mark.parametrize("results", [(), (result("numerics", Outcome.SKIPPED), result("latency", Outcome.SKIPPED))],
                          ids=["no checks", "only skipped"])
 def test_nothing_ran_is_a_correctness_failure(fail_on: frozenset[str], results: tuple[CheckResult, ...]) -> None:
@@ -69,7 +74,7 @@ def test_nothing_ran_is_a_correctness_failure(fail_on: frozenset[str], results: 
                      fail_on) == (EXIT_FAILED if "correctness" in fail_on else EXIT_PASSED)
 
 
-@pytest.mark.parametrize("fail_on", FAIL_ONS, ids=lambda v: ",".join(sorted(v)) or "none")
+@pytest.mark.parametrize("fail_on", FAIL_ONS, ids=case_id)
 @pytest.mark.parametrize("broken", ["", "candidate", "baseline", "second runner"])
 def test_a_run_that_could_not_happen_is_exit_3_whatever_fail_on_says(fail_on: frozenset[str], broken: str) -> None:
     passing = result("numerics", Outcome.PASSED)
