@@ -45,6 +45,15 @@ def test_missing_reports_are_errors_in_runner_order() -> None:
     assert missing_reports(statuses) == reports[1:]  # without --runners only the statuses speak
 
 
+def test_statuses_without_a_position_claim_runners_by_their_labels() -> None:
+    # act leaves strategy.job-index empty: the first unclaimed runner with the same labels is the one
+    first, second = (RunnerStatus(("gpu",), None, "failure", {"check": "failure"}, "error") for _ in range(2))
+    reports = missing_reports([first, second], [("gpu",), ("cpu",), ("gpu",)])
+    assert [(r.label, r.infra_error == f"no report from this runner: {NO_STATUS}") for r in reports] == [
+        ("(gpu)", False), ("(cpu)", True), ("(gpu)", False)]
+    assert missing_reports([RunnerStatus(("gpu",), None, "success", report=True)], [("gpu",)]) == []
+
+
 def _write(tmp_path: Path, doc: object) -> Path:
     path = tmp_path / "runner-status.json"
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
@@ -68,7 +77,7 @@ def test_reads_what_the_workflow_writes(tmp_path: Path) -> None:
     ({"kind": "torch-upgrade-check/report"}, "is not a torch-upgrade-check runner status"),
     ({**GOOD, "schema_version": 2}, "has schema_version 2; this torch-upgrade-check reads version 1"),
     ({**GOOD, "runner": 3}, "is malformed (a runner must be a label or a list of labels, got 3)"),
-    ({**GOOD, "index": None}, "is malformed"),
+    ({**GOOD, "index": "first"}, "is malformed"),
 ])
 def test_a_file_it_cannot_read_is_a_schema_error_naming_it(tmp_path: Path, doc: object, problem: str) -> None:
     path = _write(tmp_path, doc)

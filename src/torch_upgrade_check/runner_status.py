@@ -40,7 +40,7 @@ class RunnerStatus:
     """One check job, as it saw itself at its end: which runner, how each step ended, whether a report exists."""
 
     runner: tuple[str, ...]
-    index: int  # strategy.job-index: the position of the runner in the workflow's `runners` input
+    index: int | None  # strategy.job-index: the runner's position in `runners` (None: unknown, as under act)
     job_status: str  # job.status: success, failure or cancelled
     steps: dict[str, str] = field(default_factory=dict)  # step id -> outcome (success, failure, cancelled, skipped, "")
     verdict: str = ""  # the action's `verdict` output ("" when the action never set it)
@@ -90,7 +90,8 @@ def read_status(path: Path) -> RunnerStatus:
         steps = doc.get("steps") or {}
         timeout = doc.get("timeout_minutes")
         return RunnerStatus(
-            runner=labels(doc["runner"]), index=int(doc["index"]), job_status=str(doc.get("job_status", "")),
+            runner=labels(doc["runner"]), index=None if doc["index"] is None else int(doc["index"]),
+            job_status=str(doc.get("job_status", "")),
             steps={str(k): str(v) for k, v in steps.items()}, verdict=str(doc.get("verdict", "")),
             report=doc.get("report") is True, device=str(doc.get("device") or "auto"),
             timeout_minutes=int(timeout) if isinstance(timeout, int) and not isinstance(timeout, bool) else None,
@@ -125,11 +126,20 @@ def missing_report(runner: Sequence[str], reason: str, device: str = "auto") -> 
 
 def missing_reports(statuses: Sequence[RunnerStatus], expected: Sequence[Sequence[str]] | None = None) -> list[Report]:
     """A Report per job that left no report, in the order of the runners: each status that says so, and each
-    expected runner (the workflow's `runners`, by position) that left no status at all."""
-    found: dict[int, Report | None] = {}
+    expected runner (the workflow's `runners`) that left no status at all.
+
+    A status names its runner by position (strategy.job-index); one without a position (act leaves it empty)
+    claims the first expected runner with the same labels that no other status claimed.
+    """
+    expected = [tuple(r) for r in expected or ()]
+    claimed: set[int] = set()
+    found: list[tuple[float, Report | None]] = []
     for s in statuses:
-        found.setdefault(s.index, None if s.report else missing_report(s.runner, why(s), s.device))
-    for i, runner in enumerate(expected or ()):
-        if i not in found:
-            found[i] = missing_report(runner, NO_STATUS)
-    return [r for _, r in sorted(found.items()) if r is not None]
+        i = s.index if s.index is not None and s.index not in claimed else None
+        if i is None:
+            i = next((j for j, r in enumerate(expected) if r == s.runner and j not in claimed), None)
+        if i is not None:
+            claimed.add(i)
+        found.append((len(expected) if i is None else i, None if s.report else missing_report(s.runner, why(s), s.device)))
+    found += [(j, missing_report(runner, NO_STATUS)) for j, runner in enumerate(expected) if j not in claimed]
+    return [r for _, r in sorted(found, key=lambda e: e[0]) if r is not None]
