@@ -22,6 +22,15 @@ def has_torch() -> bool:
 requires_torch = pytest.mark.skipif(not has_torch(), reason="torch is not installed in this interpreter")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `e2e` every test that starts a torch worker: each asks for `torch_python` (as an argument or through
+    `pytest.mark.usefixtures`), which is how a test gets the interpreter it starts workers with. The developer
+    loop `-m "not e2e and not slow and not act"` then runs in seconds."""
+    for item in items:
+        if "torch_python" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture(scope="session")
 def torch_python() -> str:
     if not has_torch():

@@ -7,8 +7,9 @@ torch version or a baseline is asked for, else `run` with the torch already inst
 
 The CLI gets the real `--fail-on`: it writes report.json, junit.xml, summary.md, the step summary,
 annotations and the step's outputs first and only then exits 1, so the step fails last, after
-everything was written, and the rule of which failures count lives in one place (the CLI). This
-module writes no GitHub file itself (github.py is the one that does) and never imports torch.
+everything was written, and the rule of which failures count lives in one place (the CLI). A bad input
+stops here, before the CLI: an `::error` annotation per problem and the outputs `verdict=error`, counts 0
+(github.py writes both; this module writes no GitHub file itself). It never imports torch.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torch_upgrade_check import github
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_USAGE, UsageError
 from torch_upgrade_check.orchestrate.provision import BACKEND_RE, parse_spec
 from torch_upgrade_check.values import latency_limit, percent, timeout, tolerance
@@ -212,12 +214,15 @@ def main(environ: Mapping[str, str] | None = None) -> int:
     if p.problems:
         for problem in p.problems:
             print(f"{PROG}: error: {problem}", file=sys.stderr)
+        github.stopped_early(p.problems, environ=environ)
         return EXIT_USAGE
     print(f"{PROG}: in {p.cwd}: {shlex.join([PROG, *p.argv])}", flush=True)
     try:
         rc = subprocess.run([sys.executable, "-m", "torch_upgrade_check", *p.argv], cwd=p.cwd, check=False).returncode
     except OSError as e:
-        print(f"{PROG}: error: could not start the CLI with {sys.executable}: {e}", file=sys.stderr)
+        problem = f"could not start the CLI with {sys.executable}: {e}"
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        github.stopped_early([problem], environ=environ, title="torch-upgrade-check: infrastructure error")
         return EXIT_INFRA
     if rc == 0:
         return 0
@@ -227,7 +232,12 @@ def main(environ: Mapping[str, str] | None = None) -> int:
         EXIT_INFRA: "an infrastructure error: torch could not be installed or run; the report says why",
     }.get(rc, f"the CLI ended with exit code {rc}")
     print(f"{PROG}: failing the step: {why}", file=sys.stderr, flush=True)
-    return rc if rc in (EXIT_FAILED, EXIT_USAGE, EXIT_INFRA) else EXIT_INFRA
+    if rc in (EXIT_FAILED, EXIT_USAGE, EXIT_INFRA):
+        return rc  # the CLI wrote the outputs and annotations itself
+    # killed (a signal, the runner out of memory) before it could say anything: the outputs say error
+    github.stopped_early([f"torch-upgrade-check ended with exit code {rc}; the step's log shows how far it got"],
+                         environ=environ, title="torch-upgrade-check: infrastructure error")
+    return EXIT_INFRA
 
 
 if __name__ == "__main__":

@@ -7,12 +7,13 @@ import os
 import shutil
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
-from torch_upgrade_check import __version__, scaffold
+from torch_upgrade_check import __version__, runner_status, scaffold
 from torch_upgrade_check.commands import (
     DEFAULT_TIMEOUT_S,
     FAIL_ON,
@@ -26,7 +27,7 @@ from torch_upgrade_check.commands import (
     with_device_limits,
 )
 from torch_upgrade_check.compare_cmd import cmd_compare
-from torch_upgrade_check.errors import EXIT_PASSED, EXIT_USAGE, UsageError
+from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, EXIT_USAGE, UsageError
 from torch_upgrade_check.model import ASPECTS, DEVICES
 from torch_upgrade_check.orchestrate import session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
@@ -115,7 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--dir", default=".", metavar="DIR", help="repository root (default: .)")
 
     merge = sub.add_parser("merge", help="combine reports from several runners into one summary and JUnit file")
-    merge.add_argument("reports", nargs="+", help="report.json files")
+    merge.add_argument("reports", nargs="*", help="report.json files")
+    merge.add_argument("--runner-status", action="append", default=[], metavar="FILE",
+                       help="a runner-status.json of the reusable workflow's check job (repeatable): a job that "
+                            "left no report becomes an error run, with the reason")
+    merge.add_argument("--runners", default=None, metavar="JSON",
+                       help="the runner label sets the workflow ran on, as a JSON list: a runner that left no "
+                            "status at all becomes an error run too")
     merge.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default: {DEFAULT_OUT})")
     return parser
 
@@ -135,16 +142,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                 say(f"wrote {path}")
             return EXIT_PASSED
         return cmd_merge(args)
-    except UsageError as e:
-        for problem in e.problems:
+    except (UsageError, SchemaError) as e:
+        problems = e.problems if isinstance(e, UsageError) else (str(e),)
+        for problem in problems:
             print(f"{PROG}: error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    except SchemaError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        _stopped_early(problems, "torch-upgrade-check: bad input or config")
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; finished checks are in the report", file=sys.stderr)
         return 130
+    except Exception as e:  # never exit 1 (Python's own code for a crash), which would read as "thresholds crossed"
+        kind = "infrastructure error" if isinstance(e, InfrastructureError) else "internal error"
+        if kind == "internal error":
+            traceback.print_exc()
+        problem = f"{kind}: {e}" + ("" if isinstance(e, InfrastructureError) else
+                                    f" ({type(e).__name__}); please report it with the traceback above")
+        print(f"{PROG}: {problem}", file=sys.stderr)
+        _stopped_early([problem], f"torch-upgrade-check: {kind}")
+        return EXIT_INFRA
+
+
+def _stopped_early(problems: Sequence[str], title: str) -> None:
+    """On GitHub: an annotation per problem and the outputs verdict=error, counts 0 (github.py writes them)."""
+    from torch_upgrade_check import github
+
+    github.stopped_early(problems, environ=os.environ, title=title)
 
 
 def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -194,5 +216,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
+    if not (args.reports or args.runner_status or args.runners):
+        raise UsageError("merge needs report.json files (or --runner-status FILE / --runners JSON); got none")
+    expected = runner_status.parse_runners(args.runners) if args.runners is not None else None
     reports = [r for p in args.reports for r in read_reports(Path(p))]
+    statuses = [runner_status.read_status(Path(p)) for p in args.runner_status]
+    reports += runner_status.missing_reports(statuses, expected)
+    if not reports:
+        raise UsageError("merge found nothing to merge: no report.json given, and every runner status says its "
+                         "report exists; pass the report.json files too")
     return finish(args, reports, Path(args.out), None, 0.0)

@@ -25,6 +25,7 @@ from torch_upgrade_check.schema import write_reports
 PROG = "torch-upgrade-check"
 FAIL_ON = ("correctness", "latency", "memory")
 DEFAULT_TIMEOUT_S = 300.0
+INSTALL_LOG_TAIL_LINES = 30  # enough for pip's or uv's resolver explanation
 
 T = TypeVar("T")
 
@@ -151,7 +152,27 @@ def publish(args: argparse.Namespace, reports: list[Report], out: Path, report_p
                           job_summary=not getattr(args, "no_job_summary", False))
 
 
+def install_log_tail(out: Path, message: str, lines: int = INSTALL_LOG_TAIL_LINES) -> str:
+    """The last lines of each install log (OUT/logs/install-*.log) that `message` names, "" when it names none.
+
+    An installer's one-line reason often hides the cause (a resolver conflict, a proxy, a missing wheel for
+    this platform) a few lines up; with the tail inline, the job's log, summary and annotation show it.
+    """
+    parts = []
+    for log in sorted((out / "logs").glob("install-*.log")):
+        if log.name not in message:
+            continue
+        try:
+            tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+        except OSError:
+            continue
+        parts.append(f"last {len(tail)} lines of {log}:\n" + "\n".join(tail))
+    return "\n".join(parts)
+
+
 def infra(args: argparse.Namespace, reports: list[Report], out: Path, message: str) -> int:
+    tail = install_log_tail(out, message)
+    message = f"{message}\n{tail}" if tail else message
     reports = [replace(r, infra_error=r.infra_error or message, finished=session.now()) for r in reports]
     write_reports(reports, out / "report.json")
     print(f"{PROG}: infrastructure error: {message}", file=sys.stderr)

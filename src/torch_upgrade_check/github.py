@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -9,14 +10,16 @@ from pathlib import Path
 from typing import TextIO
 
 from torch_upgrade_check.model import Report
-from torch_upgrade_check.report.annotations import annotations
+from torch_upgrade_check.report.annotations import MAX_ERRORS, annotations, command
 from torch_upgrade_check.report.junit import build_junit, junit_to_string
-from torch_upgrade_check.report.outputs import action_outputs
+from torch_upgrade_check.report.outputs import action_outputs, error_outputs
 from torch_upgrade_check.report.summary import BUDGET_BYTES, render_summary
 from torch_upgrade_check.schema import atomic_write_text
 
 STEP_SUMMARY_LIMIT = 1024 * 1024  # GitHub drops a step's summary above this size
 MIN_SUMMARY_BYTES = 4096  # below this much room, appending would only show a truncation notice
+# What a problem is about, for its annotation's title: `input 'rtol' must ...` -> input 'rtol'
+_SUBJECT = re.compile(r"^(input '[^']*'|--[a-z][a-z-]*)")
 
 
 def publish(
@@ -91,3 +94,28 @@ def write_outputs(path: Path, outputs: Mapping[str, str]) -> None:
     """Append the outputs to the GITHUB_OUTPUT file (other steps' lines stay)."""
     with path.open("a", encoding="utf-8", errors="replace") as f:
         f.write(format_outputs(outputs))
+
+
+def stopped_early(
+    problems: Sequence[str],
+    *,
+    environ: Mapping[str, str],
+    title: str = "torch-upgrade-check: bad input",
+    stream: TextIO | None = None,
+) -> dict[str, str]:
+    """A run that ended before any report (a bad input, flag or config): on GitHub one `::error` per problem,
+    titled by the input or flag it names, and the outputs `verdict=error` with every count 0, so the run page
+    and the steps after this one say what went wrong rather than only "exit code 2". Returns the outputs."""
+    if environ.get("GITHUB_ACTIONS") == "true":
+        stream = sys.stdout if stream is None else stream
+        for problem in problems[:MAX_ERRORS]:
+            m = _SUBJECT.match(problem)
+            print(command("error", f"torch-upgrade-check: {m.group(1)}" if m else title, problem), file=stream)
+        if len(problems) > MAX_ERRORS:  # GitHub shows 10 error annotations per step; the log has every line
+            print(command("notice", "torch-upgrade-check", f"and {len(problems) - MAX_ERRORS} more problems: "
+                                                           "see the step's log"), file=stream)
+        stream.flush()
+    outputs = error_outputs()
+    if environ.get("GITHUB_OUTPUT"):
+        write_outputs(Path(environ["GITHUB_OUTPUT"]), outputs)
+    return outputs

@@ -110,6 +110,29 @@ class ActRun:
         """Everything the matching jobs' steps printed, stdout and stderr together."""
         return "".join(e["msg"] for e in self.events if e.get("raw_output") and job_fragment in e.get("job", ""))
 
+    def annotations(self, job_fragment: str = "") -> list[tuple[str, str, str]]:
+        """(level, title, message) of every ::error, ::warning and ::notice the matching jobs wrote, each once."""
+        seen: list[tuple[str, str, str]] = []
+        for e in self.events:
+            if e.get("command") in ("error", "warning", "notice") and job_fragment in e.get("job", ""):
+                item = (e["command"], e.get("kvPairs", {}).get("title", ""), e.get("arg", ""))
+                if item not in seen:
+                    seen.append(item)
+        return seen
+
+    def step_outputs(self, job_fragment: str, step: str) -> dict[str, str]:
+        """The outputs a step of the matching job wrote to GITHUB_OUTPUT, as act logged them."""
+        return {e["name"]: e.get("arg", "") for e in self.events
+                if e.get("command") == "set-output" and job_fragment in e.get("job", "") and e.get("step") == step}
+
+    def workflow_outputs(self) -> dict[str, str]:
+        """The reusable workflow's outputs, as call-reusable.yml's last job printed them (act runs that job
+        only when the call succeeded; after a failure, read the merge step's outputs with step_outputs)."""
+        for line in self.text("report the verdict").splitlines():
+            if line.startswith("reusable-workflow outputs="):
+                return json.loads(line.partition("=")[2])
+        return {}
+
     def outputs(self) -> dict[str, str]:
         """The action's outputs, as the test workflow saw them (`toJSON(steps.tuc.outputs)`)."""
         path = self.out / "outputs.json"

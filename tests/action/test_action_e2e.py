@@ -17,6 +17,7 @@ from act_harness import ActRun, copy_repository, find_tool, run_act
 pytestmark = [pytest.mark.act, pytest.mark.slow]
 
 LATENCY_CHECK = "matmul[float32]/latency"
+COUNTS = ("passed", "suspicious", "failed", "errors", "skipped", "not-run", "total")
 IMPOSSIBLE_LIMIT = "matmul=0.000001"  # milliseconds: no matmul is that fast
 
 
@@ -96,7 +97,21 @@ def test_bad_inputs_fail_the_job_with_one_line_each_before_anything_runs(act: st
     assert any(line.startswith("torch-upgrade-check: error: input 'fail-on' must be a comma-separated list")
                for line in lines), lines
     assert not (run.out / "report").exists()
-    assert run.outputs().get("verdict", "") == ""  # nothing ran, so the CLI wrote no outputs
+    # the run page shows each problem as an annotation titled by its input, not only "exit code 2"
+    errors = [(title, message) for level, title, message in run.annotations("check") if level == "error"]
+    assert [title for title, _ in errors] == ["torch-upgrade-check: input 'rtol'", "torch-upgrade-check: input 'fail-on'"]
+    assert errors[0][1].startswith("input 'rtol' must be a number ≥ 0")
+    out = run.outputs()  # and the steps after this one can tell what happened
+    assert out["verdict"] == "error" and all(out[k] == "0" for k in COUNTS), out
+
+
+def test_a_python_that_does_not_exist_is_an_annotation_and_verdict_error(act: str, repo: Path, tmp_path: Path) -> None:
+    run = run_act(act, "run-action.yml", {"python": str(tmp_path / "no-such-python")}, tmp=tmp_path, repo=repo)
+    assert run.job("check") == "failure", run.explain()
+    ((level, title, message),) = run.annotations("check")
+    assert (level, title) == ("error", "torch-upgrade-check: input 'python'") and "not found" in message
+    out = run.outputs()  # written by the action's setup step: the tool's venv does not exist yet
+    assert out["verdict"] == "error" and all(out[k] == "0" for k in COUNTS), out
 
 
 def test_matrix_of_two_runners_merges_into_one_summary(act: str, repo: Path, tmp_path: Path,
@@ -110,11 +125,18 @@ def test_matrix_of_two_runners_merges_into_one_summary(act: str, repo: Path, tmp
     assert run.job("combined summary") == "success", run.explain()
     reports = sorted(p.name for p in run.artifacts.glob("torch-upgrade-check-report-*"))
     assert len(reports) == 2 and all((run.artifacts / name / "report.json").is_file() for name in reports), reports
+    statuses = [json.loads((run.artifacts / name / "runner-status.json").read_text()) for name in reports]
+    # act leaves strategy.job-index empty (index null: the merge matches the runners by their labels)
+    assert sorted((s["runner"], s["index"], s["job_status"], s["report"]) for s in statuses) == [
+        (["linux-cpu"], None, "success", True), (["ubuntu-latest"], None, "success", True)]
     assert (run.artifacts / "torch-upgrade-check-merged" / "summary.md").is_file()
     combined = run.summaries("combined summary")
     assert len(combined) == 1, combined
     assert "2 checks" in combined[0] and combined[0].count("#1") >= 1 and combined[0].count("#2") >= 1, combined[0]
     assert "reusable-workflow verdict=passed result=success" in run.text("report the verdict")
+    outputs = run.workflow_outputs()  # the action's outputs, merged over both runners
+    assert outputs == {"verdict": "passed", "passed": "2", "suspicious": "0", "failed": "0", "errors": "0",
+                       "skipped": "0", "not-run": "0", "total": "2"}, outputs
 
 
 def test_matrix_fails_when_a_runner_crosses_a_threshold(act: str, repo: Path, tmp_path: Path,
@@ -128,6 +150,39 @@ def test_matrix_fails_when_a_runner_crosses_a_threshold(act: str, repo: Path, tm
     assert "at least one runner's check did not pass" in run.text("combined summary")
     (combined,) = run.summaries("combined summary")
     assert "failed" in combined and "matmul" in combined
+    merged = run.step_outputs("combined summary", "Merge the reports into one summary")  # the workflow's outputs
+    assert (merged["verdict"], merged["failed"]) == ("failed", "1"), merged
+
+
+def test_a_runner_without_a_report_is_an_error_run_and_a_rerun_replaces_its_artifacts(
+        act: str, repo: Path, tmp_path: Path, torch_python: str) -> None:
+    inputs = {"python": torch_python, "suite": "mlp[float32]/numerics", "runners": '[["ubuntu-latest"]]'}
+    # first attempt: a bad input stops the runner's job before any report exists
+    run = run_act(act, "call-reusable.yml", {**inputs, "rtol": "abc"}, tmp=tmp_path, repo=repo)
+    assert run.job("check on ubuntu-latest") == "failure", run.explain()
+    assert run.job("combined summary") == "failure", run.explain()
+    (uploaded,) = run.artifacts.glob("torch-upgrade-check-report-*-ubuntu-latest")  # act leaves the index empty
+    assert not (uploaded / "report.json").exists()
+    status = json.loads((uploaded / "runner-status.json").read_text())
+    assert (status["job_status"], status["steps"]["check"], status["verdict"], status["report"]) == (
+        "failure", "failure", "error", False), status
+    (combined,) = run.summaries("combined summary")
+    assert combined.startswith("## 💥 error\\: the run on cpu \\(ubuntu\\-latest\\) could not happen"), combined
+    assert "a bad input or config" in combined and "### 💥 Runs that could not happen" in combined
+    junit = (run.artifacts / "torch-upgrade-check-merged" / "junit.xml").read_text()
+    assert 'type="infrastructure"' in junit and "no report from this runner" in junit
+    merged = run.step_outputs("combined summary", "Merge the reports into one summary")  # the workflow's outputs
+    assert merged["verdict"] == "error" and merged["total"] == "0", merged
+    assert ("error", "torch-upgrade-check: input 'rtol'") in [a[:2] for a in run.annotations("check on")]
+
+    # "Re-run failed jobs": the same run's artifacts are there already; the uploads must replace them
+    rerun = run_act(act, "call-reusable.yml", inputs, tmp=tmp_path, repo=repo)
+    assert rerun.job("check on ubuntu-latest") == "success", rerun.explain()
+    assert rerun.job("combined summary") == "success", rerun.explain()
+    assert (uploaded / "report.json").is_file()
+    assert json.loads((uploaded / "runner-status.json").read_text())["report"] is True
+    assert (run.artifacts / "torch-upgrade-check-merged" / "summary.md").read_text().startswith("## ✅ passed")
+    assert "reusable-workflow verdict=passed result=success" in rerun.text("report the verdict")
 
 
 def test_torch_missing_is_an_infrastructure_error_even_with_fail_on_none(act: str, repo: Path, tmp_path: Path) -> None:

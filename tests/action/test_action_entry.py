@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from torch_upgrade_check import action_entry
+from torch_upgrade_check import action_entry, github
 from torch_upgrade_check.action_entry import env_name, main, plan
 
 
@@ -90,6 +92,38 @@ def test_every_problem_is_reported_together_and_exits_2(capsys: pytest.CaptureFi
     assert main(_env(rtol="x", atol="y", device="tpu")) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 3 and all(line.startswith("torch-upgrade-check: error: input '") for line in err)
+
+
+def test_bad_inputs_are_annotations_and_the_outputs_say_error(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "github_output"
+    output.write_text("")
+    env = {**_env(rtol="abc", fail_on="speed"), "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(output)}
+    assert main(env) == 2
+    problems = plan(env).problems
+    assert capsys.readouterr().out.splitlines() == [
+        f"::error title=torch-upgrade-check%3A input 'rtol'::{problems[0]}",
+        f"::error title=torch-upgrade-check%3A input 'fail-on'::{problems[1]}"]
+    blocks = re.findall(r"^([a-z-]+)<<(ghadelimiter_\S+)\n(.*?)\n\2$", output.read_text(), re.MULTILINE | re.DOTALL)
+    written = {name: value for name, _, value in blocks}
+    assert written == {"verdict": "error", "passed": "0", "suspicious": "0", "failed": "0", "errors": "0",
+                       "skipped": "0", "not-run": "0", "total": "0", "report": "", "junit": "", "summary": ""}
+
+
+def test_annotations_stop_at_githubs_ten_and_say_how_many_more() -> None:
+    stream = io.StringIO()
+    problems = [f"input 'x{i}' is wrong" for i in range(12)] + ["a config line: 100% wrong, really"]
+    github.stopped_early(problems, environ={"GITHUB_ACTIONS": "true"}, stream=stream, title="tuc: bad config")
+    lines = stream.getvalue().splitlines()
+    assert lines[:2] == ["::error title=torch-upgrade-check%3A input 'x0'::input 'x0' is wrong",
+                         "::error title=torch-upgrade-check%3A input 'x1'::input 'x1' is wrong"]
+    assert len(lines) == 11 and lines[-1] == "::notice title=torch-upgrade-check::and 3 more problems: see the step's log"
+    stream = io.StringIO()
+    github.stopped_early(problems[-1:], environ={"GITHUB_ACTIONS": "true"}, stream=stream, title="tuc: bad config")
+    assert stream.getvalue() == "::error title=tuc%3A bad config::a config line: 100%25 wrong, really\n"
+    stream = io.StringIO()
+    assert github.stopped_early(problems, environ={}, stream=stream)["verdict"] == "error"
+    assert stream.getvalue() == ""  # off GitHub: the plain stderr lines are enough
 
 
 def test_blank_inputs_take_the_defaults() -> None:

@@ -1,5 +1,6 @@
 """zizmor (default and pedantic) and actionlint report nothing on the action, the workflows and the examples;
-shellcheck has nothing to say about the action's shell. Each is skipped, saying so, when not installed."""
+shellcheck has nothing to say about the action's shell; the workflows, the action and dependabot.yml match
+their JSON schemas. Each is skipped, saying so, when not installed."""
 
 from __future__ import annotations
 
@@ -60,3 +61,14 @@ def test_shellcheck_finds_nothing_in_the_composite_actions() -> None:
             proc = subprocess.run([shellcheck, "--shell=bash", "-"], input=step["run"], capture_output=True,
                                   text=True, timeout=60, check=False)
             assert proc.returncode == 0, f"{path.relative_to(ROOT)}: {step.get('name')}\n{proc.stdout}"
+
+
+def test_workflows_actions_and_dependabot_match_their_json_schemas() -> None:
+    # check-jsonschema's vendored SchemaStore schemas: no network
+    tool = _tool("check-jsonschema", "check-jsonschema")
+    for schema, files in (("vendor.github-workflows", WORKFLOW_FILES),
+                          ("vendor.github-actions", ["action.yml"]),
+                          ("vendor.dependabot", [".github/dependabot.yml"])):
+        proc = subprocess.run([tool, "--builtin-schema", schema, *files], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr

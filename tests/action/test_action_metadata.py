@@ -3,7 +3,9 @@ every input documented (in action.yml and the README), the workflow's inputs the
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,14 +13,14 @@ from typing import Any
 import pytest
 import yaml
 
-from torch_upgrade_check import action_entry
+from torch_upgrade_check import action_entry, runner_status
 from torch_upgrade_check.model import Report
-from torch_upgrade_check.report.outputs import action_outputs
+from torch_upgrade_check.report.outputs import action_outputs, error_outputs
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTION = ROOT / "action.yml"
 REUSABLE = ROOT / ".github" / "workflows" / "torch-upgrade-check.yml"
-WORKFLOW_ONLY_INPUTS = ("runners", "artifact-name", "summary-runner")
+WORKFLOW_ONLY_INPUTS = ("runners", "artifact-name", "summary-runner", "timeout-minutes")
 OUR_WORKFLOWS = sorted([*(ROOT / ".github" / "workflows").glob("*.yml"), *(ROOT / "workflows").glob("*.yml"),
                         *(ROOT / "tests" / "action" / "workflows").glob("*.yml")])
 OUR_ACTIONS = sorted([ACTION, *(ROOT / "tests" / "action" / "act_stubs").glob("*/action.yml")])
@@ -85,14 +87,41 @@ def test_outputs_are_exactly_what_the_cli_writes(action: dict[str, Any]) -> None
     written = set(action_outputs([Report(tool_version="0", device="cpu", requested_device="cpu", label="",
                                         command=[], started="")],
                                  {"report": "", "junit": "", "summary": ""}))
-    assert set(action["outputs"]) == written
+    assert set(action["outputs"]) == written == set(error_outputs())
     for name, spec in action["outputs"].items():
-        assert spec["value"] == f"${{{{ steps.check.outputs.{name} }}}}"
+        # the verdict and counts fall back to what the setup step writes when it stops the action (bad
+        # `python` or `working-directory`, unsupported OS, failed install): verdict error, counts 0
+        fallback = f" || steps.setup.outputs.{name}" if name not in ("report", "junit", "summary") else ""
+        assert spec["value"] == f"${{{{ steps.check.outputs.{name}{fallback} }}}}"
+
+
+@pytest.mark.parametrize(("env", "code", "title"), [
+    ({"RUNNER_OS": "Windows"}, 2, "torch-upgrade-check%3A unsupported runner"),
+    ({"INPUT_WORKING_DIRECTORY": "no/such/dir"}, 2, "torch-upgrade-check%3A input 'working-directory'"),
+    ({"INPUT_PYTHON": "no-such-python%\n::warning::x"}, 2, "torch-upgrade-check%3A input 'python'"),
+])
+def test_the_setup_step_stops_with_an_annotation_and_error_outputs(action: dict[str, Any], tmp_path: Path,
+                                                                   env: dict[str, str], code: int, title: str) -> None:
+    (setup,) = [s for s in action["runs"]["steps"] if s.get("id") == "setup"]
+    output = tmp_path / "github_output"
+    base = {"PATH": os.environ["PATH"], "RUNNER_OS": "Linux", "RUNNER_TEMP": str(tmp_path), "GITHUB_OUTPUT": str(output),
+            "GITHUB_ACTION_PATH": str(ROOT), "INPUT_PYTHON": "python3", "INPUT_WORKING_DIRECTORY": "."}
+    proc = subprocess.run(["bash", "-c", setup["run"]], env={**base, **env}, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == code, proc.stderr
+    (annotation,) = proc.stdout.splitlines()  # one line: a newline in an input cannot start a command of its own
+    assert annotation.startswith(f"::error title={title}::error: "), annotation
+    assert proc.stderr.startswith("torch-upgrade-check: error: ")
+    if "%" in env.get("INPUT_PYTHON", ""):
+        assert "got 'no-such-python%25%0A::warning::x': not found" in annotation
+    lines = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    assert lines == {k: v for k, v in error_outputs().items() if k not in ("report", "junit", "summary")}
 
 
 def test_the_action_fails_fast_on_unsupported_runners_before_installing(action: dict[str, Any]) -> None:
     first = action["runs"]["steps"][0]["run"]
-    assert "RUNNER_OS" in first and "Linux|macOS" in first and "exit 2" in first
+    assert "Linux|macOS" in first and "stop 2" in first
+    assert first.index('case "${RUNNER_OS:-}"') < first.index('rm -rf -- "$venv"') < first.index("pip install")
 
 
 def test_shell_stays_bash_32_and_bsd_compatible() -> None:
@@ -123,7 +152,54 @@ def test_reusable_workflow_passes_every_input_to_the_action_it_checked_out(reusa
     (step,) = [s for s in job["steps"] if s.get("uses") == "./.torch-upgrade-check-action"]
     assert step["with"] == {n: f"${{{{ inputs.{n} }}}}" for n in action["inputs"]}
     assert job["strategy"]["fail-fast"] is False
-    assert reusable["jobs"]["summary"]["if"] == "always()"
+
+
+def test_reusable_workflow_survives_reruns_failures_and_hung_runners(reusable: dict[str, Any]) -> None:
+    check, summary = reusable["jobs"]["check"], reusable["jobs"]["summary"]
+    uploads = [s for job in (check, summary) for s in job["steps"] if s.get("uses", "").startswith("actions/upload-")]
+    assert len(uploads) == 2 and all(s["with"]["overwrite"] is True for s in uploads)  # "Re-run failed jobs": no 409
+    assert check["timeout-minutes"] == "${{ inputs.timeout-minutes }}" and isinstance(summary["timeout-minutes"], int)
+    assert on(reusable)["workflow_call"]["inputs"]["timeout-minutes"]["default"] == 120
+    # after a failure, not after a cancel: the status and report are uploaded, and the merge runs
+    assert summary["if"] == "${{ !cancelled() }}"
+    status_step, upload = check["steps"][-2:]
+    assert status_step["if"] == upload["if"] == "${{ !cancelled() }}"
+    assert "runner-status.json" in status_step["run"] and upload["with"]["path"] == "${{ runner.temp }}/torch-upgrade-check-upload"
+    assert "always()" not in REUSABLE.read_text()
+    ids = [s.get("id") for s in check["steps"]]
+    assert [i for i in ids if i] == [sid for sid, _ in runner_status.STEPS], "runner_status.STEPS names the job's steps"
+    for sid, _ in runner_status.STEPS:
+        assert status_step["env"][sid.upper()] == f"${{{{ steps.{sid}.outcome }}}}"
+    merge = next(s for s in summary["steps"] if s.get("id") == "merge")
+    assert "--runner-status" in merge["run"] and '--runners "$RUNNERS"' in merge["run"]
+
+
+def test_reusable_workflow_exports_the_actions_outputs(reusable: dict[str, Any], action: dict[str, Any]) -> None:
+    outputs = on(reusable)["workflow_call"]["outputs"]
+    assert list(outputs) == [n for n in action["outputs"] if n not in ("report", "junit", "summary")]
+    for name, spec in outputs.items():
+        fallback = "'error'" if name == "verdict" else "'0'"  # no merge at all: say so, never ""
+        assert spec["value"] == f"${{{{ jobs.summary.outputs.{name} || {fallback} }}}}"
+        assert reusable["jobs"]["summary"]["outputs"][name] == f"${{{{ steps.merge.outputs.{name} }}}}"
+
+
+def test_a_private_copy_of_the_action_can_be_checked_out(reusable: dict[str, Any]) -> None:
+    secret = on(reusable)["workflow_call"]["secrets"]["action-token"]
+    assert secret["required"] is False and "private" in secret["description"]
+    for job in reusable["jobs"].values():
+        (own,) = [s for s in job["steps"] if s.get("with", {}).get("path") == ".torch-upgrade-check-action"]
+        assert own["with"]["token"] == "${{ secrets.action-token || github.token }}"
+        assert own["with"]["persist-credentials"] is False
+
+
+def test_every_job_has_a_timeout() -> None:
+    for path in OUR_WORKFLOWS:
+        for name, job in load(path)["jobs"].items():
+            assert "uses" in job or "timeout-minutes" in job, f"{path.name}: job {name!r} needs timeout-minutes"
+
+
+# The only write permissions anywhere: the comment example writes its comment; the release job its release and tag.
+WRITES = {("pr-comment.yml", "comment"): {"pull-requests"}, ("release.yml", "release"): {"contents"}}
 
 
 def test_permissions_are_empty_at_the_top_and_granted_per_job() -> None:
@@ -133,8 +209,30 @@ def test_permissions_are_empty_at_the_top_and_granted_per_job() -> None:
         assert "pull_request_target" not in on(doc), f"{path.name}: never pull_request_target"
         for name, job in doc["jobs"].items():
             assert "permissions" in job, f"{path.name}: job {name!r} must say which permissions it needs"
-            granted = job["permissions"] or {}
-            assert all(v in ("read", "none") for k, v in granted.items() if k != "pull-requests"), (path.name, name)
+            writes = {k for k, v in (job["permissions"] or {}).items() if v not in ("read", "none")}
+            assert writes == WRITES.get((path.name, name), set()), (path.name, name, writes)
+
+
+def test_release_runs_only_on_v1_tags_and_moves_v1() -> None:
+    release = load(ROOT / ".github" / "workflows" / "release.yml")
+    assert on(release) == {"push": {"tags": ["v1.*.*"]}}
+    (job,) = release["jobs"].values()
+    assert job["permissions"] == {"contents": "write"}
+    text = "\n".join(s.get("run", "") for s in job["steps"])
+    assert "refs/tags/v1" in text and "gh release create" in text and "pyproject.toml" in text and "CHANGELOG.md" in text
+    assert all("GH_TOKEN" not in s.get("env", {}) for s in job["steps"] if "gh " not in s.get("run", ""))
+
+
+def test_examples_pin_this_workflow_by_sha_with_its_version() -> None:
+    for path in sorted((ROOT / "workflows").glob("*.yml")):
+        for m in re.finditer(r"uses:\s*(OWNER/torch-upgrade-check\S*)(.*)", path.read_text()):
+            assert SHA_PIN.match(m.group(1)) and re.search(r"#\s*v1\.\d+\.\d+", m.group(2)), (path.name, m.group(0))
+
+
+def test_the_license_and_changelog_ship() -> None:
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    assert 'license = { text = "MIT" }' in (ROOT / "pyproject.toml").read_text()
+    assert re.search(r"^## \[1\.0\.0\]", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
 
 
 def test_third_party_actions_are_pinned_by_full_sha_with_the_version_beside() -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,3 +31,12 @@ def validate_against_schema(config_file: Path) -> None:
     proc = subprocess.run([tool, "--schemafile", str(SCHEMA), str(config_file)], capture_output=True, text=True,
                           check=False, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def find_tool(name: str) -> str | None:
+    """A tool beside this interpreter (the venv's bin, where the test extra installs it, and where scripts/test.sh
+    leaves it off PATH), else on PATH; the same rule as tests/action/act_harness.py."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which(name)

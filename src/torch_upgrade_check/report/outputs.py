@@ -30,3 +30,11 @@ def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[
     if clash:
         raise ValueError(f"path outputs {clash} would overwrite count outputs; name them differently")
     return {**outputs, **paths}
+
+
+def error_outputs() -> dict[str, str]:
+    """The outputs of a run that could not start (a bad input, say): verdict `error`, every count 0, no paths.
+
+    The same names as action_outputs, so a later step or job reads them the same way either way.
+    """
+    return {**action_outputs([], {"report": "", "junit": "", "summary": ""}), "verdict": "error"}
