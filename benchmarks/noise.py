@@ -37,7 +37,8 @@ def main() -> int:
     args = parser.parse_args()
     specs = [s for s in suite.plan(suite.BUILTIN, "cpu", args.only or ["latency"]) if s.aspect == "latency"]
     tmp = Path(tempfile.mkdtemp(prefix="tuc-noise-"))
-    pair = measure.Pair(args.python, args.python, tmp / "logs", measure.default_threads())
+    threads = measure.default_threads()
+    pair = measure.Pair(args.python, args.python, tmp / "logs", threads, cpus=measure.pinned_cpus(threads))
     tracks = {s.id: measure._Track(s, 0.10) for s in specs}
     for p in range(1, args.pairs + 1):
         with pair.start(p) as (b, c):
@@ -57,7 +58,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "noise.json").write_text(json.dumps({"pairs": args.pairs, "rounds": measure.LATENCY_ROUNDS,
-                                                 "threads": pair.threads, "checks": rows}, indent=2))
+                                                 "threads": pair.threads, "cpus": pair.cpus, "checks": rows}, indent=2))
     print("| check | round SD (within a pair) | pair SD | per-pair offset SD | largest pair offset |")
     print("| --- | --- | --- | --- | --- |")
     for check, r in rows.items():

@@ -47,10 +47,12 @@ def test_binomial_interval() -> None:
     assert stats.binomial_interval(10, 20)[0] < 0.5 < stats.binomial_interval(10, 20)[1]
 
 
-def batch(rng: random.Random, effect: float, *, rounds: int = 12, noise: float = 0.04, offset: float = 0.02,
-          stall: float = 0.02) -> ab.Batch:
-    """One fresh pair: a per-pair offset, per-round noise, now and then a stalled round on either side."""
-    shift = rng.gauss(0, offset)
+def batch(rng: random.Random, effect: float, *, rounds: int = 24, noise: float = 0.10, offset: float = 0.02,
+          stall: float = 0.02, odd: float = 0.0) -> ab.Batch:
+    """One fresh pair: a per-pair offset, per-round noise, now and then a stalled round on either side, and
+    with probability `odd` a pair that is 20% off as a whole. The defaults are what benchmarks/noise.py
+    measured here with both sides pinned to one CPU: round SD 6-16%, pair SD 1-5%."""
+    shift = rng.gauss(0, offset) + (rng.choice((-0.2, 0.2)) if rng.random() < odd else 0.0)
     base, cand = [], []
     for _ in range(rounds):
         b = 1.0 * (1.5 if rng.random() < stall else 1.0)
@@ -64,7 +66,7 @@ def run(rng: random.Random, effect: float, threshold: float = 0.10, max_batches:
     """The sequential procedure of orchestrate.measure: a batch at a time until settled or out of batches."""
     batches: list[ab.Batch] = []
     for i in range(max_batches):
-        batches.append(batch(rng, effect, **noise))
+        batches.append(batch(rng, effect, rounds=ab.rounds_for(batches), **noise))
         decision = ab.decide(batches, threshold, alpha=ALPHA, final=i == max_batches - 1)
         if decision.state != "pending":
             return decision
@@ -83,17 +85,17 @@ def outcomes(effect: float, n: int = 400, seed: int = 1, **noise: float) -> dict
 def test_no_change_never_fails_or_improves_and_rarely_warns() -> None:
     tally = outcomes(0.0, n=1000)
     assert tally.get("regression", 0) == 0 and tally.get("improved", 0) == 0
-    assert tally.get("suspicious", 0) <= 5  # per check; a run of 24 checks warns in far fewer than 1 in 20
+    assert tally.get("suspicious", 0) <= 2  # per check; a run of 24 checks warns in far fewer than 1 in 20
 
 
-def test_no_change_with_large_process_offsets_still_never_fails() -> None:
-    """What fresh pairs are for: a process pair 15% off (allocator, thread placement) shows in one batch only."""
-    tally = outcomes(0.0, n=300, offset=0.08)
-    assert tally.get("regression", 0) == 0 and tally.get("improved", 0) == 0
+def test_odd_process_pairs_do_not_make_a_failure() -> None:
+    """What fresh pairs are for: one pair in ten 20% off as a whole (allocator, placement) is outvoted."""
+    tally = outcomes(0.0, n=1000, odd=0.1)
+    assert tally.get("regression", 0) + tally.get("improved", 0) <= 3
 
 
-def test_below_the_threshold_never_fails() -> None:
-    assert outcomes(0.05).get("regression", 0) == 0
+def test_below_the_threshold_almost_never_fails() -> None:
+    assert outcomes(0.05, n=600).get("regression", 0) <= 3  # at most 0.5% of checks, at a true 5%
 
 
 @pytest.mark.parametrize("effect", [0.25, 0.50])
@@ -103,23 +105,24 @@ def test_large_slowdowns_always_fail(effect: float) -> None:
 
 def test_a_slowdown_at_the_threshold_fails_about_half_the_time() -> None:
     tally = outcomes(0.10, n=400)
-    assert 0.3 <= tally.get("regression", 0) / 400 <= 0.7
+    assert 0.4 <= tally.get("regression", 0) / 400 <= 0.7
 
 
-def test_a_regression_needs_a_second_fresh_pair() -> None:
+def test_a_regression_needs_three_fresh_pairs() -> None:
     rng = random.Random(3)
-    first = [batch(rng, 0.5)]
+    first = [batch(rng, 0.5), batch(rng, 0.5)]
     pending = ab.decide(first, 0.10, alpha=ALPHA, final=False)
     assert pending.state == "pending" and pending.ratio > 1.4
-    assert ab.decide(first, 0.10, alpha=ALPHA, final=True).state == "suspicious"  # no budget for a second pair
+    out_of_budget = ab.decide(first, 0.10, alpha=ALPHA, final=True)
+    assert out_of_budget.state == "suspicious" and "a failure needs 3 that agree" in out_of_budget.why
     confirmed = ab.decide([*first, batch(rng, 0.5)], 0.10, alpha=ALPHA, final=False)
-    assert confirmed.state == "regression" and confirmed.agreeing == 2 and confirmed.batches == 2
+    assert confirmed.state == "regression" and confirmed.agreeing == 3 and confirmed.batches == 3
 
 
-def test_one_odd_pair_among_several_does_not_fail() -> None:
+def test_two_odd_pairs_among_four_do_not_fail() -> None:
     rng = random.Random(5)
-    odd = ab.Batch((1.0,) * 12, (1.4,) * 6 + (1.45,) * 6)  # one pair 40% off, as the old single pair once was
-    batches = [odd, batch(rng, 0.0), batch(rng, 0.0)]
+    odd = ab.Batch((1.0,) * 24, (1.4,) * 12 + (1.45,) * 12)  # a pair 40% off, as the old single pair once was
+    batches = [odd, batch(rng, 0.0), odd, batch(rng, 0.0)]
     assert ab.decide(batches, 0.10, alpha=ALPHA, final=True).state != "regression"
 
 
@@ -137,24 +140,32 @@ def test_exact_memory_series(before: float, after: float, state: str) -> None:
     if state == "unchanged":
         assert first.state == "unchanged" and not math.isnan(first.ratio)
         return
-    assert first.state == "pending"  # even an exact change is re-measured in a fresh pair
-    assert ab.decide([exact, exact], 0.20, alpha=ALPHA, final=False, floor=65536).state == state
+    assert first.state == "pending"  # even an exact change is re-measured in fresh pairs
+    assert ab.decide([exact] * 3, 0.20, alpha=ALPHA, final=False, floor=65536).state == state
 
 
 def test_too_noisy_to_settle_says_how_much_more_would() -> None:
     rng = random.Random(11)
     decision = None
-    for _ in range(50):
-        decision = run(rng, 0.03, max_batches=1, noise=0.15, offset=0.0, stall=0.0)
-        if decision.state == "suspicious":
+    for _ in range(200):
+        decision = run(rng, 0.03, max_batches=1, noise=0.25, offset=0.0, stall=0.0)
+        if decision.state == "suspicious" and decision.ratio < 1.1:
             break
     assert decision is not None and decision.state == "suspicious"
     assert decision.more_rounds > 0 and "too noisy to rule out a slowdown of 10%" in decision.why
     assert f"about {decision.more_rounds} more rounds would settle it" in explain(decision, 0.10, format_ms, "latency")
 
 
+def test_rounds_follow_the_noise() -> None:
+    rng = random.Random(9)
+    assert ab.rounds_for([]) == 24
+    assert ab.rounds_for([batch(rng, 0.0, noise=0.02, stall=0.0)]) == 24
+    assert ab.rounds_for([batch(rng, 0.0, noise=0.10, stall=0.0)]) > 24
+    assert ab.rounds_for([batch(rng, 0.0, noise=0.5, stall=0.0)]) == 96
+
+
 def test_explanation_is_one_line_a_reviewer_reads() -> None:
-    d = ab.Decision("regression", 1.14, 1.09, 1.19, 1e-4, 10.0, 11.4, 24, 2, 2, "confirmed in 2 of 2 fresh process pairs")
+    d = ab.Decision("regression", 1.14, 1.09, 1.19, 1e-4, 10.0, 11.4, 72, 3, 3, "confirmed in 3 of 3 fresh process pairs")
     assert explain(d, 0.10, format_ms, "latency") == (
-        "regression: latency 1.14× slower (95% CI 1.09–1.19), 10 ms → 11.4 ms; confirmed in 2 of 2 fresh process "
-        "pairs; threshold 1.10×, 24 rounds in 2 process pairs")
+        "regression: latency 1.14× slower (95% CI 1.09–1.19), 10 ms → 11.4 ms; confirmed in 3 of 3 fresh process "
+        "pairs; threshold 1.10×, 72 rounds in 3 process pairs")

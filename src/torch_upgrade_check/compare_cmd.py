@@ -205,9 +205,8 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
             say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
 
         record()  # a run killed during the A/B rounds shows them as not-run
-        cpus = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
         pair = measure.Pair(pythons["baseline"], pythons["candidate"], out / "logs", settings.threads,
-                            tuple(settings.python_path), cpus)
+                            tuple(settings.python_path), measure.pinned_cpus(settings.threads or 1))
         measure.measure(ab_specs, pair, {"latency": thresholds.latency, "memory": thresholds.memory},
                         timeout_s=settings.timeout_s, budget_s=budget_s, say=say, on_track=on_track)
     if has_baseline:

@@ -110,9 +110,14 @@ def hl_interval(d: Sequence[float], alpha: float) -> tuple[float, float]:
     if n == 0:
         return math.nan, math.nan
     walsh = walsh_averages(d)
-    count = 0
-    while count < len(walsh) and _signed_rank_cdf(n, count) <= alpha:
-        count += 1
+    low, high = 0, len(walsh)  # count = the number of t >= 0 with P(T+ <= t) <= alpha (the cdf rises with t)
+    while low < high:
+        mid = (low + high) // 2
+        if _signed_rank_cdf(n, mid) <= alpha:
+            low = mid + 1
+        else:
+            high = mid
+    count = low
     if count == 0:
         return -math.inf, math.inf
     return walsh[count - 1], walsh[len(walsh) - count]

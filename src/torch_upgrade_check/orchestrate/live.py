@@ -18,6 +18,8 @@ from torch_upgrade_check.model import CheckSpec, Observation
 from torch_upgrade_check.orchestrate import workers
 from torch_upgrade_check.schema import PLAN_KIND, PLAN_VERSION
 
+FAST_POLL_S = 0.0005
+
 
 class LiveWorker:
     def __init__(self, python: str, *, log_dir: Path, name: str, threads: int | None, python_path: list[str],
@@ -76,7 +78,9 @@ class LiveWorker:
                 self.proc = None
                 return self._failure(spec, f"timed out after {timeout_s:g}s (per-check --timeout); the worker was killed",
                                      time.monotonic() - started)
-            time.sleep(workers.POLL_S)
+            # A/B rounds are tens of milliseconds: answer them at once, and back off for long checks
+            waited = time.monotonic() - started
+            time.sleep(FAST_POLL_S if waited < 1.0 else workers.POLL_S)
 
     def _read(self) -> list[dict[str, Any]]:
         assert self.events is not None

@@ -3,7 +3,7 @@
 Loop batches outside, checks inside: batch 1 measures every A/B check in one new baseline/candidate
 pair; each later batch starts a new pair and measures only the checks still unsettled, until each is
 settled (analysis.ab) or has spent its time budget. Both sides run with the same explicit thread
-count, the same CPU affinity, OpenMP's passive waiting (an idle side's spinning threads would steal
+count, pinned to the same CPUs, OpenMP's passive waiting (an idle side's spinning threads would steal
 the other side's CPU), the garbage collector off while timing, and the same loop count per sample,
 calibrated once (batch 1, on the faster side) so that a sample lasts at least MIN_SAMPLE_S.
 """
@@ -22,7 +22,8 @@ from torch_upgrade_check.analysis.verdicts import decide, format_bytes, format_m
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
 from torch_upgrade_check.orchestrate.live import LiveWorker
 
-LATENCY_ROUNDS, LATENCY_SAMPLES = 12, 3  # per batch: ABBA rounds, samples per side per round (their median counts)
+LATENCY_ROUNDS, LATENCY_SAMPLES = 24, 1  # the first batch: ABBA rounds, samples per side per round
+MAX_ROUNDS = 96  # later batches size their rounds from the noise of the earlier ones, up to this
 MEMORY_ROUNDS = 6
 WARMUP_ROUNDS = 1  # per check per batch, discarded: caches, allocator and thread pools settle in a new process
 MIN_SAMPLE_S = 0.01  # a sample times enough calls to last this long (timer resolution, scheduler jitter)
@@ -31,11 +32,24 @@ MAX_BATCHES = 6
 DEFAULT_BUDGET_S = 20.0  # measuring time per check (both sides, warm-ups apart) before an unsettled one is suspicious
 
 
+def usable_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+
+
 def default_threads() -> int:
     """compare gives both sides the same explicit CPU thread count: half the CPUs this process may use (at
     least 1), leaving room for the orchestrator and the machine's own noise."""
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
-    return max(1, usable // 2)
+    return max(1, len(usable_cpus()) // 2)
+
+
+def pinned_cpus(threads: int) -> tuple[int, ...]:
+    """The CPUs both sides are pinned to: the same `threads` CPUs (the last ones this process may use).
+
+    Measured on a 2-vCPU runner: left to the scheduler, the two workers land on different vCPUs whose
+    speed differs for seconds at a time, and round-to-round noise was 12-19%; pinned to one CPU, 2-7%.
+    """
+    cpus = usable_cpus()
+    return tuple(cpus[-threads:]) if threads <= len(cpus) else tuple(cpus)
 
 
 @dataclass(frozen=True)
@@ -108,7 +122,8 @@ def measure(
                 per_batch = t.seconds / len(t.batches)
                 last = batch == MAX_BATCHES or t.seconds + per_batch > budget_s
                 floor = MEMORY_FLOOR_BYTES if t.spec.aspect == "memory" else 0.0
-                t.decision = ab.decide(t.batches, t.threshold, alpha=alpha, final=last, floor=floor)
+                t.decision = ab.decide(t.batches, t.threshold, alpha=alpha, final=last, floor=floor,
+                                       increase="slowdown" if t.spec.aspect == "latency" else "growth")
                 if not t.open:
                     on_track(t)
 
@@ -116,7 +131,10 @@ def measure(
 def _measure_batch(t: _Track, baseline: LiveWorker, candidate: LiveWorker, timeout_s: float) -> None:
     """Warm-up, then ABBA rounds; a failure on either side ends the check with both sides' observations."""
     latency = t.spec.aspect == "latency"
-    rounds = LATENCY_ROUNDS if latency else MEMORY_ROUNDS
+    floor = 0.0 if latency else MEMORY_FLOOR_BYTES
+    least = LATENCY_ROUNDS if latency else MEMORY_ROUNDS
+    seen_exact = bool(t.batches) and all(b.exact for b in t.batches)
+    rounds = least if seen_exact else ab.rounds_for(t.batches, floor, least=least, most=MAX_ROUNDS)
     values: dict[str, list[float]] = {"b": [], "c": []}
     raw: dict[str, list[list[float]]] = {"b": [], "c": []}
     seconds = 0.0
@@ -196,12 +214,12 @@ def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what:
     pairs; threshold 1.10×"."""
     if math.isnan(d.ratio):
         return f"{d.state}: {d.why}"
-    if d.ratio >= 1:
+    if round(d.ratio, 2) == 1.0:
+        size = "the same" if d.ci_low == d.ci_high else "1.00×"
+    elif d.ratio > 1:
         size = f"{d.ratio:.2f}× {'slower' if what == 'latency' else 'more'}"
     else:
         size = f"{1 / d.ratio:.2f}× {'faster' if what == 'latency' else 'less'}"
-    if d.ratio == 1.0 and d.ci_low == d.ci_high:
-        size = "the same"
     interval = "" if d.ci_low == d.ci_high else f" (95% CI {d.ci_low:.2f}–{d.ci_high:.2f})"
     medians = f"{fmt(d.baseline_median)} → {fmt(d.candidate_median)}"
     more = f"; about {d.more_rounds} more rounds would settle it (raise --ab-budget)" if d.more_rounds else ""
