@@ -163,7 +163,7 @@ def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
     """Eager forward latency: warm-up, then samples of `inner` calls each, the device synchronised around each.
 
     `inner` is given by compare (the same on both sides) or calibrated here so that a sample lasts
-    at least `min_sample_s`. The garbage collector is off while a sample is timed.
+    at least `min_sample_s`. The garbage collector is off while samples are timed (it runs between requests).
     """
     if isinstance(inst.model, torch.nn.Module):
         inst.model.eval()
@@ -188,7 +188,7 @@ def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
         once = max(timed(1), 1e-7)
         inner = int(params.get("inner") or max(1, int(float(params.get("min_sample_s", 0.005)) / once) + 1))
         samples: list[float] = []
-        gc.collect()
+        # no collection before timing: with Dynamo's and Inductor's objects alive it costs ~100 ms a request
         enabled = gc.isenabled()
         gc.disable()
         try:
