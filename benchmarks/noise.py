@@ -39,11 +39,11 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="tuc-noise-"))
     threads = measure.default_threads()
     pair = measure.Pair(args.python, args.python, tmp / "logs", threads, cpus=measure.pinned_cpus(threads))
-    tracks = {s.id: measure._Track(s, 0.10) for s in specs}
+    tracks = {s.id: measure.Track(s, 0.10) for s in specs}
     for p in range(1, args.pairs + 1):
         with pair.start(p) as (b, c):
             for t in tracks.values():
-                measure._measure_batch(t, b, c, timeout_s=300)
+                measure.measure_batch(t, b, c, timeout_s=300)
         print(f"pair {p}/{args.pairs} done", flush=True)
     rows = {}
     for check, t in tracks.items():

@@ -198,7 +198,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 reports[role] = replace(reports[role], results=(*done[role], *pending[role].values()))
             write()
 
-        def on_track(track: measure._Track) -> None:
+        def on_track(track: measure.Track) -> None:
             base, cand = measure.results(track, settings.max_latency_ms)
             record(base, cand)
             finished[0] += 1

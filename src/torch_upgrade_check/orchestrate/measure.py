@@ -74,7 +74,7 @@ class Pair:
 
 
 @dataclass
-class _Track:
+class Track:
     """One A/B check across batches."""
 
     spec: CheckSpec
@@ -103,10 +103,10 @@ def measure(
     timeout_s: float,
     budget_s: float = DEFAULT_BUDGET_S,
     say: Callable[[str], None],
-    on_track: Callable[[_Track], None],
+    on_track: Callable[[Track], None],
 ) -> None:
     """Measure every spec A/B until settled or out of budget; `on_track` gets each check once it is decided."""
-    tracks = [_Track(s, thresholds[s.aspect]) for s in specs]
+    tracks = [Track(s, thresholds[s.aspect]) for s in specs]
     alpha = ab.FAMILY_ALPHA / max(1, len(tracks))  # the run's false-alarm budget, shared (Bonferroni)
     for batch in range(1, MAX_BATCHES + 1):
         todo = [t for t in tracks if t.open]
@@ -115,7 +115,7 @@ def measure(
         say(f"A/B batch {batch}: {len(todo)} check{'s' if len(todo) != 1 else ''} in a fresh pair of workers")
         with pair.start(batch) as (b, c):
             for t in todo:
-                _measure_batch(t, b, c, timeout_s)
+                measure_batch(t, b, c, timeout_s)
                 if t.failed is not None:
                     on_track(t)
                     continue
@@ -128,7 +128,7 @@ def measure(
                     on_track(t)
 
 
-def _measure_batch(t: _Track, baseline: LiveWorker, candidate: LiveWorker, timeout_s: float) -> None:
+def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout_s: float) -> None:
     """Warm-up, then ABBA rounds; a failure on either side ends the check with both sides' observations."""
     latency = t.spec.aspect == "latency"
     floor = 0.0 if latency else MEMORY_FLOOR_BYTES
@@ -171,7 +171,7 @@ def _measure_batch(t: _Track, baseline: LiveWorker, candidate: LiveWorker, timeo
         t.samples[side] += [x for s in raw[side] for x in s]
 
 
-def results(t: _Track, max_latency_ms: dict[str, float]) -> tuple[CheckResult, CheckResult]:
+def results(t: Track, max_latency_ms: dict[str, float]) -> tuple[CheckResult, CheckResult]:
     """The baseline's and the candidate's results of one A/B check."""
     spec = t.spec
     if t.failed is not None:
