@@ -93,7 +93,9 @@ def install_commands(installer: str, python: str, *, requirement: str, index_url
     appends `torch==<installed>` to that one, so nothing there can swap torch)."""
     def command(opts: list[str], reqs: list[str]) -> tuple[list[str], list[str]]:
         if installer == "uv":
-            return [uv, "pip", "install", "--python", python, *opts, *reqs], reqs
+            # compiled at install, as pip does: a venv is complete when published, never written to by the runs
+            # that import from it, and its imports are fast from the first run (also under PYTHONDONTWRITEBYTECODE)
+            return [uv, "pip", "install", "--compile-bytecode", "--python", python, *opts, *reqs], reqs
         return [python, "-m", "pip", "install", "--disable-pip-version-check", *opts, *reqs], reqs
 
     companions, others = split_requirements(extra_requirements)

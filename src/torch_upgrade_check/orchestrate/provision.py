@@ -298,7 +298,11 @@ def ensure_envs(specs: Mapping[str, TorchSpec], opts: Options, *, say: Callable[
         return {role: one(role, spec) for role, spec in specs.items()}
     with ThreadPoolExecutor(max_workers=len(specs), thread_name_prefix="install") as pool:
         futures = {role: pool.submit(one, role, spec) for role, spec in specs.items()}
-        errors = [f.exception() for f in futures.values()]
+        try:
+            errors = [f.exception() for f in futures.values()]
+        except BaseException:  # Ctrl-C: stop both installers rather than wait for them
+            cancel.set()
+            raise
     first = next((e for e in errors if e is not None and not isinstance(e, installer.Cancelled)),
                  next((e for e in errors if e is not None), None))
     if first is not None:
