@@ -238,3 +238,20 @@ def test_the_store_is_stdlib_only() -> None:
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert all(name.split(".")[0] in sys.stdlib_module_names for name in names), names
+
+
+def test_uvs_cache_is_pruned_before_any_venv_is_evicted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "uv-cache"
+    cache.mkdir()
+    (cache / "wheel").write_bytes(b"w" * 3 * MB)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "uv").write_text('#!/bin/sh\n[ "$1 $2 $3" = "cache prune --ci" ] && /bin/rm -f "$UV_CACHE_DIR/wheel"\n')
+    (bindir / "uv").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.setenv("UV_CACHE_DIR", str(cache))
+    lease = store.acquire(tmp_path / "venvs", "torch-a-1", plan=PLAN, stale=fresh, build=fake_build(size=2 * MB),
+                          say=print)
+    lease.release()
+    provision.trim(tmp_path / "venvs", 4 * MB / store.GB, say=print)  # 5 MB in all: over the cap
+    assert not (cache / "wheel").exists() and lease.path.exists()

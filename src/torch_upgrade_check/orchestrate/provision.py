@@ -319,8 +319,11 @@ def trim(root: Path, cap_gb: float, *, say: Callable[[str], None] = print) -> No
     if uv_bytes and uv_bytes + sum(e.size_bytes for e in store.entries(root)) > cap:
         uv = installer.find_uv()
         if uv:
-            subprocess.run([uv, "cache", "prune", "--ci"], capture_output=True, timeout=600, check=False,
-                           env=installer.installer_env("uv"))
+            try:  # uv waits for its cache's lock while another job installs: then prune another time
+                subprocess.run([uv, "cache", "prune", "--ci"], capture_output=True, timeout=120, check=False,
+                               env=installer.installer_env("uv"))
+            except (OSError, subprocess.SubprocessError) as e:
+                say(f"uv's cache at {uv_cache} was not pruned: {e}")
             uv_bytes = store.folder_size(uv_cache)
     store.evict(root, cap, say=say, other_bytes=uv_bytes)
 

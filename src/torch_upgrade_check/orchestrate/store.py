@@ -138,23 +138,23 @@ def _generations(root: Path, name: str) -> list[tuple[float, Path, dict[str, Any
 
 
 def _reuse(root: Path, name: str, plan: Any, stale: Callable[[Path, dict[str, Any]], str],
-           say: Callable[[str], None]) -> tuple[Lease | None, bool]:
-    """(a lease on the newest published venv of `name` when it matches and is fresh, whether one existed)."""
+           say: Callable[[str], None]) -> Lease | None:
+    """A lease on the newest published venv of `name` when it matches and is fresh, else None."""
     for _, path, record in _generations(root, name):
         if record.get("plan") != plan:
             continue
         why = stale(path, record)
         if why:
             say(f"not reusing {path}: {why}")
-            return None, True
+            return None
         fd = _lock_file(root, path.name + ".lock")
         _wait(fd, "sh", what=f"{path} to be released", wait_s=EVICT_WAIT_S, say=say)  # only a deletion holds it
         if read_record(path) is None:  # deleted while we waited for the lock
             os.close(fd)
             continue
         _touch(path)
-        return Lease(path, record, True, fd), True
-    return None, False
+        return Lease(path, record, True, fd)
+    return None
 
 
 def _touch(path: Path) -> None:
@@ -171,7 +171,7 @@ def acquire(root: Path, name: str, *, plan: Any, stale: Callable[[Path, dict[str
     (nothing against it), else a new one that `build(folder)` makes (it returns the record). Only one job
     builds a name at a time; a second one waits, then reuses what the first built."""
     root.mkdir(parents=True, exist_ok=True)
-    lease, _ = _reuse(root, name, plan, stale, say)
+    lease = _reuse(root, name, plan, stale, say)
     if lease:
         return lease
     build_fd = _lock_file(root, name + ".build")
@@ -180,7 +180,7 @@ def acquire(root: Path, name: str, *, plan: Any, stale: Callable[[Path, dict[str
             say(f"another build of {name} is under way (the other side's, or another job's); waiting for it")
             _wait(build_fd, "ex", what=f"the other build of {name}", wait_s=BUILD_WAIT_S, say=say,
                   heartbeat_s=heartbeat_s)
-            lease, _ = _reuse(root, name, plan, stale, say)  # it finished while we waited
+            lease = _reuse(root, name, plan, stale, say)  # it finished while we waited
             if lease:
                 return lease
         path = root / f"{name}--{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
