@@ -77,6 +77,7 @@ def _python_for(sides: dict[str, tuple[provision.TorchSpec | None, str | None]],
     """Each side's interpreter: a prepared one as given, `current` the tool's --python, any other SPEC from the
     venv store, reused or installed, both sides in parallel inside one foldable group of the job's log, then
     one line a side saying how (installed in N s, or reused)."""
+    given = {role: session.resolve_python(prepared) for role, (_, prepared) in sides.items() if prepared}  # fail fast
     installs = {role: spec for role, (spec, prepared) in sides.items()
                 if spec is not None and not prepared and spec.kind != "current"}
     ready: dict[str, provision.Prepared] = {}
@@ -98,8 +99,8 @@ def _python_for(sides: dict[str, tuple[provision.TorchSpec | None, str | None]],
         for role, prepared in ready.items():
             say(f"{role}: {prepared.outcome()}")
         provision.trim(opts.root, args.venv_cap_gb, say=say)
-    return {role: session.resolve_python(prepared) if prepared else ready[role].python if role in ready else base_python
-            for role, (_, prepared) in sides.items()}
+    return {role: given[role] if role in given else ready[role].python if role in ready else base_python
+            for role in sides}
 
 
 def compare_head(args: argparse.Namespace) -> list[str]:
