@@ -11,6 +11,7 @@ from typing import Any
 from torch_upgrade_check.model import Outcome, Report, Verdict
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN})
+ATTENTION = FAILING | {Outcome.SUSPICIOUS}  # what the job summary shows open, before everything that passed
 CORRECTNESS_ASPECTS = frozenset({"numerics", "cross-backend", "cross-version", "compile", "determinism",
                                   "deterministic-backward", "fsdp2"})
 AB_ASPECTS = {"latency": "ms", "memory": "bytes"}  # aspects a comparison measures A/B, and the unit of their medians
@@ -112,6 +113,20 @@ def nothing_ran(report: Report) -> bool:
     counts = report.counts()
     failing = any(counts[o.value] for o in FAILING)
     return not report.infra_error and not failing and report.verdict() is Verdict.FAILED
+
+
+def worst_tensor(metrics: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The compared tensor furthest from its golden: NaN first, then the largest RMSE relative to the tensor's
+    scale, as the closeness verdict ranks them; None when the check compared no tensors."""
+    tensors = metrics.get("per_tensor")
+    tensors = [t for t in tensors if isinstance(t, Mapping)] if isinstance(tensors, list) else []
+
+    def badness(t: Mapping[str, Any]) -> tuple[bool, float]:
+        rmse, scale = number(t.get("rmse")), number(t.get("scale"))
+        relative = (rmse or 0.0) / (scale if scale and math.isfinite(scale) else 1.0)
+        return bool(number(t.get("nan"))), math.inf if math.isnan(relative) else relative
+
+    return max(tensors, key=badness) if tensors else None
 
 
 def sig(value: float) -> str:
