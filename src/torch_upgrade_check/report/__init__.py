@@ -174,22 +174,3 @@ def ratio_with_ci(metrics: Mapping[str, Any], *, compact: bool = False) -> str:
     return f"{ratio_number(ratio)}× (95% CI {ratio_number(low)}–{ratio_number(high)}×)"
 
 
-def change_text(aspect: str, metrics: Mapping[str, Any]) -> str:
-    """One line on an A/B comparison: medians, ratio with CI, p-value, threshold, whether confirmed; "" when none."""
-    change = metrics.get("change")
-    if aspect not in AB_ASPECTS or not isinstance(change, str):
-        return ""
-    kind = AB_ASPECTS[aspect]
-    parts = [f"{one_line(change)}: candidate {quantity(metrics.get('candidate_median'), kind)} vs baseline "
-             f"{quantity(metrics.get('baseline_median'), kind)}"]
-    ratio = ratio_with_ci(metrics)
-    if ratio:
-        parts.append(ratio)
-    p, threshold = number(metrics.get("p_value")), number(metrics.get("threshold"))
-    if p is not None:
-        parts.append(f"p={sig(p)}")
-    if threshold is not None:
-        parts.append(f"threshold +{sig(threshold * 100)}%")
-    if metrics.get("confirmed") is True:
-        parts.append("confirmed by a second batch")
-    return ", ".join(parts)
