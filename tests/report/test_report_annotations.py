@@ -95,7 +95,7 @@ def test_comparison_annotations_name_the_check_ratio_ci_and_divergent_module() -
     name, message = by_title["transformer_block[float32]/cross-version failed on cuda candidate 2.13.0"]
     assert name == "error" and "first divergent module: layers.0.self_attn (max abs err 0.0123)" in message
     name, message = by_title["transformer_block[float32]/latency suspicious on cuda candidate 2.13.0"]
-    assert name == "warning" and "1.14× (95% CI 1.02–1.26×)" in message and "repro:" not in message
+    assert name == "warning" and "1.14× slower (95% CI 1.02–1.26)" in message and "repro:" not in message
     assert not any("baseline" in title for title in by_title)
 
 

@@ -148,7 +148,7 @@ def test_suspicious_passes_with_a_note() -> None:
     assert regression.is_passed
     failure = next(c for suite in xml for c in suite if c.name == "resnet18[float32]/latency" and "candidate" in suite.name)
     assert isinstance(failure.result[0], Failure)
-    assert "regression: candidate 13.2 ms vs baseline 10 ms, 1.32× (95% CI 1.27–1.37×)" in failure.result[0].text
+    assert "regression: latency 1.32× slower (95% CI 1.27–1.37), 10 ms → 13.2 ms" in failure.result[0].text
 
 
 def test_a_baseline_that_could_not_run_is_still_an_error() -> None:
