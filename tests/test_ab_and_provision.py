@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from torch_upgrade_check.errors import UsageError
@@ -63,3 +65,17 @@ def test_cross_version_is_planned_for_built_ins_and_for_workloads_that_ask() -> 
     specs = compare.cross_version_specs(settings, "cpu", Path("store"), "save")
     assert [s.id for s in specs] == ["mlp[float32]/cross-version", "asks[float32]/cross-version"]
     assert all(s.params["mode"] == "save" for s in specs)
+
+
+def test_the_worker_package_path_survives_many_threads_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # compare starts both sides' workers from threads; two threads once raced to make the same link (EEXIST)
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torch_upgrade_check.orchestrate import workers
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with ThreadPoolExecutor(16) as pool:
+        paths = list(pool.map(lambda _: workers.package_path(), range(200)))
+    assert len(set(paths)) == 1
+    assert (paths[0] / "torch_upgrade_check" / "worker").is_dir()

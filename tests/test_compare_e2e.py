@@ -47,7 +47,8 @@ def test_same_torch_on_both_sides_passes(tmp_path: Path, torch_python: str) -> N
     assert cv["outcome"] == "passed" and cv["metrics"]["bitwise_equal_to_baseline"] is True
     lat = cand["matmul[float32]/latency"]
     assert lat["outcome"] != "failed" and lat["metrics"]["change"] in ("unchanged", "suspicious", "improved")
-    assert len(lat["metrics"]["baseline_samples_ms"]) >= 30 and 0.5 < lat["metrics"]["ratio"] < 2
+    assert len(lat["metrics"]["baseline_samples_ms"]) >= 24 and 0.5 < lat["metrics"]["ratio"] < 2
+    assert lat["metrics"]["batches"] >= 1 and lat["metrics"]["inner_loops"] >= 1  # fresh pairs, one loop count
     assert by_id(baseline)["matmul[float32]/latency"]["metrics"]["samples_ms"] == lat["metrics"]["baseline_samples_ms"]
     mem = cand["matmul[float32]/memory"]
     assert mem["outcome"] == "passed" and mem["metrics"]["change"] == "unchanged"
@@ -74,6 +75,7 @@ def test_injected_slowdown_is_a_confirmed_regression_and_fail_on_decides(tmp_pat
     _, candidate = load(tmp_path / "a")
     lat = by_id(candidate)["matmul[float32]/latency"]
     assert lat["outcome"] == "failed" and lat["metrics"]["change"] == "regression" and lat["metrics"]["confirmed"]
+    assert lat["metrics"]["batches"] >= 3 and lat["metrics"]["agreeing_batches"] >= 3  # three fresh pairs agree
     assert lat["metrics"]["ratio"] > 2
     proc = compare(tmp_path / "b", torch_python, str(slow), "matmul[float32]/latency",
                    extra=("--fail-on", "correctness"))

@@ -127,11 +127,12 @@ def test_killed_run_leaves_finished_checks_on_disk(tmp_path: Path, torch_python:
     assert leftover.stdout == b"", "the orphaned worker should have killed itself"
 
 
-def test_unavailable_device_is_a_usage_error(tmp_path: Path, torch_python: str) -> None:
-    proc = run_cli("run", "--python", torch_python, "--device", "cuda", "--out", str(tmp_path))
+@pytest.mark.parametrize("device", ["cuda", "mps"])
+def test_unavailable_device_is_a_usage_error(tmp_path: Path, torch_python: str, device: str) -> None:
+    proc = run_cli("run", "--python", torch_python, "--device", device, "--out", str(tmp_path))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--device cuda is not usable here: cuda not available" in lines[0]
+    assert len(lines) == 1 and f"--device {device} is not usable here: {device} not available" in lines[0]
     assert "--device auto" in lines[0]
 
 

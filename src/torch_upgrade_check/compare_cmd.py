@@ -6,10 +6,12 @@ import argparse
 import os
 import shutil
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from torch_upgrade_check import __version__, values
 from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
@@ -18,6 +20,8 @@ from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 from torch_upgrade_check.orchestrate import compare, measure, provision, session, store
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import write_reports
+
+T = TypeVar("T")
 
 
 def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, provision.TorchSpec | None, compare.Thresholds]:
@@ -57,6 +61,31 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
         raise UsageError(*problems)
     thresholds = compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"])
     return specs[0], specs[1], thresholds
+
+
+def in_parallel(jobs: dict[str, Callable[[], T]]) -> dict[str, T]:
+    """Run each job in a thread of its own and return their results; the first exception is raised here.
+
+    Joined with a timeout so that Ctrl-C still reaches this thread (the workers die with their parent).
+    """
+    results: dict[str, T] = {}
+    errors: list[BaseException] = []
+
+    def run(name: str, job: Callable[[], T]) -> None:
+        try:
+            results[name] = job()
+        except BaseException as e:  # re-raised in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=item, daemon=True) for item in jobs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    if errors:
+        raise errors[0]
+    return {name: results[name] for name in jobs}
 
 
 def _same_threads(probes: dict[str, session.WorkerSession]) -> str:
@@ -144,14 +173,13 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
                                           "ab_budget_s": budget_s}) for k, r in reports.items()}
     started = time.monotonic()
     pythons: dict[str, str] = {}
-    probes = {}
     try:
         tool_python = session.resolve_python(args.python)
         pythons = _python_for({role: (spec, prepared) for role, spec, prepared in (
             ("baseline", base_spec, args.baseline_python), ("candidate", cand_spec, args.candidate_python))
             if role in reports}, args, tool_python, out)
-        for role, python in pythons.items():
-            probes[role] = session.probe(python, settings, name=f"probe-{role}")
+        probes = in_parallel({role: (lambda python=python, role=role: session.probe(python, settings, name=f"probe-{role}"))
+                              for role, python in pythons.items()})
     except InfrastructureError as e:
         return infra(args, list(reports.values()), out, str(e))
     if has_baseline and _same_threads(probes):
@@ -167,37 +195,50 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     corr = compare.correctness_specs(settings, device)
     ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))
     store = out / "baseline-outputs"
-    side_specs = {"candidate": corr + (compare.cross_version_specs(settings, device, store, "compare")
-                                       if has_baseline else [])}
+    side_specs: dict[str, list[CheckSpec]] = {"candidate": list(corr)}
     if has_baseline:
-        side_specs = {"baseline": corr + compare.cross_version_specs(settings, device, store, "save"), **side_specs}
-    if not has_baseline:
+        side_specs = {"baseline": compare.cross_version_specs(settings, device, store, "save") + corr,
+                      **side_specs, "cross-version": compare.cross_version_specs(settings, device, store, "compare")}
+    else:
         side_specs["candidate"] += ab_specs
-    session.require_checks([*side_specs["candidate"], *(ab_specs if has_baseline else [])], settings)
+    planned = [*side_specs["candidate"], *side_specs.get("cross-version", []), *(ab_specs if has_baseline else [])]
+    session.require_checks(planned, settings)
     if args.list:
-        for s in [*side_specs["candidate"], *(ab_specs if has_baseline else [])]:
+        for s in planned:
             print(s.id)
         return EXIT_PASSED
     say(f"{PROG} {__version__}: " + " vs ".join(f"{role} torch {r.label}" for role, r in reports.items())
         + f" on {device}; results -> {out}/")
 
-    def write() -> None:
-        write_reports(list(reports.values()), out / "report.json")
+    lock = threading.Lock()
 
-    for role, specs in side_specs.items():
-        def update(r: Report, role: str = role) -> None:
+    def write() -> None:
+        with lock:
+            write_reports(list(reports.values()), out / "report.json")
+
+    def side(role: str, specs: list[CheckSpec], phase_settings: session.Settings, prefix: str) -> Report:
+        def update(r: Report) -> None:
             reports[role] = r
             write()
 
-        reports[role] = session.execute(
-            pythons[role], specs, settings, reports[role], probes=probes[role].probes,
+        return session.execute(
+            pythons[role], specs, phase_settings, reports[role], probes=probes[role].probes,
             repro=lambda s: repro(args, device, s), on_update=update,
-            progress=session.Progress(len(specs), say, tag=role if has_baseline else ""),
-            log_prefix=f"worker-{role}",
+            progress=session.Progress(len(specs), say, tag=role if has_baseline else ""), log_prefix=prefix,
             decide_fn=lambda s, o, rep: compare.decide_side(s, o, rep, settings.max_latency_ms),
         )
-        if reports[role].infra_error:
-            return infra(args, list(reports.values()), out, reports[role].infra_error)
+
+    # Correctness times nothing, so the two sides run at once; the baseline saves its outputs first, and
+    # the candidate compares with them once both are done.
+    cross = side_specs.pop("cross-version", [])
+    phase_one = {role: (lambda role=role, specs=specs: side(role, specs, settings, f"worker-{role}"))
+                 for role, specs in side_specs.items()}
+    reports.update(in_parallel(phase_one))
+    if not any(r.infra_error for r in reports.values()) and cross:
+        reports["candidate"] = side("candidate", cross, replace(settings, pytest_args=None), "worker-candidate-cv")
+    for r in reports.values():
+        if r.infra_error:
+            return infra(args, list(reports.values()), out, r.infra_error)
     if has_baseline and ab_specs:
         say(f"latency and memory: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "
             f"pair of workers ({settings.threads} CPU threads each; up to {budget_s:g} s a check)")

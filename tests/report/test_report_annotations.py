@@ -88,14 +88,14 @@ def test_comparison_annotations_name_the_check_ratio_ci_and_divergent_module() -
     by_title = {title: (name, message) for name, title, message in parsed}
     name, message = by_title["resnet18[float32]/latency regressed on cuda candidate 2.13.0"]
     assert name == "error"
-    assert message.startswith("regression: candidate 13.2 ms vs baseline 10 ms, 1.32× (95% CI 1.27–1.37×), p=1.20e-06")
-    assert "confirmed by a second batch" in message.splitlines()[0]
+    assert message.startswith("regression: latency 1.32× slower (95% CI 1.27–1.37), 10 ms → 13.2 ms; confirmed in 3 of 3")
+    assert "confirmed in 3 of 3 fresh process pairs" in message.splitlines()[0]
     name, message = by_title["resnet18[float32]/memory regressed on cuda candidate 2.13.0"]
-    assert name == "error" and message.startswith("regression: candidate 1.25 GiB vs baseline 1 GiB, 1.25×")
+    assert name == "error" and message.startswith("regression: peak memory 1.25× more")
     name, message = by_title["transformer_block[float32]/cross-version failed on cuda candidate 2.13.0"]
     assert name == "error" and "first divergent module: layers.0.self_attn (max abs err 0.0123)" in message
     name, message = by_title["transformer_block[float32]/latency suspicious on cuda candidate 2.13.0"]
-    assert name == "warning" and "1.14× (95% CI 1.02–1.26×)" in message and "repro:" not in message
+    assert name == "warning" and "1.14× slower (95% CI 1.02–1.26)" in message and "repro:" not in message
     assert not any("baseline" in title for title in by_title)
 
 

@@ -142,13 +142,13 @@ def test_suspicious_passes_with_a_note() -> None:
     suspicious = next(c for suite in xml for c in suite
                       if c.name == "transformer_block[float32]/latency" and "candidate" in suite.name)
     assert suspicious.is_passed and not suspicious.is_skipped
-    assert suspicious.system_out.startswith("suspicious (warns, does not fail): median 1.14×")
-    assert "1.14× (95% CI 1.02–1.26×)" in suspicious.system_out
+    assert suspicious.system_out.startswith("suspicious (warns, does not fail): suspicious: latency 1.14× slower")
+    assert "1.14× slower (95% CI 1.02–1.26)" in suspicious.system_out
     regression = _case(xml, "resnet18[float32]/latency")  # the baseline's suite comes first: its case passed
     assert regression.is_passed
     failure = next(c for suite in xml for c in suite if c.name == "resnet18[float32]/latency" and "candidate" in suite.name)
     assert isinstance(failure.result[0], Failure)
-    assert "regression: candidate 13.2 ms vs baseline 10 ms, 1.32× (95% CI 1.27–1.37×)" in failure.result[0].text
+    assert "regression: latency 1.32× slower (95% CI 1.27–1.37), 10 ms → 13.2 ms" in failure.result[0].text
 
 
 def test_a_baseline_that_could_not_run_is_still_an_error() -> None:

@@ -6,9 +6,10 @@ import cmarkgfm
 import lxml.html
 import pytest
 from cmarkgfm.cmark import Options
-from report_cases import cases, check, oversized, report
+from report_cases import GOLDEN, cases, check, oversized, report
 
 from torch_upgrade_check.model import Outcome
+from torch_upgrade_check.report import worst_tensor
 from torch_upgrade_check.report.summary import headline, render_summary
 
 CASES = cases()
@@ -24,6 +25,18 @@ def _html(markdown: str, *, tagfilter: bool = False) -> lxml.html.HtmlElement:
 
 def _tables(doc: lxml.html.HtmlElement) -> list[list[list[str]]]:
     return [[[cell.text_content() for cell in tr.xpath("./th|./td")] for tr in t.iter("tr")] for t in doc.iter("table")]
+
+
+def _visible(markdown: str) -> str:
+    """The Markdown a reader sees without opening anything: all but the <details> blocks (which the summary
+    opens and closes at line starts; user text inside them is escaped or fenced)."""
+    depth, kept = 0, []
+    for line in markdown.splitlines(keepends=True):
+        if depth == 0 and "<details>" not in line:
+            kept.append(line)
+        depth += line.count("<details>") - line.count("</details>")
+    assert depth == 0, "a <details> block is left open"
+    return "".join(kept)
 
 
 def _assert_tables_whole(doc: lxml.html.HtmlElement) -> None:
@@ -56,14 +69,16 @@ def test_verdict_lines() -> None:
 def test_failing_rows_come_first_with_repro_and_details() -> None:
     doc = _html(render_summary(CASES["correctness_failure"]))
     numerics = next(t for t in _tables(doc) if t[0][:2] == ["check", "outcome"] and "mismatched" in t[0])
-    assert numerics[1][:2] == ["resnet18[bfloat16]/numerics", "❌ failed"]
-    assert numerics[1][4] == "0.42% (4,200 of 1,000,000)"
+    assert numerics[0] == ["check", "outcome", "tensors", "worst tensor", "max abs err", "max rel err", "mismatched",
+                           "limits", "reason"]
+    assert numerics[1][:5] == ["resnet18[bfloat16]/numerics", "❌ failed", "3", "grad:conv1.weight", "0.031"]
+    assert numerics[1][6] == "0.796% (4,212 of 529,408)" and len(numerics) == 2  # the passing check is further down
     code = [c.text_content() for c in doc.xpath("//pre/code")]
     assert any("torch-upgrade-check run --device cpu --only 'resnet18[bfloat16]/numerics'" in c for c in code)
     summaries = [s.text_content() for s in doc.xpath("//details/summary")]
-    assert any(s.startswith("❌ resnet18[bfloat16]/numerics on cpu 2.13.0+cpu: max_abs_err 0.031") for s in summaries)
+    assert any(s.startswith("❌ resnet18[bfloat16]/numerics on cpu 2.13.0+cpu: 1 of 3 tensors differ") for s in summaries)
     details = doc.xpath("//details[summary[starts-with(., '❌ resnet18')]]")[0]
-    assert details.xpath(".//table") and "index (0, 3, 17, 9)" in details.text_content()
+    assert details.xpath(".//table") and "grad:conv1.weight(0, 3, 5, 1)" in details.text_content()
 
 
 def test_units_are_chosen_per_table() -> None:
@@ -78,13 +93,19 @@ def test_units_are_chosen_per_table() -> None:
 
 
 def test_matrix_shows_missing_checks_as_not_run_there() -> None:
-    doc = _html(render_summary(CASES["matrix"]))
-    grid = next(t for t in _tables(doc) if t[0] == ["check", "cpu 2.13.0+cpu", "cuda 2.13.0+cu126", "mps 2.13.0"])
-    rows = {row[0]: row[1:] for row in grid[1:]}
-    assert rows["resnet18[float32]/latency"] == ["✅ 12.4 ms", "❌ 19.7 ms", "—"]
+    text = render_summary(CASES["matrix"])
+    header = ["check", "cpu 2.13.0+cpu", "cuda 2.13.0+cu126", "mps 2.13.0"]
+    # the checks that need attention somewhere open, with how the other runs fared; the others collapsed
+    (failing,) = [t for t in _tables(_html(_visible(text))) if t[0] == header]
+    assert failing[1:] == [["resnet18[float32]/latency", "✅ 12.4 ms", "❌ 19.7 ms", "—"]]
+    grids = [t for t in _tables(_html(text)) if t[0] == header]
+    assert len(grids) == 2
+    rows = {row[0]: row[1:] for row in grids[1][1:]}
     assert rows["only_on_mps[float32]/numerics"][:2] == ["—", "—"]
     assert rows["mlp[float32]/determinism"][1:] == ["—", "—"]
-    assert len(rows) == 10 and grid[1][0] == "resnet18[float32]/latency"  # failing row first
+    assert rows["resnet18[float32]/numerics"] == ["✅ 1.20e-07", "✅ 1.20e-07", "⏭️"]
+    assert len(rows) == 9 and "resnet18[float32]/latency" not in rows
+    assert "Matrix (1 of the 10 checks × 3 runs)" in text and "Matrix (9 of the 10 checks × 3 runs)" in text
 
 
 def test_hostile_names_show_literally_in_one_cell() -> None:
@@ -131,7 +152,7 @@ def test_passing_rows_only_once_every_failing_row_fits() -> None:
     text = render_summary([big], budget_bytes=3_000)
     shown = [row for t in _tables(_html(text)) for row in t[1:] if len(row) > 2]
     assert shown and all(row[1] == "❌ failed" for row in shown if row[1] in ("❌ failed", "✅ passed"))
-    assert "44 of them failing" in text
+    assert "45 of them failing" in text
 
 
 def _comparison_big(n: int = 3_000) -> list:
@@ -164,18 +185,23 @@ def test_comparison_verdict_lines() -> None:
 
 def test_what_changed_orders_regressions_suspicious_improved_then_unchanged() -> None:
     text = render_summary(CASES["comparison_regression"])
-    assert text.index("### What changed: torch 2\\.12\\.0 → 2\\.13\\.0 on cuda") < text.index("### numerics")
+    assert text.index("### What needs attention") < text.index("#### Latency, torch 2\\.12\\.0 → 2\\.13\\.0 on cuda")
     doc = _html(text)
-    latency = _what_changed(doc, "ms")
-    assert latency[0] == ["check", "baseline (ms)", "candidate (ms)", "ratio (95% CI)", "p", "verdict"]
-    assert [row[0] for row in latency[1:]] == ["resnet18[float32]/latency", "transformer_block[float32]/latency",
-                                               "mlp[float32]/latency"]
-    assert latency[1][1:] == ["10", "13.2", "1.32× (1.27–1.37)", "1.20e-06", "🔺 regression, confirmed"]
-    assert [row[-1] for row in latency[2:]] == ["⚠️ suspicious", "🟢 improved"]
-    unchanged = doc.xpath("//details[summary[contains(., 'unchanged latency check')]]//table")
-    assert len(unchanged) == 1 and "cnn[float32]/latency" in unchanged[0].text_content()
+    latency = _what_changed(doc, "ms")  # open: what needs attention, with the analysis's one-line reasons
+    assert latency[0] == ["check", "baseline (ms)", "candidate (ms)", "ratio (95% CI)", "pairs", "verdict"]
+    assert [row[0] for row in latency[1:]] == ["resnet18[float32]/latency", "transformer_block[float32]/latency"]
+    assert latency[1][1:5] == ["10", "13.2", "1.32× (1.27–1.37)", "3 of 3 agree"]
+    assert latency[1][5] == ("🔺 regression: latency 1.32× slower (95% CI 1.27–1.37), 10 ms → 13.2 ms; confirmed in 3 "
+                             "of 3 fresh process pairs; threshold 1.10×, 72 rounds in 3 process pairs")
+    assert latency[2][4] == "1 of 3 agree" and latency[2][5].startswith("⚠️ suspicious: latency 1.14× slower")
+    assert latency[2][5].endswith("about 40 more rounds would settle it (raise --ab-budget)")
+    (rest,) = doc.xpath("//details[summary[starts-with(., 'The other')]]")
+    (others,) = [t for t in _tables(rest) if t[0][:2] == ["check", "baseline (ms)"]]  # collapsed: the rest
+    assert others[1:] == [["mlp[float32]/latency", "0.1", "0.08", "0.80× (0.77–0.83)", "3 of 3 agree", "🟢 improved"],
+                          ["cnn[float32]/latency", "4", "4.08", "1.02× (1.00–1.04)", "1", "➖ unchanged"]]
     memory = _what_changed(doc, "MiB")
-    assert memory[1][:3] == ["resnet18[float32]/memory", "1,024", "1,280"] and memory[1][-1] == "🔺 regression"
+    assert memory[1][:5] == ["resnet18[float32]/memory", "1,024", "1,280", "1.25× (exact)", "3 of 3 agree"]
+    assert memory[1][-1].startswith("🔺 regression: peak memory 1.25× more") and len(memory) == 2
 
 
 def test_cross_version_table_shows_failures_first_with_the_divergent_module() -> None:
@@ -184,8 +210,11 @@ def test_cross_version_table_shows_failures_first_with_the_divergent_module() ->
     column = table[0].index("first divergent module")
     assert table[1][:2] == ["transformer_block[float32]/cross-version", "❌ failed"]
     assert table[1][column] == "layers.0.self_attn (max abs err 0.0123)"
-    assert table[1][table[0].index("mismatched vs baseline")] == "5,120 of 65,536"
-    assert table[2][:2] == ["mlp[float32]/cross-version", "✅ passed"]
+    assert table[1][table[0].index("mismatched vs baseline")] == "5,120 of 1,966,080"
+    assert table[1][table[0].index("RMSE vs fp64 (candidate / baseline)")] == "3.10e-03 / 1.00e-04 (output)"
+    (rest,) = doc.xpath("//details[summary[starts-with(., 'The other')]]")
+    passing = next(t for t in _tables(rest) if "first divergent module" in t[0])
+    assert passing[1][:2] == ["mlp[float32]/cross-version", "✅ passed"] and len(table) == len(passing) == 2
     code = " ".join(c.text_content() for c in doc.xpath("//pre/code"))
     assert "--only 'transformer_block[float32]/cross-version'" in code
     shown = [row[0] for t in _tables(doc) for row in t[1:]]
@@ -225,8 +254,9 @@ def test_baseline_tables_are_collapsed_and_counted_apart() -> None:
 def test_a_candidate_without_its_baseline_still_shows_what_changed() -> None:
     candidate = CASES["comparison_regression"][1]
     text = render_summary([candidate])
-    assert "### What changed on cuda candidate 2\\.13\\.0" in text and "not part of this summary" in text
-    assert _what_changed(_html(text), "ms")[1][-1] == "🔺 regression, confirmed"
+    assert "#### Latency on cuda candidate 2\\.13\\.0 (threshold +10%): 1 regression, 1 suspicious" in text
+    assert "#### What changed on cuda candidate 2\\.13\\.0" in text and "not part of this summary" in text
+    assert _what_changed(_html(text), "ms")[1][-1].startswith("🔺 regression: latency 1.32× slower")
 
 
 def test_oversized_comparison_keeps_changes_before_unchanged_rows() -> None:
@@ -237,13 +267,15 @@ def test_oversized_comparison_keeps_changes_before_unchanged_rows() -> None:
     doc = _html(text)
     _assert_tables_whole(doc)
     latency = _what_changed(doc, "ms")
-    verdicts = [row[-1] for row in latency[1:]]
-    assert verdicts == ["🔺 regression, confirmed"] * 20 + ["⚠️ suspicious"] * 20
+    verdicts = [row[-1].split(":")[0] for row in latency[1:]]
+    assert verdicts == ["🔺 regression"] * 20 + ["⚠️ suspicious"] * 20
     assert text.count("<details>") == text.count("</details>")
-    full = render_summary(reports)  # at the default budget only the baseline's own rows go, the least needed
+    assert "not shown" not in render_summary(reports)  # 0.5 MB: the default budget holds it all
+    full = render_summary(reports, budget_bytes=400_000)  # only the baseline's own rows go, the least needed
     (cut,) = [line for line in full.splitlines() if "not shown to stay under" in line]
     assert full.index(cut) > full.index("<summary>Baseline checks")
-    assert len(_html(full).xpath("//details[summary[contains(., 'unchanged')]]//tr")) == 2_960 + 1
+    (rest,) = _html(full).xpath("//details[summary[contains(., '2960 unchanged against the baseline')]]")
+    assert len(next(t for t in _tables(rest) if t[0][:2] == ["check", "baseline (ms)"])) == 2_960 + 1
 
 
 @pytest.mark.parametrize("budget", [600, 3_000, 20_000])
@@ -275,3 +307,75 @@ def test_hostile_strings_in_a_comparison_show_literally() -> None:
     assert diff[1] == ["torch", "2.12.0", "<b>2.13</b>|x"]
     table = next(t for t in _tables(_html(text)) if "first divergent module" in t[0])
     assert table[1][table[0].index("first divergent module")].startswith("evil|name`code`<script>")
+
+
+@pytest.mark.parametrize("case", ["all_passed", "comparison_clean"])
+def test_a_passing_run_reads_in_one_screen(case: str) -> None:
+    text = (GOLDEN / case / "summary.md").read_text(encoding="utf-8")  # the golden file, as a reviewer gets it
+    shown = _visible(text)
+    assert len(shown.encode("utf-8")) < 1_500, shown  # was 2,089 and 2,735 bytes of expanded tables
+    (counts,) = _tables(_html(shown))  # the counts, and no other table
+    assert counts[0][:2] == ["run", "verdict"] and "What needs attention" not in text
+    collapsed = _html(text).xpath("//details[summary[starts-with(., '✅ All')]]")[0].text_content()
+    for r in CASES[case][-1].results:
+        assert r.id in collapsed
+
+
+def test_what_needs_attention_comes_first_and_the_rest_is_collapsed() -> None:
+    text = render_summary(CASES["correctness_failure"])
+    shown = _visible(text)
+    assert shown.index("### What needs attention") > shown.index("| run | verdict |")
+    assert "<summary>The other 7 checks passed</summary>" in text
+    open_rows = [row for t in _tables(_html(shown)) for row in t[1:] if row[0] != "cpu 2.13.0+cpu"]
+    assert [row[:2] for row in open_rows] == [["resnet18[bfloat16]/numerics", "❌ failed"],
+                                              ["transformer_block[float32]/compile", "❌ failed"]]
+    passing = "resnet18[float32]/numerics"
+    assert passing not in _html(shown).text_content() and passing in _html(text).text_content()
+    assert len(shown.encode("utf-8")) < 2_000
+
+
+def test_correctness_columns_mean_something() -> None:
+    text = render_summary(CASES["all_passed"])
+    numerics = next(t for t in _tables(_html(text)) if t[1][0] == "resnet18[bfloat16]/numerics")
+    assert numerics[0] == ["check", "outcome", "tensors", "worst tensor", "max abs err", "mismatched", "limits", "reason"]
+    assert numerics[2][:6] == ["resnet18[float32]/numerics", "✅ passed", "3", "grad:conv1.weight", "1.20e-07",
+                               "0 of 529,408"]
+    # a relative error against goldens near zero stays in report.json: it says nothing in a passing check
+    assert "max rel err" not in text and "15,166,603,265" not in text and "1.52e+10" not in text
+    compile_ = next(t for t in _tables(_html(render_summary(CASES["correctness_failure"]))) if "compile (s)" in t[0])
+    assert compile_[1][2:8] == ["31", "3", "output (3 NaN)", "inf", "nan", "<0.01% (3 of 1,966,080)"]
+
+
+def test_worst_tensor_is_the_furthest_off_for_its_scale_nan_first() -> None:
+    small = {"name": "grad:w", "scale": 0.001, "rmse": 1e-5}  # 1% of its scale
+    large = {"name": "output", "scale": 10.0, "rmse": 1e-2}  # 0.1%, though the larger error
+    assert worst_tensor({"per_tensor": [large, small]}) is small
+    nan = {"name": "grad:b", "scale": 1.0, "rmse": "inf", "nan": 2}
+    assert worst_tensor({"per_tensor": [small, nan, large]}) is nan
+    assert worst_tensor({}) is None and worst_tensor({"per_tensor": "garbage"}) is None
+
+
+def test_columns_empty_in_every_row_are_left_out() -> None:
+    tables = _tables(_html(render_summary(CASES["crash_and_timeout"])))
+    crashed = next(t for t in tables if t[1][0] == "resnet18[float32]/numerics")
+    assert crashed[0] == ["check", "outcome", "reason"]
+    timed_out = next(t for t in tables if t[1][0] == "transformer_block[float32]/compile")
+    assert timed_out[0] == ["check", "outcome", "reason"]  # no "compile (ns)" over an empty cell
+
+
+def test_environment_changes_are_open_when_more_than_torch_changed() -> None:
+    def diff(case: str, text: str) -> list[list[str]]:
+        return [t for t in _tables(_html(text)) if t[0] == ["component", "baseline", "candidate"]]
+
+    regression = render_summary(CASES["comparison_regression"])
+    assert diff("", _visible(regression))[0][2] == ["cuDNN", "90800", "91002"]  # often the answer: open
+    clean = render_summary(CASES["comparison_clean"])
+    assert not diff("", _visible(clean)) and diff("", clean)  # only torch changed: collapsed
+
+
+def test_runs_that_ran_nothing_or_elsewhere_say_so_in_the_open() -> None:
+    shown = _visible(render_summary(CASES["skipped_device"]))
+    assert ("**mps 2\\.13\\.0**: nothing ran, which fails: 9 checks skipped: MPS not available\\: probe kernel "
+            "failed\\: no Metal device (9)") in shown
+    assert "cuda was requested but the checks ran on cpu" in _visible(render_summary(CASES["fell_back_to_cpu"]))
+    assert "the run reported no check" in _visible(render_summary(CASES["nothing_ran"]))

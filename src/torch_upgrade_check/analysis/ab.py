@@ -64,7 +64,7 @@ class Decision:
     ci_high: float
     p_value: float
     baseline_median: float
-    candidate_median: float
+    candidate_median: float  # the baseline's median times the ratio (paired), not the candidate's own median
     rounds: int
     batches: int
     agreeing: int  # batches that on their own show the change in the estimate's direction
@@ -108,7 +108,11 @@ def decide(batches: Sequence[Batch], threshold: float, *, alpha: float, final: b
     up = [_agrees(b, floor, tau, "greater") for b in batches]
     down = [_agrees(b, floor, tau, "less") for b in batches]
     p = 0.0 if exact and m != 0 else stats.signed_rank_p(d, "greater" if m >= 0 else "less")
-    common = (math.exp(m), math.exp(low95), math.exp(high95), p, *medians, len(d), len(batches))
+    # the candidate's figure is the baseline's median times the paired ratio: when the machine's speed
+    # changes during a batch (it doubled here under load), each side's own median moves with it, and a
+    # reviewer reading "4.5 ms -> 5.5 ms" beside "1.01x" would be misled; the raw samples are in the report
+    shown = (medians[0], (medians[0] + floor) * math.exp(m) - floor)
+    common = (math.exp(m), math.exp(low95), math.exp(high95), p, *shown, len(d), len(batches))
     n_up, n_down = sum(up), sum(down)
 
     def done(state: str, agreeing: int, why: str, more: int = 0) -> Decision:

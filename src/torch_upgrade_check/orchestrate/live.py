@@ -31,6 +31,11 @@ class LiveWorker:
         self.launches = 0
         self.log_path = log_dir / f"{name}-1.log"
 
+    def start(self) -> None:
+        """Start the worker now rather than at the first request (a pair's two imports of torch overlap)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+
     def _start(self) -> None:
         self.launches += 1
         self.log_dir.mkdir(parents=True, exist_ok=True)

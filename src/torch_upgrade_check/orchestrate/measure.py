@@ -24,7 +24,7 @@ from torch_upgrade_check.orchestrate.live import LiveWorker
 
 LATENCY_ROUNDS, LATENCY_SAMPLES = 24, 1  # the first batch: ABBA rounds, samples per side per round
 MAX_ROUNDS = 96  # later batches size their rounds from the noise of the earlier ones, up to this
-MEMORY_ROUNDS = 6
+MEMORY_ROUNDS = 3  # peak memory is usually exact: identical rounds; a noisy series gets more in later pairs
 WARMUP_ROUNDS = 1  # per check per batch, discarded: caches, allocator and thread pools settle in a new process
 MIN_SAMPLE_S = 0.01  # a sample times enough calls to last this long (timer resolution, scheduler jitter)
 MEMORY_FLOOR_BYTES = 64 * 1024  # peak-memory changes are judged on (bytes + floor): 0 -> 0 is no change
@@ -70,6 +70,8 @@ class Pair:
                   "cpus": list(self.cpus), "env": env}
         with LiveWorker(self.baseline, name=f"ab-baseline-b{batch}", **common) as b, \
              LiveWorker(self.candidate, name=f"ab-candidate-b{batch}", **common) as c:
+            b.start()
+            c.start()
             yield b, c
 
 

@@ -8,12 +8,15 @@ worker continues with the next check. Order: timeout, then exit code, then the r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,23 +44,27 @@ class WorkerSession:
     launches: int = 0
 
 
+_PACKAGE_PATH_LOCK = threading.Lock()
+
+
 def package_path() -> Path:
     """A folder holding only this package, for the worker's PYTHONPATH.
 
     The orchestrator may be installed in a site-packages beside other packages (even another torch);
-    the worker must see nothing of it but torch_upgrade_check itself.
+    the worker must see nothing of it but torch_upgrade_check itself. Safe to call from several
+    threads and processes at once: each makes its own link under a unique name and renames it into place.
     """
-    root = Path(tempfile.gettempdir()) / f"torch-upgrade-check-{os.getuid() if hasattr(os, 'getuid') else 0}"
-    pkg = Path(torch_upgrade_check.__file__).resolve().parent
-    link_dir = root / f"pkg-{abs(hash(str(pkg))) % 10**10}"
-    link = link_dir / "torch_upgrade_check"
-    if not link.exists():
-        link_dir.mkdir(parents=True, exist_ok=True)
-        tmp = link_dir / f".link-{os.getpid()}"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(pkg, target_is_directory=True)
-        os.replace(tmp, link)
-    return link_dir
+    with _PACKAGE_PATH_LOCK:
+        root = Path(tempfile.gettempdir()) / f"torch-upgrade-check-{os.getuid() if hasattr(os, 'getuid') else 0}"
+        pkg = Path(torch_upgrade_check.__file__).resolve().parent
+        link_dir = root / f"pkg-{hashlib.sha256(str(pkg).encode()).hexdigest()[:12]}"
+        link = link_dir / "torch_upgrade_check"
+        if link.resolve() != pkg:
+            link_dir.mkdir(parents=True, exist_ok=True)
+            tmp = link_dir / f".link-{os.getpid()}-{uuid.uuid4().hex}"
+            tmp.symlink_to(pkg, target_is_directory=True)
+            os.replace(tmp, link)
+        return link_dir
 
 
 def worker_env() -> dict[str, str]:

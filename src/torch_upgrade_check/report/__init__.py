@@ -11,6 +11,7 @@ from typing import Any
 from torch_upgrade_check.model import Outcome, Report, Verdict
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN})
+ATTENTION = FAILING | {Outcome.SUSPICIOUS}  # what the job summary shows open, before everything that passed
 CORRECTNESS_ASPECTS = frozenset({"numerics", "cross-backend", "cross-version", "compile", "determinism",
                                   "deterministic-backward", "fsdp2"})
 AB_ASPECTS = {"latency": "ms", "memory": "bytes"}  # aspects a comparison measures A/B, and the unit of their medians
@@ -114,6 +115,20 @@ def nothing_ran(report: Report) -> bool:
     return not report.infra_error and not failing and report.verdict() is Verdict.FAILED
 
 
+def worst_tensor(metrics: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The compared tensor furthest from its golden: NaN first, then the largest RMSE relative to the tensor's
+    scale, as the closeness verdict ranks them; None when the check compared no tensors."""
+    tensors = metrics.get("per_tensor")
+    tensors = [t for t in tensors if isinstance(t, Mapping)] if isinstance(tensors, list) else []
+
+    def badness(t: Mapping[str, Any]) -> tuple[bool, float]:
+        rmse, scale = number(t.get("rmse")), number(t.get("scale"))
+        relative = (rmse or 0.0) / (scale if scale and math.isfinite(scale) else 1.0)
+        return bool(number(t.get("nan"))), math.inf if math.isnan(relative) else relative
+
+    return max(tensors, key=badness) if tensors else None
+
+
 def sig(value: float) -> str:
     """Three significant digits, thousands separated, exponent only for the very small."""
     if not math.isfinite(value):
@@ -159,22 +174,3 @@ def ratio_with_ci(metrics: Mapping[str, Any], *, compact: bool = False) -> str:
     return f"{ratio_number(ratio)}× (95% CI {ratio_number(low)}–{ratio_number(high)}×)"
 
 
-def change_text(aspect: str, metrics: Mapping[str, Any]) -> str:
-    """One line on an A/B comparison: medians, ratio with CI, p-value, threshold, whether confirmed; "" when none."""
-    change = metrics.get("change")
-    if aspect not in AB_ASPECTS or not isinstance(change, str):
-        return ""
-    kind = AB_ASPECTS[aspect]
-    parts = [f"{one_line(change)}: candidate {quantity(metrics.get('candidate_median'), kind)} vs baseline "
-             f"{quantity(metrics.get('baseline_median'), kind)}"]
-    ratio = ratio_with_ci(metrics)
-    if ratio:
-        parts.append(ratio)
-    p, threshold = number(metrics.get("p_value")), number(metrics.get("threshold"))
-    if p is not None:
-        parts.append(f"p={sig(p)}")
-    if threshold is not None:
-        parts.append(f"threshold +{sig(threshold * 100)}%")
-    if metrics.get("confirmed") is True:
-        parts.append("confirmed by a second batch")
-    return ", ".join(parts)

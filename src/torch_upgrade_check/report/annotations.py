@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from torch_upgrade_check.model import DEVICES, CheckResult, Outcome, Report
 from torch_upgrade_check.report import (
     FAILING,
-    change_text,
     clip,
     deciding,
     nothing_ran,
@@ -64,8 +63,9 @@ def annotations(reports: Sequence[Report]) -> list[str]:
 
 
 def _message(r: CheckResult, word: str) -> str:
-    """The comparison first (ratio and CI), then the reason, the first divergent module and the repro command."""
-    lines = [change_text(r.aspect, r.metrics), r.reason or f"{r.aspect} check {word}"]
+    """The reason (for an A/B change, already the ratio, its CI and the pairs that showed it), the first
+    divergent module and the repro command."""
+    lines = [r.reason or f"{r.aspect} check {word}"]
     first = r.metrics.get("first_divergent_module")
     if isinstance(first, dict) and first.get("module"):
         err = number(first.get("max_abs_err"))

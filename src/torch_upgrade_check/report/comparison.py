@@ -2,21 +2,23 @@
 
 A comparison is a candidate report (role "candidate") and the baseline report of the same device. The
 candidate's latency and memory results carry the A/B metrics (change, ratio, ci_low, ci_high, p_value,
-baseline_median, candidate_median, confirmed, threshold), its cross-version results the closeness to the
-baseline's outputs; the baseline report itself is needed only for the checks it alone ran and its environment.
+baseline_median, candidate_median, batches (fresh process pairs), agreeing_batches, rounds, more_rounds,
+threshold) and a one-line reason, its cross-version results the closeness to the baseline's outputs; the
+baseline report itself is needed only for the checks it alone ran and its environment.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torch_upgrade_check.model import CheckResult, Report
 from torch_upgrade_check.report import (
     AB_ASPECTS,
+    ATTENTION,
     BYTE_UNITS,
     CHANGES,
     FAILING,
@@ -25,14 +27,17 @@ from torch_upgrade_check.report import (
     clip,
     number,
     one_line,
+    ratio_number,
     ratio_with_ci,
     sig,
     visible,
 )
 from torch_upgrade_check.report.markdown import (
+    ATTENTION_REASON_LIMIT,
     CHANGE_ICON,
     ICON,
     RANK,
+    REASON_LIMIT,
     Row,
     Table,
     failing_row,
@@ -55,6 +60,7 @@ ENV_DIFF = (("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA runti
             ("OMP_WAIT_POLICY", "omp_wait_policy"))
 _TITLES = {"latency": "Latency", "memory": "Peak memory"}
 _MEDIAN_KEYS = {"latency": "median_ms", "memory": "peak_bytes"}  # where a single run keeps its median
+_TORCH_ROWS = ("torch", "torch git")  # what always changes in a comparison; anything else is news
 _UNCHANGED_TIER = 2  # unchanged rows are kept after every other row of the report but the baseline's
 
 
@@ -73,57 +79,97 @@ def pairs(reports: Sequence[Report]) -> list[tuple[int, int | None]]:
     return found
 
 
-def comparison_tables(candidate: tuple[Report, str], baseline: tuple[Report, str] | None) -> list[Table]:
+@dataclass(frozen=True)
+class ComparisonTables:
+    """One comparison's tables, by where the summary puts them."""
+
+    attention: list[Table]  # regressions, suspicious and failing checks: shown open, first
+    environment: list[Table]  # the environment diff, shown open when something besides torch changed
+    rest: list[Table]  # improved, unchanged and passing checks, the checks in one version only: collapsed
+
+
+def comparison_tables(candidate: tuple[Report, str], baseline: tuple[Report, str] | None) -> ComparisonTables:
     """What changed from the baseline to the candidate: latency and memory A/B, cross-version correctness,
-    checks that ran in one version only, and the environment diff. The first table's heading opens the section."""
+    checks that ran in one version only, and the environment diff."""
     report, name = candidate
-    tables: list[Table] = []
-    for aspect in AB_ASPECTS:
-        tables += _ab_tables(aspect, report, baseline[0] if baseline else None)
-    tables += _cross_version_table(report, name)
-    if baseline:
-        tables += _one_sided_table(report, baseline[0]) + _environment_diff(baseline[0], report)
-        title = f"### What changed: torch {md(baseline[0].label)} → {md(report.label)} on {md(report.device)}\n\n"
+    before = baseline[0] if baseline else None
+    # `where` ends the headings of the open tables: ", torch 2.12.0 → 2.13.0 on cuda" or " on cuda candidate 2.13.0"
+    if before is not None:
+        versions = f"torch {md(before.label)} → {md(report.label)} on {md(report.device)}"
+        where, note = f", {versions}", ""
+        title = f"#### What changed: {versions}\n\n"
     else:
-        title = f"### What changed on {md(name)}\n\nThe baseline's report is not part of this summary.\n\n"
-    if not tables:
-        return [Table(title + "No comparison results.\n\n", "", ())]
-    return [replace(tables[0], heading=title + tables[0].heading), *tables[1:]]
+        where, versions = f" on {md(name)}", ""
+        note = "The baseline's report is not part of this summary.\n\n"
+        title = f"#### What changed{where}\n\n{note}"
+    attention: list[Table] = []
+    rest: list[Table] = []
+    for aspect in AB_ASPECTS:
+        shown, other = _ab_tables(aspect, (report, name), before, where)
+        attention, rest = attention + shown, rest + other
+    shown, other = _cross_version_tables(report, name, where)
+    attention, rest = attention + shown, rest + other
+    environment: list[Table] = []
+    if before is not None:
+        rest += _one_sided_table(report, before)
+        diff, torch_only = _environment_diff(before, report)
+        # "cuDNN 9.8 -> 9.10 came with this torch" is often the answer: shown open unless only torch changed
+        if torch_only:
+            rest += [replace(diff, heading="##### Environment changes\n\n")]
+        else:
+            environment = [replace(diff, heading=f"### Environment changes: {versions}\n\n")]
+    if note and attention:
+        attention[0] = replace(attention[0], heading=attention[0].heading + note)
+    if rest:
+        rest[0] = replace(rest[0], heading=title + rest[0].heading)
+    elif not attention:
+        rest = [Table(title + "No comparison results.\n\n", "", ())]
+    return ComparisonTables(attention, environment, rest)
 
 
-def _ab_tables(aspect: str, report: Report, baseline: Report | None) -> list[Table]:
-    """The changed rows of one A/B aspect, then its unchanged rows in a collapsed block."""
+def _ab_tables(aspect: str, candidate: tuple[Report, str], baseline: Report | None,
+               where: str) -> tuple[list[Table], list[Table]]:
+    """One A/B aspect: the rows that need attention (regressions, failing, suspicious) with their reasons, then
+    the others (improved, unchanged, no comparison) in one table that is the last kept when the budget is short."""
+    report, run = candidate
     results = [r for r in report.results if r.aspect == aspect]
     if not results:
-        return []
+        return [], []
     before = {r.id: r for r in baseline.results} if baseline else {}
     kind = AB_ASPECTS[aspect]
-    values = [(_median(r, "baseline", before.get(r.id)), _median(r, "candidate", r)) for r in results]
+    entries = [(r, _median(r, "baseline", before.get(r.id)), _median(r, "candidate", r))
+               for r in sorted(results, key=_ab_order)]
     # Medians are in ms (latency) or bytes (memory), the base of TIME_UNITS and BYTE_UNITS.
-    unit, factor = best_unit([v for pair in values for v in pair], TIME_UNITS if kind == "ms" else BYTE_UNITS)
-    entries = sorted(zip(results, values), key=lambda e: _ab_order(e[0]))
-    headers = ["check", f"baseline ({unit})", f"candidate ({unit})", "ratio (95% CI)", "p", "verdict"]
-    changed, unchanged = [], []
-    for r, (base, cand) in entries:
-        cells = [md(visible(r.id)), _scaled(base, factor), _scaled(cand, factor), _ratio_cell(r.metrics),
-                 _p_cell(r.metrics), _verdict_cell(r)]
-        row = Row(row_line(cells), r.outcome in FAILING)
-        (unchanged if _ab_order(r)[0] == 4 else changed).append(row)
-    tally = Counter(_change(r) or r.outcome.value for r in results)
-    order = [*CHANGES, *(o.value for o in sorted(RANK, key=RANK.__getitem__))]
-    counts = ", ".join(plural(tally[k], k) if k == "regression" else f"{tally[k]} {k}"
-                       for k in sorted(tally, key=order.index))
+    unit, factor = best_unit([v for _, *pair in entries for v in pair], TIME_UNITS if kind == "ms" else BYTE_UNITS)
+    headers = ["check", f"baseline ({unit})", f"candidate ({unit})", "ratio (95% CI)", "pairs", "verdict"]
     threshold = {number(r.metrics.get("threshold")) for r in results} - {None}
     limit = f" (threshold +{sig(threshold.pop() * 100)}%)" if len(threshold) == 1 else ""
-    heading = f"#### {_TITLES[aspect]}{limit}: {counts}\n\n"
-    if not changed:
-        heading += "Nothing changed beyond the threshold.\n\n"
-    tables = [Table(heading, table_header(headers), tuple(changed))]
-    if unchanged:
-        summary = f"<details><summary>{CHANGE_ICON['unchanged']} {plural(len(unchanged), f'unchanged {aspect} check')}"
-        tables.append(Table(summary + "</summary>\n\n", table_header(headers), tuple(unchanged), "</details>\n\n",
-                            _UNCHANGED_TIER))
+    shown, other = [], []
+    for r, base, cand in entries:
+        cells = [md(visible(r.id)), _scaled(base, factor), _scaled(cand, factor), _ratio_cell(r.metrics), _pairs_cell(r)]
+        if _needs_attention(r):
+            line = row_line([*cells, _explained(r)])
+            shown.append((r, failing_row(line, r, run, failing=r.outcome in FAILING)))
+        else:
+            other.append((r, Row(row_line([*cells, _verdict_cell(r)]), False)))
+    tables: tuple[list[Table], list[Table]] = ([], [])
+    if shown:
+        heading = f"#### {_TITLES[aspect]}{where}{limit}: {_ab_tally(r for r, _ in shown)}\n\n"
+        tables[0].append(Table(heading, table_header(headers), tuple(row for _, row in shown)))
+    if other:
+        heading = f"##### {_TITLES[aspect]}{limit}: {_ab_tally(r for r, _ in other)}\n\n"
+        tables[1].append(Table(heading, table_header(headers), tuple(row for _, row in other), tier=_UNCHANGED_TIER))
     return tables
+
+
+def _needs_attention(r: CheckResult) -> bool:
+    return r.outcome in ATTENTION or _change(r) in ("regression", "suspicious")
+
+
+def _ab_tally(results: Iterable[CheckResult]) -> str:
+    tally = Counter(_change(r) or r.outcome.value for r in results)
+    order = [*CHANGES, *(o.value for o in sorted(RANK, key=RANK.__getitem__))]
+    return ", ".join(plural(tally[k], k) if k == "regression" else f"{tally[k]} {k}" for k in sorted(tally, key=order.index))
 
 
 def _change(r: CheckResult) -> str:
@@ -155,44 +201,75 @@ def _scaled(value: float | None, factor: float) -> str:
 
 
 def _ratio_cell(m: dict[str, Any]) -> str:
+    ratio, low, high = (number(m.get(k)) for k in ("ratio", "ci_low", "ci_high"))
+    if ratio is not None and math.isfinite(ratio) and low == high == ratio:
+        return f"{ratio_number(ratio)}× (exact)"  # every round measured the same (peak memory usually does)
     return ratio_with_ci(m, compact=True) or "—"
 
 
-def _p_cell(m: dict[str, Any]) -> str:
-    p = number(m.get("p_value"))
-    return "—" if p is None else sig(p)
+def _pairs_cell(r: CheckResult) -> str:
+    """The fresh process pairs measured; for a change, how many of them on their own agree with it."""
+    batches, agreeing = number(r.metrics.get("batches")), number(r.metrics.get("agreeing_batches"))
+    if batches is None or not math.isfinite(batches):
+        return "—"
+    if _change(r) in ("regression", "improved", "suspicious") and agreeing is not None and math.isfinite(agreeing):
+        return f"{int(agreeing)} of {int(batches)} agree"
+    return f"{int(batches)}"
 
 
 def _verdict_cell(r: CheckResult) -> str:
+    """The change (improved, unchanged), or the outcome and reason of a check that has none (skipped)."""
     change = _change(r)
     if not change:
-        return f"{ICON[r.outcome]} {r.outcome.value}" + (f": {reason_cell(r)}" if r.reason else "")
-    text = f"{CHANGE_ICON[change]} {change}"
-    if change == "regression" and r.metrics.get("confirmed") is True:
-        text += ", confirmed"
-    if r.outcome in FAILING and change != "regression":
-        text += f"; {outcome_cell(r)}"  # failed for another reason, e.g. a --max-latency-ms limit
-    return text
+        return outcome_cell(r) + (f": {reason_cell(r)}" if r.reason else "")
+    return f"{CHANGE_ICON[change]} {change}"
 
 
-def _cross_version_table(report: Report, run: str) -> list[Table]:
+def _explained(r: CheckResult) -> str:
+    """The verdict of a check that needs attention, as the analysis's one line: "🔺 regression: latency 1.32×
+    slower (95% CI 1.27–1.37), 10 ms → 13.2 ms; confirmed in 3 of 3 fresh process pairs; ...". A check that
+    failed for another reason than a regression (a --max-latency-ms limit, a crash) shows its outcome first."""
+    change = _change(r)
+    if change and (change == "regression" or r.outcome not in FAILING):
+        icon, word = CHANGE_ICON[change], change
+    else:
+        icon, word = ICON[r.outcome], r.outcome.value
+    reason = one_line(r.reason)
+    text = reason if reason.startswith(f"{word}:") else f"{word}: {reason}" if reason else word
+    return f"{icon} {md(clip(text, ATTENTION_REASON_LIMIT))}"
+
+
+def _cross_version_tables(report: Report, run: str, where: str) -> tuple[list[Table], list[Table]]:
     results = sorted((r for r in report.results if r.aspect == "cross-version"), key=_cross_order)
     if not results:
-        return []
+        return [], []
     headers = ["check", "outcome", "max abs diff vs baseline", "mismatched vs baseline", "bitwise equal",
                "RMSE vs fp64 (candidate / baseline)", "first divergent module", "reason"]
-    rows = []
-    for r in results:
-        m = r.metrics
-        cells = [md(visible(r.id)), outcome_cell(r), metric(m.get("max_abs_diff_vs_baseline")),
-                 _count_of(m.get("mismatched_vs_baseline"), m.get("numel")), metric(m.get("bitwise_equal_to_baseline")),
-                 _rmse_pair(m), _divergent(m.get("first_divergent_module")), reason_cell(r)]
-        rows.append(failing_row(row_line(cells), r, run, failing=r.outcome in FAILING))
+    about = ("The candidate's outputs against the baseline's on the same inputs and weights; its error against the "
+             "fp64 golden is judged relative to the baseline's.\n\n")
+    parts: tuple[list[Table], list[Table]] = ([], [])
+    shown = [r for r in results if r.outcome in ATTENTION]
+    for part, rows in ((0, shown), (1, [r for r in results if r.outcome not in ATTENTION])):
+        if not rows:
+            continue
+        limit = ATTENTION_REASON_LIMIT if part == 0 else REASON_LIMIT
+        lines = []
+        for r in rows:
+            m = r.metrics
+            cells = [md(visible(r.id)), outcome_cell(r), metric(m.get("max_abs_diff_vs_baseline")),
+                     _count_of(m.get("mismatched_vs_baseline"), m.get("numel")),
+                     metric(m.get("bitwise_equal_to_baseline")), _rmse_pair(m), _divergent(m.get("first_divergent_module")),
+                     reason_cell(r, limit)]
+            lines.append(failing_row(row_line(cells), r, run, failing=r.outcome in FAILING))
+        heading = (f"#### Cross-version correctness{where}: {_tally(rows)}\n\n{about}" if part == 0 else
+                   f"##### Cross-version correctness ({_tally(rows)})\n\n" + ("" if shown else about))
+        parts[part].append(Table(heading, table_header(headers), tuple(lines), tier=0 if part == 0 else 1))
+    return parts
+
+
+def _tally(results: Sequence[CheckResult]) -> str:
     tally = Counter(r.outcome for r in results)
-    counts = ", ".join(f"{n} {o.value}" for o, n in sorted(tally.items(), key=lambda kv: RANK[kv[0]]))
-    heading = (f"#### Cross-version correctness ({counts})\n\nThe candidate's outputs against the baseline's on the same "
-               "inputs and weights; its error against the fp64 golden is judged relative to the baseline's.\n\n")
-    return [Table(heading, table_header(headers), tuple(rows))]
+    return ", ".join(f"{n} {o.value}" for o, n in sorted(tally.items(), key=lambda kv: RANK[kv[0]]))
 
 
 def _cross_order(r: CheckResult) -> tuple[int, float, str]:
@@ -239,7 +316,7 @@ def _one_sided_table(candidate: Report, baseline: Report) -> list[Table]:
         rows.append(Row(row_line(cells), cand is not None and cand.outcome in FAILING))
     rows.sort(key=lambda row: not row.key)
     new, gone = sum(c in after for c in only), sum(c in before for c in only)
-    heading = f"#### Only in one version ({new} only in the candidate, {gone} only in the baseline)\n\n"
+    heading = f"##### Only in one version ({new} only in the candidate, {gone} only in the baseline)\n\n"
     return [Table(heading, table_header(["check", "baseline", "candidate"]), tuple(rows))]
 
 
@@ -247,7 +324,8 @@ def _side_cell(r: CheckResult | None) -> str:
     return "— (not in this version)" if r is None else outcome_cell(r)
 
 
-def _environment_diff(baseline: Report, candidate: Report) -> list[Table]:
+def _environment_diff(baseline: Report, candidate: Report) -> tuple[Table, bool]:
+    """The components that differ (torch always), and whether only torch did; the caller gives it a heading."""
     rows = []
     changed = [(label, _env(baseline.environment, key), _env(candidate.environment, key)) for label, key in ENV_DIFF]
     changed = [c for c, (label, key) in zip(changed, ENV_DIFF) if key == "torch_version" or c[1] != c[2]]
@@ -256,8 +334,8 @@ def _environment_diff(baseline: Report, candidate: Report) -> list[Table]:
     for label, before, after in changed:
         cells = [md(label), *("—" if v in (None, "", [], {}) else md(clip(one_line(_text(v)), 200)) for v in (before, after))]
         rows.append(Row(row_line(cells), True))
-    heading = "#### Environment changes\n\n"
-    return [Table(heading, table_header(["component", "baseline", "candidate"]), tuple(rows))]
+    torch_only = all(label in _TORCH_ROWS for label, _, _ in changed)
+    return Table("", table_header(["component", "baseline", "candidate"]), tuple(rows)), torch_only
 
 
 def _env(env: dict[str, Any], key: str) -> Any:
@@ -294,5 +372,6 @@ def _sdpa_choices(baseline: Report, candidate: Report) -> list[tuple[str, Any, A
 
 
 def is_shown_here(report: Report, r: CheckResult) -> bool:
-    """A candidate's cross-version results are shown by its comparison, not again among the per-aspect tables."""
-    return report.role == "candidate" and r.aspect == "cross-version"
+    """A candidate's cross-version, latency and memory results are shown by its comparison (baseline beside
+    candidate), not again among the per-aspect tables."""
+    return report.role == "candidate" and (r.aspect == "cross-version" or r.aspect in AB_ASPECTS)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.report import clip, number, one_line, sig, visible
 
 REASON_LIMIT = 160  # characters of a reason in a table cell
+# ... in a table of what needs attention: those rows are few, and the end of a reason is often what to do
+# ("about 40 more rounds would settle it (raise --ab-budget)")
+ATTENTION_REASON_LIMIT = 320
 DETAILS_LIMIT = 3000  # characters of a failing check's details; the tail is kept, where stderr ends
 ICON = {Outcome.FAILED: "❌", Outcome.ERROR: "💥", Outcome.NOT_RUN: "⏹️", Outcome.SUSPICIOUS: "⚠️",
         Outcome.SKIPPED: "⏭️", Outcome.PASSED: "✅"}
@@ -66,8 +69,8 @@ def metric(value: Any, factor: float = 1.0) -> str:
     return sig(v / factor)
 
 
-def reason_cell(r: CheckResult) -> str:
-    return md(clip(one_line(r.reason), REASON_LIMIT))
+def reason_cell(r: CheckResult, limit: int = REASON_LIMIT) -> str:
+    return md(clip(one_line(r.reason), limit))
 
 
 def outcome_cell(r: CheckResult) -> str:
@@ -94,6 +97,16 @@ class Table:
     rows: tuple[Row, ...]
     footer: str = ""
     tier: int = 0
+
+
+def collapse(tables: Sequence[Table], summary: str) -> list[Table]:
+    """The tables inside one <details> block whose <summary> is `summary` (plain text, escaped here); none, none."""
+    if not tables:
+        return []
+    block = [replace(tables[0], heading=f"<details><summary>{html_text(summary, 400)}</summary>\n\n{tables[0].heading}"),
+             *tables[1:]]
+    block[-1] = replace(block[-1], footer=block[-1].footer + "</details>\n\n")  # may be the first table
+    return block
 
 
 def row_line(cells: Sequence[str]) -> str:

@@ -1,48 +1,38 @@
-"""Reports -> the GitHub-flavoured Markdown job summary, kept under a byte budget."""
+"""Reports -> the GitHub-flavoured Markdown job summary, kept under a byte budget.
+
+Read in one screen: the verdict, the counts, what needs attention, and everything else collapsed.
+"""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
-from torch_upgrade_check.model import ASPECTS, CheckResult, Outcome, Report, Verdict
+from torch_upgrade_check.model import ASPECTS, DEVICES, CheckResult, Outcome, Report, Verdict
 from torch_upgrade_check.report import (
     AB_ASPECTS,
-    BYTE_UNITS,
+    CHANGES,
     CORRECTNESS_ASPECTS,
-    FAILING,
-    TIME_UNITS,
-    best_unit,
     clip,
     deciding,
     merged_verdict,
     nothing_ran,
-    number,
     one_line,
     run_names,
-    sig,
     total_counts,
-    visible,
 )
+from torch_upgrade_check.report.checks import aspect_tables, in_part, matrix
 from torch_upgrade_check.report.comparison import comparison_tables, is_shown_here, pairs
 from torch_upgrade_check.report.markdown import (
     ICON,
-    RANK,
-    Row,
     Table,
+    collapse,
     cut,
-    failing_row,
     fixed_size,
-    html_text,
     md,
-    metric,
-    outcome_cell,
     plan,
     plural,
-    reason_cell,
     render_tables,
     row_line,
     size,
@@ -52,42 +42,42 @@ from torch_upgrade_check.report.markdown import (
 )
 
 BUDGET_BYTES = 900_000  # GitHub drops a step summary over 1 MiB; the margin leaves room for other steps
-_SCALES = {"ms": (TIME_UNITS, 1.0), "s": (TIME_UNITS, 1e3), "bytes": (BYTE_UNITS, 1.0)}  # kind -> units, to ms/B
-# Per aspect: (header, metric key, kind) per measured column. The first column is the one a table sorts
-# by (largest first: failing, then slowest) and a matrix cell shows.
-_ERRORS = (("max abs err", "max_abs_err", ""), ("max rel err", "max_rel_err", ""), ("mismatched", "", "share"))
-_COLUMNS = {
-    "latency": (("median", "median_ms", "ms"), ("IQR", "iqr_ms", "ms"), ("samples", "samples_ms", "count"),
-                ("threads", "threads", "")),
-    "memory": (("peak", "peak_bytes", "bytes"), ("API", "memory_api", "")),
-    "compile": (("compile", "compile_time_s", "s"), *_ERRORS),
-    "determinism": (("max abs diff", "max_abs_diff", ""), ("bitwise equal", "bitwise_equal", ""),
-                    ("differing tensors", "differing_tensors", "")),
-    "fsdp2": (("max abs err", "max_abs_err", ""), ("world size", "world_size", ""), ("backend", "backend", "")),
-}
 _ENV_ORDER = ("torch_version", "torch_git", "cuda", "cudnn", "nccl", "triton", "cuda_devices", "driver")
 _ENV_ORDER += ("python", "os", "cpu", "threads")
 _ENV_HIDDEN = ("packages",)  # every installed package is in report.json; a comparison shows those that changed
-_BASELINE_TIER = 3  # a baseline's rows are the first to go when the budget is short: they inform only
+_SKIP_REASONS = 3  # distinct skip reasons named when nothing ran
 
 
 def render_summary(reports: Sequence[Report], *, budget_bytes: int = BUDGET_BYTES) -> str:
-    """The job summary: verdict line first, counts, then what changed (comparisons), a table per aspect
-    (failing, then slowest, first) of the deciding runs, the baselines' tables collapsed, the environment.
+    """The job summary, in the order a reviewer needs it: the verdict line, the counts, then (open) what needs
+    attention: regressions, failed, errored, not-run and suspicious checks with reasons, repro commands and
+    details; runs that could not happen; the environment diff when more than torch changed. Then, collapsed:
+    everything that passed (per-aspect tables, improved and unchanged comparisons), the baselines' own checks,
+    the environment. A passing run shows a few lines.
 
     Over `budget_bytes` (UTF-8), rows are dropped on purpose, in this order of keeping: failing rows,
-    their repro commands and details, the other rows (comparisons first, unchanged and baseline rows last);
-    the text then says how many were left out.
+    their repro commands and details, the other rows (what needs attention first, then the passing checks,
+    unchanged and baseline rows last); the text then says how many were left out.
     """
     runs = list(zip(reports, run_names(reports)))
     decide = {id(r) for r in deciding(reports)}
     main = [(r, name) for r, name in runs if id(r) in decide]
     informing = [(r, name) for r, name in runs if id(r) not in decide]
-    tables = [t for c, b in pairs(reports) for t in comparison_tables(runs[c], runs[b] if b is not None else None)]
-    tables += ([_matrix(main)] if len(main) > 1 else []) + _aspect_tables(main)
-    tables += _baseline_tables(informing)
+    compared = [comparison_tables(runs[c], runs[b] if b is not None else None) for c, b in pairs(reports)]
+    merged = len(main) > 1  # several runners: a check × run matrix, its checks that need attention shown open
+    attention = [t for c in compared for t in c.attention]
+    attention += (matrix(main, "attention") if merged else []) + aspect_tables(main, "attention")
+    notes = _notes(runs, decide)
+    checks_above = bool(attention)
+    if attention or notes:
+        attention.insert(0, Table("### What needs attention\n\n" + notes, "", ()))
+    infra = _infra_section(runs)
+    rest = [t for c in compared for t in c.rest]
+    rest += (matrix(main, "rest") if merged else []) + aspect_tables(main, "rest")
+    tables = [*attention, *([Table(infra, "", ())] if infra else []), *(t for c in compared for t in c.environment),
+              *collapse(rest, _rest_summary(main, checks_above)), *_baseline_tables(informing)]
     head = f"## {md(headline(reports))}\n\n"
-    body = _counts_table(runs, decide) + _infra_section(runs)
+    body = _counts_table(runs, decide)
     tail = _environment(runs)
     room = budget_bytes - size(head + body + tail) - fixed_size(tables) - 256  # 256: the truncation notice
     kept = plan(tables, room)
@@ -148,125 +138,50 @@ def _index(order: Sequence[str], item: str) -> int:
     return order.index(item) if item in order else len(order)
 
 
-def _scaled(value: Any, scale: float) -> float | None:
-    v = number(value)
-    return None if v is None else v * scale
+def _notes(runs: Sequence[tuple[Report, str]], decide: set[int]) -> str:
+    """Lines on runs as a whole: where nothing ran (and the skip reasons that say why), where the checks ran on
+    another device than the one requested."""
+    lines = []
+    for report, name in runs:
+        if id(report) in decide and nothing_ran(report):
+            skipped = Counter(one_line(r.reason) or "no reason given" for r in report.results
+                              if r.outcome is Outcome.SKIPPED)
+            if skipped:
+                why = "; ".join(f"{md(clip(reason, 200))} ({n})" for reason, n in skipped.most_common(_SKIP_REASONS))
+                more = len(skipped) - _SKIP_REASONS
+                why += f"; and {plural(more, 'other reason')}" if more > 0 else ""
+                text = f"nothing ran, which fails: {plural(sum(skipped.values()), 'check')} skipped: {why}"
+            else:
+                text = "nothing ran, which fails: the run reported no check"
+            lines.append(f"- {ICON[Outcome.NOT_RUN]} **{md(name)}**: {text}")
+        if report.requested_device in DEVICES and report.requested_device != report.device:
+            asked, got = md(report.requested_device), md(report.device)
+            lines.append(f"- {ICON[Outcome.SUSPICIOUS]} **{md(name)}**: {asked} was requested but the checks ran on {got}")
+    return "".join(line + "\n" for line in lines) + ("\n" if lines else "")
 
 
-_Column = tuple[str, Callable[[CheckResult], str]]
-
-
-def _columns(aspect: str, results: Sequence[CheckResult]) -> list[_Column]:
-    """The measured columns of one aspect's table; each kind of unit is chosen once per table."""
-    units: dict[str, tuple[str, float]] = {}
-    columns = []
-    for header, key, kind in _COLUMNS.get(aspect, _ERRORS):
-        if kind in _SCALES and kind not in units:
-            scales, to_base = _SCALES[kind]
-            name, factor = best_unit([_scaled(r.metrics.get(key), to_base) for r in results], scales)
-            units[kind] = (name, factor / to_base)
-        columns.append((f"{header} ({units[kind][0]})" if kind in units else header, _cell(key, kind, units)))
-    return columns
-
-
-def _cell(key: str, kind: str, units: dict[str, tuple[str, float]]) -> Callable[[CheckResult], str]:
-    if kind == "share":
-        return _mismatched
-    if kind == "count":
-        return lambda r: str(len(r.metrics[key])) if isinstance(r.metrics.get(key), list) else ""
-    factor = units[kind][1] if kind in units else 1.0
-    return lambda r: metric(r.metrics.get(key), factor)
-
-
-def _mismatched(r: CheckResult) -> str:
-    share, count, numel = (number(r.metrics.get(k)) for k in ("mismatched_share", "mismatched_count", "numel"))
-    text = "" if share is None else f"{sig(share * 100)}%"
-    if count is not None and numel is not None and math.isfinite(count) and math.isfinite(numel):
-        text += f" ({int(count):,} of {int(numel):,})"
-    return text.strip()
-
-
-def _primary(r: CheckResult) -> tuple[float | None, str]:
-    """The value of the first column of the check's table, in its base unit (ms, B), and that kind."""
-    _, key, kind = _COLUMNS.get(r.aspect, _ERRORS)[0]
-    return _scaled(r.metrics.get(key), _SCALES[kind][1] if kind in _SCALES else 1.0), kind
-
-
-def _limits(r: CheckResult) -> str:
-    return ", ".join(f"{md(k)}={metric(v)}" for k, v in r.thresholds.items())
-
-
-def _sort_key(r: CheckResult, index: int) -> tuple[int, float, str, int]:
-    v = _primary(r)[0]
-    worst = -math.inf if v is None else (math.inf if math.isnan(v) else v)
-    return (RANK[r.outcome], -worst, r.id, index)
-
-
-def _aspect_tables(runs: Sequence[tuple[Report, str]], *, informs: bool = False) -> list[Table]:
-    """A table per aspect. Rows of runs that only inform (baselines) are never key rows and carry no repro."""
-    by_aspect: dict[str, list[tuple[CheckResult, str, int]]] = {}
-    for i, (report, name) in enumerate(runs):
-        for r in report.results:
-            if not is_shown_here(report, r):
-                by_aspect.setdefault(r.aspect, []).append((r, name, i))
-    order = [a for a in ASPECTS if a in by_aspect] + sorted(set(by_aspect) - set(ASPECTS))
-    multi = len(runs) > 1
-    tables = []
-    for aspect in order:
-        entries = sorted(by_aspect[aspect], key=lambda e: _sort_key(e[0], e[2]))
-        results = [r for r, _, _ in entries]
-        columns = _columns(aspect, results)
-        headers = ["check", *(["run"] if multi else []), "outcome", *(h for h, _ in columns), "limits", "reason"]
-        rows = []
-        for r, name, _ in entries:
-            cells = [md(visible(r.id)), *([md(name)] if multi else []), outcome_cell(r),
-                     *(f(r) for _, f in columns), _limits(r), reason_cell(r)]
-            rows.append(failing_row(row_line(cells), r, name, failing=r.outcome in FAILING and not informs))
-        tally = Counter(r.outcome for r in results)
-        counts = ", ".join(f"{n} {o.value}" for o, n in sorted(tally.items(), key=lambda kv: RANK[kv[0]]))
-        heading = f"{'####' if informs else '###'} {md(aspect)} ({counts})\n\n"
-        tables.append(Table(heading, table_header(headers), tuple(rows), tier=_BASELINE_TIER if informs else 1))
-    return tables
+def _rest_summary(main: Sequence[tuple[Report, str]], after_attention: bool) -> str:
+    """The line that stands for the collapsed tables: "✅ All 9 checks passed", "The other 6 checks: 5 passed
+    (1 improved and 2 unchanged against the baseline), 1 skipped"."""
+    results = [r for report, _ in main for r in report.results if in_part(r, "rest")]
+    tally = Counter(r.outcome for r in results)
+    changes = Counter(r.metrics.get("change") for report, _ in main for r in report.results
+                      if is_shown_here(report, r) and r.aspect in AB_ASPECTS and in_part(r, "rest"))
+    against = " and ".join(f"{changes[c]} {c}" for c in CHANGES if changes[c])
+    against = f" ({against} against the baseline)" if against else ""
+    checks = plural(len(results), "check")
+    if set(tally) == {Outcome.PASSED}:
+        which = "The other" if after_attention else f"{ICON[Outcome.PASSED]} {'All' if len(results) > 1 else 'The'}"
+        return f"{which} {checks} passed{against}"
+    parts = [f"{n} {o.value}" + (against if o is Outcome.PASSED else "")
+             for o, n in sorted(tally.items(), key=lambda kv: list(Outcome).index(kv[0]))]
+    return f"{'The other' if after_attention else 'The'} {checks}: {', '.join(parts)}"
 
 
 def _baseline_tables(runs: Sequence[tuple[Report, str]]) -> list[Table]:
     """The baselines' own tables, collapsed: they explain a comparison and never decide the verdict."""
-    tables = _aspect_tables(runs, informs=True)
-    if not tables:
-        return []
     what = "; ".join(f"{name}: {plural(len(r.results), 'check')}" for r, name in runs)
-    summary = f"<details><summary>Baseline checks ({html_text(what, 400)}); they inform and do not decide</summary>\n\n"
-    tables[0] = replace(tables[0], heading=summary + tables[0].heading)
-    tables[-1] = replace(tables[-1], footer=tables[-1].footer + "</details>\n\n")  # may be the same table
-    return tables
-
-
-def _matrix(runs: Sequence[tuple[Report, str]]) -> Table:
-    """Checks × runs, a cell per run; a check that one run lacks shows "—" there (not run there)."""
-    cells: dict[str, dict[int, CheckResult]] = {}
-    for i, (report, _) in enumerate(runs):
-        for r in report.results:
-            cells.setdefault(r.id, {})[i] = r
-    rows = []
-    for check_id, seen in cells.items():
-        failing = any(r.outcome in FAILING for r in seen.values())
-        line = row_line([md(visible(check_id)), *(_matrix_cell(seen.get(i)) for i in range(len(runs)))])
-        rows.append((not failing, min(RANK[r.outcome] for r in seen.values()), check_id, Row(line, failing)))
-    rows.sort(key=lambda e: e[:3])
-    header = table_header(["check", *(md(name) for _, name in runs)])
-    return Table(f"### Matrix ({len(cells)} checks × {len(runs)} runs)\n\n", header, tuple(e[3] for e in rows))
-
-
-def _matrix_cell(r: CheckResult | None) -> str:
-    if r is None:
-        return "—"
-    v, kind = _primary(r)
-    if v is None:
-        return ICON[r.outcome]
-    if kind not in _SCALES:
-        return f"{ICON[r.outcome]} {sig(v)}"
-    name, factor = best_unit([v], _SCALES[kind][0])
-    return f"{ICON[r.outcome]} {sig(v / factor)} {name}"
+    return collapse(aspect_tables(runs, "informs"), f"Baseline checks ({what}); they inform and do not decide")
 
 
 def _counts_table(runs: Sequence[tuple[Report, str]], decide: set[int]) -> str:
