@@ -35,7 +35,8 @@ def test_backends_and_indexes() -> None:
         provision.check_backend("cuda12")
     release = provision.parse_spec("2.13.0", "x")
     nightly = provision.parse_spec("nightly", "x")
-    assert provision.index_for("auto", release, None) == ""  # the installer's configured index
+    assert provision.index_for("auto", release, None, "linux") == "https://download.pytorch.org/whl/cpu"
+    assert provision.index_for("auto", release, None, "darwin") == ""  # PyPI's macOS build is the CPU/MPS one
     assert provision.index_for("auto", release, (12, 9)) == "https://download.pytorch.org/whl/cu128"
     assert provision.index_for("auto", release, (13, 1)) == "https://download.pytorch.org/whl/cu130"
     assert provision.index_for("auto", nightly, None) == "https://download.pytorch.org/whl/nightly/cpu"
@@ -45,7 +46,8 @@ def test_backends_and_indexes() -> None:
 
 def test_environment_names_follow_their_contents() -> None:
     base = dict(python_version="3.11.7", requirement="torch==2.13.0", backend="auto", index_url="",
-                extra_index_urls=(), find_links=(), pre=False, extra_requirements=(), installer="pip")
+                extra_index_urls=(), find_links=(), pre=False, extra_requirements=(), installer="pip",
+                platform="linux-x86_64")
     a, b = provision.InstallPlan(**base), provision.InstallPlan(**{**base, "extra_requirements": ("numpy",)})
     assert a.key() == provision.InstallPlan(**base).key() and a.key() != b.key()
 

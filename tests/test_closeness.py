@@ -86,6 +86,21 @@ def test_zero_tolerances_ask_for_bitwise_equality() -> None:
     assert outcome is Outcome.FAILED and "bitwise" in reason
 
 
+def test_zero_tolerances_pass_what_equals_its_reference_bitwise() -> None:
+    # the same torch on both sides: float32 differs from the fp64 golden, but not from the baseline's output
+    same = metrics(tensor("output", mismatched=512, rmse=2e-8, ref_rmse=2e-8, ref_equal=True),
+                   tensor("grad:w", mismatched=64, rmse=7e-8, ref_rmse=7e-8, ref_equal=True), rtol=0.0, atol=0.0)
+    outcome, reason = judge("cross-version", same)
+    assert outcome is Outcome.PASSED, reason
+    one_bit = metrics(tensor("output", mismatched=512, rmse=2e-8, ref_rmse=2e-8, ref_equal=True),
+                      tensor("grad:w", mismatched=64, rmse=7e-8, ref_rmse=7.1e-8, ref_equal=False), rtol=0.0, atol=0.0)
+    outcome, reason = judge("cross-version", one_bit)
+    assert outcome is Outcome.FAILED and "grad:w" in reason and "bitwise" in reason
+    # numerics in float32 has no reference: bitwise against the fp64 golden, which float32 never meets
+    outcome, _ = judge("numerics", metrics(tensor("output", mismatched=512, rmse=2e-8), rtol=0.0, atol=0.0))
+    assert outcome is Outcome.FAILED
+
+
 def test_nan_fails() -> None:
     outcome, reason = judge("numerics", metrics(tensor("output", nan=8, mismatched=8, rmse=math.inf)))
     assert outcome is Outcome.FAILED and "8 NaN" in reason

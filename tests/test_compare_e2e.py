@@ -99,6 +99,7 @@ def test_user_pytest_runs_under_both_versions(tmp_path: Path, torch_python: str)
     (["--baseline", "2.13.0"], 2, "compare needs --candidate SPEC"),
     (["--candidate", "2.13.0", "--max-latency-regression", "ten"], 2,
      "--max-latency-regression must be a percentage like 10% or a ratio like 0.10, got 'ten'"),
+    (["--candidate", "2.13.0", "--venv-cap", "-1"], 2, "--venv-cap must be a positive number of GB like 20, got '-1'"),
 ])
 def test_bad_compare_flags(tmp_path: Path, args: list[str], code: int, message: str) -> None:
     proc = run_cli("compare", *args, "--out", str(tmp_path))
@@ -116,15 +117,17 @@ def test_interpreter_without_torch_is_infrastructure(tmp_path: Path, torch_pytho
 
 @pytest.mark.slow
 def test_version_that_does_not_exist_is_an_install_error(tmp_path: Path) -> None:
-    proc = run_cli("compare", "--candidate", "2.99.0", "--installer", "pip", "--venv-dir", str(tmp_path / "venvs"),
-                   "--out", str(tmp_path / "out"))
+    # --torch-backend pypi: the machine's configured index (a CPU-only machine's `auto` asks PyTorch's CPU index)
+    proc = run_cli("compare", "--candidate", "2.99.0", "--installer", "pip", "--torch-backend", "pypi",
+                   "--venv-dir", str(tmp_path / "venvs"), "--out", str(tmp_path / "out"))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     # pip's own words: no such release, or (where pip is capped by a constraint) the conflict
-    first, *rest = proc.stderr.strip().splitlines()
-    assert ("No matching distribution found for torch==2.99.0" in first
-            or "Cannot install torch==2.99.0" in first), proc.stderr
-    # the reason on one line, then the install log's tail (the cause is often a few lines up)
-    assert not rest or (rest[0].startswith("last ") and "install-candidate.log" in rest[0]), proc.stderr
+    assert ("No matching distribution found for torch==2.99.0" in proc.stderr
+            or "Cannot install torch==2.99.0" in proc.stderr), proc.stderr
+    # one line with the installer's reason, then the tail of the side's install log (commands.install_log_tail)
+    first, *tail = proc.stderr.strip().splitlines()
+    assert first.startswith("torch-upgrade-check: infrastructure error: installing torch==2.99.0 failed: "), first
+    assert tail and tail[0].startswith("last ") and "install-candidate.log" in tail[0]
     assert "Traceback" not in proc.stderr
     assert not any((tmp_path / "venvs").glob("torch-2.99.0-*"))  # a failed environment is deleted
 
@@ -139,12 +142,13 @@ def venv_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.mark.slow
 def test_real_upgrade_2_13_to_2_14_with_provisioned_venvs(tmp_path: Path, venv_dir: Path) -> None:
     """The real pair: both torch versions installed by the tool itself (2.14.1 is 5.5 GB; built once)."""
-    args = ["compare", "--baseline", "2.13.0", "--candidate", "2.14.1", "--installer", "pip",
+    args = ["compare", "--baseline", "2.13.0", "--candidate", "2.14.1", "--installer", "pip", "--torch-backend", "pypi",
             "--venv-dir", str(venv_dir), "--device", "cpu", "--threads", "1",
             "--only", "matmul[float32]/*", "--only", "mlp[float32]/numerics"]
     proc = run_cli(*args, "--out", str(tmp_path / "first"))
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr
-    assert "installing torch==2.14.1" in proc.stdout
+    assert "installing torch==2.14.1" in proc.stdout and "candidate: torch 2.14.1" in proc.stdout
+    assert "baseline: torch 2.13.0+cpu installed in" in proc.stdout
     baseline, candidate = load(tmp_path / "first")
     assert baseline["environment"]["torch_version"].startswith("2.13.0")
     assert candidate["environment"]["torch_version"].startswith("2.14.1")
@@ -154,4 +158,5 @@ def test_real_upgrade_2_13_to_2_14_with_provisioned_venvs(tmp_path: Path, venv_d
     assert "matmul[float32]/latency" in cand and "ratio" in cand["matmul[float32]/latency"]["metrics"]
     assert "2.13.0" in (tmp_path / "first" / "summary.md").read_text()
     again = run_cli(*args, "--out", str(tmp_path / "second"))
-    assert "reusing" in again.stdout and "installing" not in again.stdout
+    assert "baseline: torch 2.13.0+cpu reused from" in again.stdout and "installing" not in again.stdout
+    assert again.stdout.count(" reused from ") == 2

@@ -10,15 +10,22 @@ annotations and the step's outputs first and only then exits 1, so the step fail
 everything was written, and the rule of which failures count lives in one place (the CLI). A bad input
 stops here, before the CLI: an `::error` annotation per problem and the outputs `verdict=error`, counts 0
 (github.py writes both; this module writes no GitHub file itself). It never imports torch.
+
+`cache-key` (the action's step before it, when input `cache` is true) says whether and under which key the
+torch venvs are restored from and saved to GitHub's cache: the outputs `enabled`, `key` and `path`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import platform
 import re
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,21 +33,25 @@ from pathlib import Path
 from torch_upgrade_check import github
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_USAGE, UsageError
 from torch_upgrade_check.orchestrate.provision import BACKEND_RE, parse_spec
-from torch_upgrade_check.values import latency_limit, percent, timeout, tolerance
+from torch_upgrade_check.orchestrate.store import default_venv_dir
+from torch_upgrade_check.values import gigabytes, latency_limit, percent, timeout, tolerance
 
 PROG = "torch-upgrade-check"
 
 # Every input of action.yml, in its order; each reaches this module as env var INPUT_<NAME>.
 INPUTS: tuple[str, ...] = (
     "torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url", "find-links",
-    "extra-requirements", "device", "config", "suite", "rtol", "atol", "max-latency-regression",
+    "extra-requirements", "venv-cap", "cache", "device", "config", "suite", "rtol", "atol", "max-latency-regression",
     "max-memory-regression", "max-latency-ms", "timeout", "fail-on", "python", "working-directory",
     "job-summary", "report-dir",
 )
 DEFAULTS: dict[str, str] = {
     "torch-backend": "auto", "device": "auto", "fail-on": "correctness,latency,memory", "python": "python3",
-    "working-directory": ".", "job-summary": "true", "report-dir": "torch-upgrade-check-report",
+    "working-directory": ".", "job-summary": "true", "report-dir": "torch-upgrade-check-report", "cache": "false",
 }
+# The inputs that decide which torch venvs get built: the cache key hashes them.
+CACHE_INPUTS = ("torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url",
+                "find-links", "extra-requirements")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 FAIL_ON = ("correctness", "latency", "memory")
 URL_RE = re.compile(r"^(https?|file)://\S+$")
@@ -118,10 +129,15 @@ def validate(values: Mapping[str, str]) -> list[str]:
                 problems.append(f"input '{name}' compares with a baseline; set 'baseline-torch-version' too, or remove it")
     problems += [_problem(latency_limit, "max-latency-ms", item) for item in split_items(values["max-latency-ms"])]
     problems += _fail_on_problems(values["fail-on"])
-    if values["job-summary"].lower() not in (*TRUE, *FALSE):
-        problems.append(f"input 'job-summary' must be true or false, got {values['job-summary']!r}")
+    for name in ("job-summary", "cache"):
+        if values[name].lower() not in (*TRUE, *FALSE):
+            problems.append(f"input '{name}' must be true or false, got {values[name]!r}")
+    if values["venv-cap"]:
+        problems.append(_problem(gigabytes, "venv-cap", values["venv-cap"]))
     if not (candidate or baseline):
-        asked = [n for n in ("index-url", "extra-index-url", "find-links", "extra-requirements") if values[n]]
+        asked = [n for n in ("index-url", "extra-index-url", "find-links", "extra-requirements", "venv-cap") if values[n]]
+        if values["cache"].lower() in TRUE:
+            asked.append("cache")
         if values["torch-backend"] != "auto":
             asked.insert(0, "torch-backend")
         problems += [f"input '{n}' is used only to install torch; set 'torch-version' (and/or 'baseline-torch-version') "
@@ -177,6 +193,8 @@ def build_argv(values: Mapping[str, str]) -> list[str]:
         argv += _repeat("--extra-index-url", split_items(values["extra-index-url"]))
         argv += _repeat("--find-links", split_items(values["find-links"], commas=False))
         argv += _repeat("--extra-requirement", split_items(values["extra-requirements"], commas=False))
+        if values["venv-cap"]:
+            argv += ["--venv-cap", values["venv-cap"]]
         for name in ("max-latency-regression", "max-memory-regression"):
             if values[name]:
                 argv += [f"--{name}", values[name]]
@@ -208,8 +226,56 @@ def plan(environ: Mapping[str, str]) -> Plan:
     return Plan(tuple(build_argv(values)), Path(values["working-directory"]), fail_on(values))
 
 
-def main(environ: Mapping[str, str] | None = None) -> int:
+def cache_key(values: Mapping[str, str], *, python_version: str, system: str, machine: str, today: str) -> str:
+    """The key of the torch venvs in GitHub's cache: everything that decides what gets installed (as given; the
+    versions they resolve to are in the venvs' own records), the Python, the OS and architecture, and for a
+    nightly, a release candidate or a range the day, so a cached one is never older than a day."""
+    asked = {name: values[name] for name in CACHE_INPUTS}
+    digest = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
+    moving = any(parse_spec(values[n], n).kind in ("nightly", "test", "range")
+                 for n in ("torch-version", "baseline-torch-version") if values[n])
+    return (f"torch-upgrade-check-venvs-v1-{system}-{machine}-py{python_version}-{digest}"
+            + (f"-{today}" if moving else ""))
+
+
+def cache_plan(environ: Mapping[str, str]) -> dict[str, str]:
+    """The outputs of the action's cache-key step: `enabled` (`true` or `false`), `key` and `path`."""
+    values = read_inputs(environ)
+    off = {"enabled": "false", "key": "", "path": ""}
+    if values["cache"].lower() not in TRUE:
+        return off
+    specs = [values[n] for n in ("torch-version", "baseline-torch-version") if values[n]]
+    try:
+        if not specs or all(parse_spec(s, "torch-version").kind == "current" for s in specs):
+            print(f"{PROG}: cache: off, nothing to install (no torch-version but current)", flush=True)
+            return off
+    except UsageError:
+        return off  # the check step reports the bad input
+    if environ.get("RUNNER_ENVIRONMENT") == "self-hosted":
+        print(f"{PROG}: cache: off on a self-hosted runner: its venvs stay on its disk (see input 'venv-cap')",
+              flush=True)
+        return off
+    workdir = Path(values["working-directory"])
+    python = values["python"]
+    if os.sep in python or (os.altsep and os.altsep in python):
+        python = str((workdir / python).resolve())
+    try:
+        version = subprocess.run([python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                                 capture_output=True, text=True, timeout=60, check=True, cwd=workdir).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return off  # the check step reports the interpreter
+    key = cache_key(values, python_version=version, system=platform.system().lower(), machine=platform.machine().lower(),
+                    today=time.strftime("%Y%m%d", time.gmtime()))
+    path = str(default_venv_dir(environ))
+    print(f"{PROG}: cache: key {key} for {path}", flush=True)
+    return {"enabled": "true", "key": key, "path": path}
+
+
+def main(environ: Mapping[str, str] | None = None, argv: Sequence[str] = ()) -> int:
     environ = os.environ if environ is None else environ
+    if list(argv) == ["cache-key"]:
+        github.set_outputs(cache_plan(environ), environ=environ)
+        return 0
     p = plan(environ)
     if p.problems:
         for problem in p.problems:
@@ -241,4 +307,4 @@ def main(environ: Mapping[str, str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(argv=sys.argv[1:]))

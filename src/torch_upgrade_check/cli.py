@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="another package for both venvs, e.g. numpy (repeatable)")
     cmp.add_argument("--venv-dir", default=None, metavar="DIR",
                      help="where venvs live (default: $XDG_CACHE_HOME or ~/.cache, /torch-upgrade-check/venvs)")
+    cmp.add_argument("--venv-cap", default=None, metavar="GB",
+                     help="size cap of the venv store: least recently used venvs not in use are deleted above it "
+                          "(default: 20)")
     cmp.add_argument("--max-latency-regression", default=None, metavar="PCT",
                      help="slowdown that fails when significant: 10%% or 0.10 (default: the config's, else 10%%)")
     cmp.add_argument("--ab-budget", default=None, metavar="SECONDS",

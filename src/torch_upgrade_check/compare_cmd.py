@@ -17,7 +17,7 @@ from torch_upgrade_check import __version__, values
 from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import compare, measure, provision, session
+from torch_upgrade_check.orchestrate import compare, measure, provision, session, store
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import write_reports
 
@@ -54,6 +54,9 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
         ratios[flag] = values.collect(problems, values.percent, given, "--" + flag.replace("_", "-"))
     if args.ab_budget is not None:
         args.ab_budget_s = values.collect(problems, values.timeout, args.ab_budget, "--ab-budget")
+    given_cap = getattr(args, "venv_cap", None)
+    args.venv_cap_gb = (store.DEFAULT_CAP_GB if given_cap is None
+                        else values.collect(problems, values.gigabytes, given_cap, "--venv-cap"))
     if problems:
         raise UsageError(*problems)
     thresholds = compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"])
@@ -95,23 +98,38 @@ def _same_threads(probes: dict[str, session.WorkerSession]) -> str:
 
 
 def default_venv_dir() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "torch-upgrade-check" / "venvs"
+    return store.default_venv_dir()
 
 
-def _python_for(role: str, spec: provision.TorchSpec | None, prepared: str | None, args: argparse.Namespace,
-                base_python: str, out: Path) -> str:
-    if prepared:
-        return session.resolve_python(prepared)
-    assert spec is not None
-    python, _ = provision.ensure_env(
-        spec, base_python=base_python, venv_root=Path(args.venv_dir) if args.venv_dir else default_venv_dir(),
-        backend=args.torch_backend, index_url=args.index_url, extra_index_urls=tuple(args.extra_index_url),
-        find_links=tuple(args.find_links), extra_requirements=tuple(args.extra_requirement),
-        installer=provision.choose_installer(args.installer), log=out / "logs" / f"install-{role}.log",
-        say=lambda text: say(f"{role}: {text}"),
-    )
-    return python
+def _python_for(sides: dict[str, tuple[provision.TorchSpec | None, str | None]], args: argparse.Namespace,
+                base_python: str, out: Path) -> dict[str, str]:
+    """Each side's interpreter: a prepared one as given, `current` the tool's --python, any other SPEC from the
+    venv store, reused or installed, both sides in parallel inside one foldable group of the job's log, then
+    one line a side saying how (installed in N s, or reused)."""
+    given = {role: session.resolve_python(prepared) for role, (_, prepared) in sides.items() if prepared}  # fail fast
+    installs = {role: spec for role, (spec, prepared) in sides.items()
+                if spec is not None and not prepared and spec.kind != "current"}
+    ready: dict[str, provision.Prepared] = {}
+    if installs:
+        from torch_upgrade_check import github
+
+        venv_dir = Path(args.venv_dir) if args.venv_dir else default_venv_dir()
+        opts = provision.Options(
+            base_python=base_python, root=store.store_root(venv_dir, os.environ), backend=args.torch_backend,
+            index_url=args.index_url, extra_index_urls=tuple(args.extra_index_url), find_links=tuple(args.find_links),
+            extra_requirements=tuple(args.extra_requirement), installer=provision.choose_installer(args.installer),
+            logs=out / "logs",
+        )
+        title = "torch-upgrade-check: preparing " + " and ".join(f"{role} torch {spec.text}" for role, spec in installs.items())
+        with github.group(title, environ=os.environ):
+            if store.untrusted(os.environ):
+                say(f"a pull request's run: its venvs live in {opts.root}, apart from those trusted runs reuse")
+            ready = provision.ensure_envs(installs, opts, say=say)
+        for role, prepared in ready.items():
+            say(f"{role}: {prepared.outcome()}")
+        provision.trim(opts.root, args.venv_cap_gb, say=say)
+    return {role: given[role] if role in given else ready[role].python if role in ready else base_python
+            for role in sides}
 
 
 def compare_head(args: argparse.Namespace) -> list[str]:
@@ -157,10 +175,9 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     pythons: dict[str, str] = {}
     try:
         tool_python = session.resolve_python(args.python)
-        for role, spec, prepared in (("baseline", base_spec, args.baseline_python),
-                                     ("candidate", cand_spec, args.candidate_python)):
-            if role in reports:
-                pythons[role] = _python_for(role, spec, prepared, args, tool_python, out)
+        pythons = _python_for({role: (spec, prepared) for role, spec, prepared in (
+            ("baseline", base_spec, args.baseline_python), ("candidate", cand_spec, args.candidate_python))
+            if role in reports}, args, tool_python, out)
         probes = in_parallel({role: (lambda python=python, role=role: session.probe(python, settings, name=f"probe-{role}"))
                               for role, python in pythons.items()})
     except InfrastructureError as e:

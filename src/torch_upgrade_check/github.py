@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
 from torch_upgrade_check.model import Report
-from torch_upgrade_check.report.annotations import MAX_ERRORS, annotations, command
+from torch_upgrade_check.report.annotations import MAX_ERRORS, annotations, command, escape_data
 from torch_upgrade_check.report.junit import build_junit, junit_to_string
 from torch_upgrade_check.report.outputs import action_outputs, error_outputs
 from torch_upgrade_check.report.summary import BUDGET_BYTES, render_summary
@@ -96,6 +97,12 @@ def write_outputs(path: Path, outputs: Mapping[str, str]) -> None:
         f.write(format_outputs(outputs))
 
 
+def set_outputs(outputs: Mapping[str, str], *, environ: Mapping[str, str]) -> None:
+    """The step's outputs, for the steps after it (GITHUB_OUTPUT); nothing outside GitHub Actions."""
+    if environ.get("GITHUB_OUTPUT"):
+        write_outputs(Path(environ["GITHUB_OUTPUT"]), outputs)
+
+
 def stopped_early(
     problems: Sequence[str],
     *,
@@ -119,3 +126,21 @@ def stopped_early(
     if environ.get("GITHUB_OUTPUT"):
         write_outputs(Path(environ["GITHUB_OUTPUT"]), outputs)
     return outputs
+
+
+@contextmanager
+def group(title: str, *, environ: Mapping[str, str], stream: TextIO | None = None) -> Iterator[None]:
+    """A foldable group in the job's log around what the block prints (GitHub Actions: `::group::` and
+    `::endgroup::`, also when the block raises); elsewhere just the title, as a plain line.
+
+    GitHub's groups do not nest or interleave: one group holds one stage, however many threads print in it.
+    """
+    stream = sys.stdout if stream is None else stream
+    on_github = environ.get("GITHUB_ACTIONS") == "true"
+    title = " ".join(title.split())  # one line: a newline would end the command early
+    print(f"::group::{escape_data(title)}" if on_github else title, file=stream, flush=True)
+    try:
+        yield
+    finally:
+        if on_github:
+            print("::endgroup::", file=stream, flush=True)

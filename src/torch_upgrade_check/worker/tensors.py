@@ -107,9 +107,9 @@ def compare(
     GRAD_SCALE_FLOOR x the largest gradient's RMS); an element mismatches when
     |result - golden| > atol*scale + rtol*|golden| (NaN where the golden has a number counts); rmse
     against the golden; `ref_rmse` the same for `reference` (the noise floor of a trusted
-    implementation in the same dtype), when it has T; `floor_rmse` that of the golden rounded to
-    `dtype` (the dtype's own representation error). Tensors in only one of result and golden are
-    listed in `uncompared`: the verdict fails them, so nothing produced passes unexamined.
+    implementation in the same dtype) and `ref_equal` (T equals the reference bitwise), when it has T;
+    `floor_rmse` that of the golden rounded to `dtype` (the dtype's own representation error). Tensors in
+    only one of result and golden are listed in `uncompared`: the verdict fails them, so nothing produced passes unexamined.
     """
     names = [n for n in result if n in golden]
     goldens = {n: host(golden[n], torch.float64).reshape(-1) for n in names}
@@ -135,7 +135,9 @@ def compare(
             "nan": int(torch.isnan(r).sum()),
         }
         if reference is not None and name in reference:
-            entry["ref_rmse"] = _rms(host(reference[name], torch.float64).reshape(-1) - g)
+            ref = host(reference[name], torch.float64).reshape(-1)
+            entry["ref_rmse"] = _rms(ref - g)
+            entry["ref_equal"] = tuple(ref.shape) == tuple(r.shape) and bool(torch.equal(r, ref))
         if dtype is not None:
             entry["floor_rmse"] = _rms(round_to(g, dtype) - g)
         per_tensor.append(entry)
