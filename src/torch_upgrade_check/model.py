@@ -204,8 +204,9 @@ class BisectStep:
 class Bisection:
     """A bisection's record: the builds in order, each step, and what was found.
 
-    `outcome`: "found" (first bad build named), "not-reproduced" (the bad build does not fail: nothing to
-    bisect), "error" (the good or bad build could not be judged), "running" (in progress or killed).
+    `outcome`: "found" (first bad build named), "range" (narrowed to the first bad build and the builds
+    before it that could not be judged), "not-reproduced" (the bad build does not fail, or the good one
+    does: nothing to bisect), "error" (the bad build could not be judged), "running" (in progress or killed).
     """
 
     tool_version: str

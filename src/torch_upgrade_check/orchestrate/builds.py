@@ -92,7 +92,7 @@ def list_versions(index_url: str, *, python_tag: str | None = None, platform_tag
     """
     page = index_url.rstrip("/") + "/torch/"
     try:
-        with urllib.request.urlopen(page, timeout=timeout_s) as response:  # noqa: S310 - https or file, by design
+        with urllib.request.urlopen(page, timeout=timeout_s) as response:
             text = response.read().decode("utf-8", errors="replace")
     except (OSError, ValueError) as e:
         raise UsageError(f"cannot list the builds on {page}: {getattr(e, 'reason', e)}; give the builds in order "
