@@ -234,7 +234,7 @@ def test_a_build_that_cannot_run_is_skipped_and_named(tmp_path: Path, torch_pyth
     proc, doc = _bisect(tmp_path, builds_file, "mlp[float32]/cross-version")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     skipped = next(s for s in doc["steps"] if s["build"] == "2.14.0.dev20261112")
-    assert skipped["verdict"] == "skip" and "No module named 'torch'" in skipped["reason"], skipped
+    assert skipped["verdict"] == "skip" and "torch" in skipped["reason"], skipped
     assert doc["first_bad"] == "2.14.0.dev20261113"
     assert doc["outcome"] == "range" and doc["skipped_between"] == ["2.14.0.dev20261112"]
     assert doc["last_good"] == "2.14.0.dev20261111"

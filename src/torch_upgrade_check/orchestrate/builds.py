@@ -91,6 +91,9 @@ def list_versions(index_url: str, *, python_tag: str | None = None, platform_tag
     `<index_url>/torch/`. Local build tags (`+cpu`) are kept as they appear.
     """
     page = index_url.rstrip("/") + "/torch/"
+    if page.startswith("file:"):  # a folder index, as pip reads one: its index.html
+        folder = Path(urllib.request.url2pathname(urllib.parse.urlparse(page).path))
+        page = (folder / "index.html").as_uri() if folder.is_dir() else page
     try:
         with urllib.request.urlopen(page, timeout=timeout_s) as response:
             text = response.read().decode("utf-8", errors="replace")
