@@ -67,6 +67,20 @@ def test_cross_version_is_planned_for_built_ins_and_for_workloads_that_ask() -> 
     assert all(s.params["mode"] == "save" for s in specs)
 
 
+def test_cross_version_can_be_selected_by_its_own_id() -> None:
+    # `--only 'mlp[float32]/cross-version'` once matched nothing: --only was applied to the numerics ids first
+    from torch_upgrade_check import suite
+    from torch_upgrade_check.orchestrate import compare, session
+
+    mlp = next(w for w in suite.BUILTIN if w.name == "mlp")
+    for only, expected in ((("mlp[float32]/cross-version",), ["mlp[float32]/cross-version"]),
+                           (("mlp[float32]/numerics",), ["mlp[float32]/cross-version"]),  # numerics brings it along
+                           (("cross-version",), ["mlp[float32]/cross-version"]),
+                           (("mlp[float32]/latency",), [])):
+        settings = session.Settings(out=Path("out"), workloads=(mlp,), only=only)
+        assert [s.id for s in compare.cross_version_specs(settings, "cpu", Path("s"), "save")] == expected, only
+
+
 def test_the_worker_package_path_survives_many_threads_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # compare starts both sides' workers from threads; two threads once raced to make the same link (EEXIST)
     import tempfile

@@ -1,4 +1,4 @@
-"""Command line: `run`, `compare`, `report`, `merge`; main(argv) -> int is the one error boundary (no torch here)."""
+"""Command line: `run`, `compare`, `bisect`, `report`, `merge`; main(argv) -> int is the one error boundary (no torch here)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from torch_upgrade_check import __version__, runner_status, scaffold
+from torch_upgrade_check.bisect_cmd import cmd_bisect
 from torch_upgrade_check.commands import (
     DEFAULT_TIMEOUT_S,
     FAIL_ON,
@@ -70,6 +71,33 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the checks that would run, and exit")
 
 
+def _add_install_args(p: argparse.ArgumentParser) -> None:
+    """compare's and bisect's: where torch comes from, and the A/B thresholds."""
+    p.add_argument("--python", default=sys.executable,
+                     help="interpreter for SPEC 'current' and to build venvs from (default: this one)")
+    p.add_argument("--torch-backend", default="auto", metavar="BACKEND",
+                     help="auto, pypi, cpu, cu126, cu128, ..., rocmX.Y (default: auto)")
+    p.add_argument("--installer", default="auto", choices=("auto", "uv", "pip"),
+                     help="auto = uv when on PATH, else pip (default: auto)")
+    p.add_argument("--index-url", default="", metavar="URL", help="index for torch, replacing the backend's")
+    p.add_argument("--extra-index-url", action="append", default=[], metavar="URL", help="extra index (repeatable)")
+    p.add_argument("--find-links", action="append", default=[], metavar="PATH", help="wheel folder (repeatable)")
+    p.add_argument("--extra-requirement", action="append", default=[], metavar="REQ",
+                     help="another package for both venvs, e.g. numpy (repeatable)")
+    p.add_argument("--venv-dir", default=None, metavar="DIR",
+                     help="where venvs live (default: $XDG_CACHE_HOME or ~/.cache, /torch-upgrade-check/venvs)")
+    p.add_argument("--venv-cap", default=None, metavar="GB",
+                     help="size cap of the venv store: least recently used venvs not in use are deleted above it "
+                          "(default: 20)")
+    p.add_argument("--max-latency-regression", default=None, metavar="PCT",
+                     help="slowdown that fails when significant: 10%% or 0.10 (default: the config's, else 10%%)")
+    p.add_argument("--ab-budget", default=None, metavar="SECONDS",
+                     help="measuring time per latency/memory check before an unsettled one is called suspicious "
+                          "(default: 20)")
+    p.add_argument("--max-memory-regression", default=None, metavar="PCT",
+                     help="peak-memory growth that fails (default: the config's, else 20%%)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Tell whether upgrading PyTorch is safe for your workloads.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -85,30 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--baseline", metavar="SPEC", help="baseline torch, same forms (default: none: candidate only)")
     cmp.add_argument("--candidate-python", metavar="PATH", help="a prepared interpreter for the candidate, instead of SPEC")
     cmp.add_argument("--baseline-python", metavar="PATH", help="a prepared interpreter for the baseline, instead of SPEC")
-    cmp.add_argument("--python", default=sys.executable,
-                     help="interpreter for SPEC 'current' and to build venvs from (default: this one)")
-    cmp.add_argument("--torch-backend", default="auto", metavar="BACKEND",
-                     help="auto, pypi, cpu, cu126, cu128, ..., rocmX.Y (default: auto)")
-    cmp.add_argument("--installer", default="auto", choices=("auto", "uv", "pip"),
-                     help="auto = uv when on PATH, else pip (default: auto)")
-    cmp.add_argument("--index-url", default="", metavar="URL", help="index for torch, replacing the backend's")
-    cmp.add_argument("--extra-index-url", action="append", default=[], metavar="URL", help="extra index (repeatable)")
-    cmp.add_argument("--find-links", action="append", default=[], metavar="PATH", help="wheel folder (repeatable)")
-    cmp.add_argument("--extra-requirement", action="append", default=[], metavar="REQ",
-                     help="another package for both venvs, e.g. numpy (repeatable)")
-    cmp.add_argument("--venv-dir", default=None, metavar="DIR",
-                     help="where venvs live (default: $XDG_CACHE_HOME or ~/.cache, /torch-upgrade-check/venvs)")
-    cmp.add_argument("--venv-cap", default=None, metavar="GB",
-                     help="size cap of the venv store: least recently used venvs not in use are deleted above it "
-                          "(default: 20)")
-    cmp.add_argument("--max-latency-regression", default=None, metavar="PCT",
-                     help="slowdown that fails when significant: 10%% or 0.10 (default: the config's, else 10%%)")
-    cmp.add_argument("--ab-budget", default=None, metavar="SECONDS",
-                     help="measuring time per latency/memory check before an unsettled one is called suspicious "
-                          "(default: 20)")
-    cmp.add_argument("--max-memory-regression", default=None, metavar="PCT",
-                     help="peak-memory growth that fails (default: the config's, else 20%%)")
+    _add_install_args(cmp)
     _add_run_args(cmp)
+
+    bis = sub.add_parser("bisect", help="find the first bad torch build between a good and a bad one")
+    bis.add_argument("--good", metavar="VERSION", help="the last version known good (e.g. 2.14.0.dev20261110)")
+    bis.add_argument("--bad", metavar="VERSION", help="the first version known bad (e.g. 2.14.0.dev20261120)")
+    bis.add_argument("--builds", metavar="FILE",
+                     help="the builds in order, oldest (good) first, one a line: a version, or a path to a prepared "
+                          "interpreter (LABEL=PATH), instead of listing them from the index")
+    _add_install_args(bis)
+    _add_run_args(bis)
 
     rep = sub.add_parser("report", help="re-render junit.xml and summary.md from a report.json")
     rep.add_argument("report", help="path of report.json")
@@ -138,6 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args, argv)
         if args.command == "compare":
             return cmd_compare(args, argv)
+        if args.command == "bisect":
+            if args.list:
+                raise UsageError("--list is not for bisect; run compare --list with the same --only to see the checks")
+            return cmd_bisect(args, argv)
         if args.command == "report":
             return cmd_report(args)
         if args.command == "init":

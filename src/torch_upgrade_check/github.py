@@ -60,6 +60,31 @@ def publish(
     return outputs
 
 
+def publish_text(
+    summary: str,
+    junit: str,
+    outputs: Mapping[str, str],
+    out_dir: Path,
+    *,
+    environ: Mapping[str, str],
+    job_summary: bool = True,
+) -> dict[str, str]:
+    """Write summary.md and junit.xml already rendered (bisect's), append the summary to the step summary
+    when it fits, and write the outputs on GitHub. Returns the outputs."""
+    out_dir = Path(out_dir)
+    atomic_write_text(out_dir / "summary.md", summary)
+    atomic_write_text(out_dir / "junit.xml", junit)
+    if job_summary and environ.get("GITHUB_STEP_SUMMARY"):
+        path = Path(environ["GITHUB_STEP_SUMMARY"])
+        used = path.stat().st_size if path.exists() else 0
+        if used + len(summary.encode("utf-8", "replace")) + 2 <= STEP_SUMMARY_LIMIT:
+            with path.open("a", encoding="utf-8", errors="replace") as f:
+                f.write(("\n" if used else "") + summary)
+    if environ.get("GITHUB_OUTPUT"):
+        write_outputs(Path(environ["GITHUB_OUTPUT"]), outputs)
+    return dict(outputs)
+
+
 def append_step_summary(path: Path, reports: Sequence[Report], summary: str) -> None:
     """Append to the step summary; re-render smaller when what the step already wrote leaves less room.
 

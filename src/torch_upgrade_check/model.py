@@ -173,3 +173,65 @@ class Report:
         if not c["passed"] and not c["suspicious"]:
             return Verdict.FAILED  # nothing ran: fails by default
         return Verdict.PASSED
+
+
+@dataclass(frozen=True)
+class BisectStep:
+    """One build judged during a bisection: good, bad or skip, and why (one line per check that decided)."""
+
+    index: int
+    build: str
+    verdict: str  # good | bad | skip
+    reason: str = ""
+    date: str = ""  # a nightly's date, from its version
+    git: str = ""  # torch.version.git_version of the build, when it could be installed
+    seconds: float = 0.0
+    checks: tuple[CheckResult, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["checks"] = [c.to_dict() for c in self.checks]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BisectStep:
+        data = dict(data)
+        data["checks"] = tuple(CheckResult.from_dict(c) for c in data.get("checks", ()))
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Bisection:
+    """A bisection's record: the builds in order, each step, and what was found.
+
+    `outcome`: "found" (first bad build named), "range" (narrowed to the first bad build and the builds
+    before it that could not be judged), "not-reproduced" (the bad build does not fail, or the good one
+    does: nothing to bisect), "error" (the bad build could not be judged), "running" (in progress or killed).
+    """
+
+    tool_version: str
+    command: list[str]
+    started: str
+    device: str
+    checks: list[str]
+    builds: list[str]
+    outcome: str = "running"
+    reason: str = ""
+    finished: str = ""
+    steps: tuple[BisectStep, ...] = ()
+    last_good: str = ""
+    first_bad: str = ""
+    skipped_between: list[str] = field(default_factory=list)
+    compare_url: str = ""
+    installs: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["steps"] = [s.to_dict() for s in self.steps]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Bisection:
+        data = dict(data)
+        data["steps"] = tuple(BisectStep.from_dict(s) for s in data.get("steps", ()))
+        return cls(**data)

@@ -8,11 +8,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from torch_upgrade_check.model import Report
+from torch_upgrade_check.model import Bisection, Report
 
 REPORT_KIND = "torch-upgrade-check/report"
 REPORT_VERSION = 1
 COMPARISON_KIND = "torch-upgrade-check/comparison"
+BISECT_KIND = "torch-upgrade-check/bisect"
 PLAN_KIND = "torch-upgrade-check/plan"
 PLAN_VERSION = 1
 START_MARKER = "--- torch-upgrade-check: start "  # the worker prints it to stderr before each check
@@ -124,3 +125,22 @@ def read_report(path: Path) -> Report:
     except OSError as e:
         raise SchemaError(f"cannot read report {path}: {e.strerror}; check the path") from None
     return report_from_json(text, source=str(path))
+
+
+def write_bisection(bisection: Bisection, path: Path) -> None:
+    doc = {"kind": BISECT_KIND, "schema_version": REPORT_VERSION, **_scrub(bisection.to_dict())}
+    atomic_write_text(path, json.dumps(doc, indent=2, allow_nan=False) + "\n")
+
+
+def read_bisection(path: Path) -> Bisection:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise SchemaError(f"cannot read bisection {path}: {e}; pass the report.json that bisect wrote") from None
+    if not isinstance(doc, dict) or doc.get("kind") != BISECT_KIND or doc.get("schema_version") != REPORT_VERSION:
+        raise SchemaError(f"{path} is not a version {REPORT_VERSION} bisection (kind '{BISECT_KIND}')")
+    body = {k: v for k, v in doc.items() if k not in ("kind", "schema_version")}
+    try:
+        return Bisection.from_dict(body)
+    except (TypeError, ValueError, KeyError) as e:
+        raise SchemaError(f"{path} is malformed ({e}); re-create it with torch-upgrade-check bisect") from None

@@ -1,0 +1,240 @@
+"""`bisect`: listing builds, the search, its report, and end to end over prepared interpreters with real torch.
+
+The end-to-end builds are wrapper interpreters of the test's torch (benchmarks/inject.py): a numeric drift or
+a slowdown switched on from a known build on, an A/A sequence in which nothing changes, and a build whose
+interpreter has no torch (it cannot be judged, as an install that fails).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_cli
+from lxml import etree
+
+from torch_upgrade_check.analysis import bisect as search
+from torch_upgrade_check.errors import UsageError
+from torch_upgrade_check.model import Bisection, BisectStep
+from torch_upgrade_check.orchestrate import builds
+from torch_upgrade_check.report import bisect as render
+from torch_upgrade_check.schema import read_bisection, write_bisection
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from inject import injected_python
+
+XSD = etree.XMLSchema(etree.parse(str(ROOT / "tests" / "report" / "junit-10.xsd")))
+
+
+# --- listing -------------------------------------------------------------------------------------------------
+
+def test_versions_sort_as_pep_440_orders_them() -> None:
+    given = ["2.14.1", "2.14.0", "2.14.0rc2", "2.14.0.dev20261115", "2.14.0rc1", "2.14.0.dev20261102",
+             "2.13.1", "2.14.0.post1", "2.14.0a1"]
+    assert sorted(given, key=builds.sort_key) == [
+        "2.13.1", "2.14.0.dev20261102", "2.14.0.dev20261115", "2.14.0a1", "2.14.0rc1", "2.14.0rc2", "2.14.0",
+        "2.14.0.post1", "2.14.1"]
+
+
+def _index(folder: Path, files: list[str]) -> str:
+    (folder / "torch").mkdir(parents=True)
+    links = "".join(f'<a href="{name}#sha256=00">{name}</a><br>\n' for name in files)
+    (folder / "torch" / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+    return folder.as_uri()
+
+
+def test_builds_are_listed_from_a_simple_index_for_this_python_and_platform(tmp_path: Path) -> None:
+    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    url = _index(tmp_path / "simple", [
+        f"torch-2.14.0.dev20261115%2Bcpu-{py}-{py}-manylinux_2_28_x86_64.whl",
+        f"torch-2.14.0.dev20261102%2Bcpu-{py}-{py}-manylinux_2_28_x86_64.whl",
+        f"torch-2.14.0.dev20261108%2Bcpu-{py}-{py}-manylinux_2_28_aarch64.whl",  # another machine's
+        "torch-2.14.0.dev20261109%2Bcpu-cp39-cp39-manylinux_2_28_x86_64.whl",  # another Python's
+        f"torch-2.14.0.dev20261110%2Bcpu-{py}-{py}-manylinux_2_28_x86_64.whl",
+        "torchvision-0.29.0-py3-none-any.whl",
+    ])
+    versions = builds.list_versions(url, python_tag=py, platform_tags=["manylinux_*_x86_64"])
+    assert versions == ["2.14.0.dev20261102+cpu", "2.14.0.dev20261110+cpu", "2.14.0.dev20261115+cpu"]
+    assert builds.between(versions, "2.14.0.dev20261102", "2.14.0.dev20261110") == versions[:2]
+    assert str(builds.build_date("2.14.0.dev20261110")) == "2026-11-10"
+
+
+def test_bad_ranges_say_what_to_pick() -> None:
+    versions = ["2.14.0.dev20261102", "2.14.0.dev20261110", "2.14.0.dev20261115"]
+    with pytest.raises(UsageError, match="must come before"):
+        builds.between(versions, "2.14.0.dev20261115", "2.14.0.dev20261102")
+    with pytest.raises(UsageError, match="not among the 3 builds listed"):
+        builds.between(versions, "2.14.0.dev20261101", "2.14.0.dev20261115")
+
+
+def test_a_builds_file_takes_versions_and_prepared_interpreters(tmp_path: Path) -> None:
+    f = tmp_path / "builds.txt"
+    f.write_text("# oldest first\n2.14.0.dev20261102\nnew=/opt/envs/b/bin/python\n\n2.14.0.dev20261115  # bad\n")
+    assert builds.read_builds(f) == [builds.Build("2.14.0.dev20261102"), builds.Build("new", "/opt/envs/b/bin/python"),
+                                     builds.Build("2.14.0.dev20261115")]
+    f.write_text("2.14.0\nnot a build\n")
+    with pytest.raises(UsageError, match=r"builds.txt:2: 'not a build' is neither a torch version"):
+        builds.read_builds(f)
+    f.write_text("2.14.0\n")
+    with pytest.raises(UsageError, match="needs a good and a bad one"):
+        builds.read_builds(f)
+
+
+# --- the search ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("count", [2, 3, 4, 7, 8, 9, 31, 64])
+def test_the_search_finds_every_first_bad_build_within_its_step_bound(count: int) -> None:
+    for first_bad in range(1, count):
+        verdicts = {0: "good", count - 1: "bad"}
+        while (i := search.next_build(verdicts, count)) is not None:
+            verdicts[i] = "bad" if i >= first_bad else "good"
+        found = search.found(verdicts, count)
+        assert (found.last_good, found.first_bad, found.exact) == (first_bad - 1, first_bad, True)
+        assert len(verdicts) <= search.max_steps(count)
+
+
+def test_a_build_that_cannot_be_judged_widens_the_range_and_is_named() -> None:
+    # builds 0..8, the regression from 5 on, and build 4 cannot be installed
+    verdicts = {0: "good", 8: "bad"}
+    while (i := search.next_build(verdicts, 9)) is not None:
+        verdicts[i] = "skip" if i == 4 else "bad" if i >= 5 else "good"
+    found = search.found(verdicts, 9)
+    assert (found.last_good, found.first_bad, found.skipped_between, found.exact) == (3, 5, (4,), False)
+
+
+# --- the report ----------------------------------------------------------------------------------------------
+
+def _bisection(outcome: str = "found") -> Bisection:
+    steps = (BisectStep(0, "2.14.0.dev20261102", "good", "the baseline of every step", "2026-11-02", "a" * 40),
+             BisectStep(1, "2.14.0.dev20261105", "skip", "could not be judged: no wheel", "2026-11-05"),
+             BisectStep(2, "2.14.0.dev20261108", "good", "the 1 selected check(s) pass", "2026-11-08", "b" * 40, 12.0),
+             BisectStep(3, "2.14.0.dev20261110", "bad", "mlp[float32]/latency: failed, 1.31× slower | <b>",
+                        "2026-11-10", "c" * 40, 20.5),
+             BisectStep(4, "2.14.0.dev20261115", "bad", "mlp[float32]/latency: failed, 1.30× slower", "2026-11-15",
+                        "d" * 40, 19.0))
+    return Bisection("1.0.0", ["torch-upgrade-check", "bisect"], "2026-12-01T00:00:00Z", "cpu",
+                     ["mlp[float32]/latency"], [s.build for s in steps], outcome=outcome, steps=steps,
+                     last_good="2.14.0.dev20261108", first_bad="2.14.0.dev20261110",
+                     compare_url=f"https://github.com/pytorch/pytorch/compare/{'b' * 40}...{'c' * 40}", installs=5,
+                     reason="first bad build: 2.14.0.dev20261110 (last good: 2.14.0.dev20261108)")
+
+
+def test_the_summary_names_the_first_bad_build_its_date_and_the_commits(tmp_path: Path) -> None:
+    text = render.render_summary(_bisection())
+    assert "first bad build found" in text.splitlines()[0]
+    assert "**Last good:** `2.14.0.dev20261108` (2026-11-08) · **first bad:** `2.14.0.dev20261110` (2026-11-10)" in text
+    assert f"compare/{'b' * 40}...{'c' * 40}" in text and "1.31× slower" in text
+    assert "| 3 | `2.14.0.dev20261110` (2026-11-10) | ❌ bad | mlp[float32]/latency: failed, 1.31× slower \\| <b> |" in text
+    path = tmp_path / "report.json"
+    write_bisection(_bisection(), path)
+    assert read_bisection(path) == _bisection()
+    assert json.loads(path.read_text())["kind"] == "torch-upgrade-check/bisect"
+
+
+@pytest.mark.parametrize("outcome", ["found", "range", "not-reproduced", "error"])
+def test_the_junit_validates_and_agrees_with_the_outcome(outcome: str) -> None:
+    text = render.junit_text(_bisection(outcome))
+    root = etree.fromstring(text.encode())
+    XSD.assertValid(root)
+    assert root.get("failures") == "2"  # the two bad builds
+    assert root.get("errors") == ("0" if outcome in ("found", "range") else "1")
+    assert len(root.findall(".//skipped")) == 1
+    outputs = render.outputs(_bisection(outcome), {"report": "r.json"})
+    assert outputs["verdict"] == ("passed" if outcome in ("found", "range") else "error")
+    assert outputs["first-bad"] == "2.14.0.dev20261110" and outputs["report"] == "r.json"
+
+
+# --- the command's input -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--good", "2.14.0", "--bad", "2.14.1"], "bisect needs --only GLOB"),
+    (["--only", "mlp"], "bisect needs --good VERSION and --bad VERSION"),
+    (["--only", "mlp", "--good", "2.14.0", "--bad", "2.14.1", "--builds", "b.txt"], "either --builds FILE or"),
+    (["--only", "mlp", "--good", "yesterday", "--bad", "2.14.1"], "--good must be a torch version"),
+    (["--only", "mlp", "--builds", "no-such-file.txt"], "--builds no-such-file.txt: cannot read it"),
+    (["--only", "mlp", "--good", "2.14.0", "--bad", "2.14.1", "--index-url", "file:///no/such/index"],
+     "cannot list the builds on file:///no/such/index/torch/"),
+    (["--only", "mlp", "--builds", "b.txt", "--list"], "--list is not for bisect"),
+    (["--only", "mlp", "--builds", "b.txt", "--fail-on", "speed"], "--fail-on must be"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], said: str) -> None:
+    (tmp_path / "b.txt").write_text("2.14.0\n2.14.1\n")
+    proc = run_cli("bisect", *argv, "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# --- end to end, real torch ------------------------------------------------------------------------------------
+
+def _builds_file(tmp_path: Path, torch_python: str, count: int, first_bad: int | None, **fault: float) -> Path:
+    """`count` wrapper interpreters, the fault switched on from `first_bad` on (never when None)."""
+    lines = []
+    for i in range(count):
+        on = first_bad is not None and i >= first_bad
+        python = injected_python(torch_python, tmp_path / f"build{i}", **(fault if on else {}))
+        lines.append(f"2.14.0.dev202611{10 + i:02d}={python}")
+    path = tmp_path / "builds.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _bisect(tmp_path: Path, builds_file: Path, *only: str) -> tuple[object, dict]:
+    out = tmp_path / "out"
+    args = ["bisect", "--builds", str(builds_file), "--device", "cpu", "--threads", "1", "--out", str(out),
+            "--no-job-summary"]
+    for pattern in only:
+        args += ["--only", pattern]
+    proc = run_cli(*args)
+    doc = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
+    return proc, doc
+
+
+def test_a_numeric_drift_is_found_at_the_build_that_introduced_it(tmp_path: Path, torch_python: str) -> None:
+    builds_file = _builds_file(tmp_path, torch_python, 6, 4, drift=1e-3)
+    proc, doc = _bisect(tmp_path, builds_file, "mlp[float32]/cross-version")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    assert (doc["outcome"], doc["last_good"], doc["first_bad"]) == ("found", "2.14.0.dev20261113", "2.14.0.dev20261114")
+    assert len(doc["steps"]) <= search.max_steps(6)
+    bad = next(s for s in doc["steps"] if s["build"] == doc["first_bad"])
+    assert "cross-version" in bad["reason"] and bad["date"] == "2026-11-14"
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "**first bad:** `2.14.0.dev20261114` (2026-11-14)" in summary
+    XSD.assertValid(etree.parse(str(tmp_path / "out" / "junit.xml")))
+    assert "first bad build: 2.14.0.dev20261114" in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_slowdown_is_found_at_the_build_that_introduced_it(tmp_path: Path, torch_python: str) -> None:
+    builds_file = _builds_file(tmp_path, torch_python, 5, 2, slowdown=1.0)
+    proc, doc = _bisect(tmp_path, builds_file, "mlp[float32]/latency")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    assert (doc["outcome"], doc["first_bad"]) == ("found", "2.14.0.dev20261112"), doc["steps"]
+    bad = next(s for s in doc["steps"] if s["build"] == doc["first_bad"])
+    assert "regression" in bad["reason"] and "slower" in bad["reason"], bad
+
+
+def test_noise_finds_nothing_and_says_so(tmp_path: Path, torch_python: str) -> None:
+    builds_file = _builds_file(tmp_path, torch_python, 4, None)
+    proc, doc = _bisect(tmp_path, builds_file, "mlp[float32]/cross-version")
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr
+    assert "the failure does not reproduce on 2.14.0.dev20261113: nothing to bisect" in proc.stderr
+    assert doc["outcome"] == "not-reproduced" and len(doc["steps"]) == 2  # the premise alone: good and bad
+
+
+def test_a_build_that_cannot_run_is_skipped_and_named(tmp_path: Path, torch_python: str) -> None:
+    builds_file = _builds_file(tmp_path, torch_python, 5, 3, drift=1e-3)
+    venv.create(tmp_path / "bare", with_pip=False)  # no torch: as a build whose install failed
+    lines = builds_file.read_text().splitlines()
+    lines[2] = f"2.14.0.dev20261112={tmp_path / 'bare' / 'bin' / 'python'}"
+    builds_file.write_text("\n".join(lines) + "\n")
+    proc, doc = _bisect(tmp_path, builds_file, "mlp[float32]/cross-version")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    skipped = next(s for s in doc["steps"] if s["build"] == "2.14.0.dev20261112")
+    assert skipped["verdict"] == "skip" and "torch" in skipped["reason"], skipped
+    assert doc["first_bad"] == "2.14.0.dev20261113"
+    assert doc["outcome"] == "range" and doc["skipped_between"] == ["2.14.0.dev20261112"]
+    assert doc["last_good"] == "2.14.0.dev20261111"
