@@ -182,21 +182,28 @@ def _builds_file(tmp_path: Path, torch_python: str, count: int, first_bad: int |
     return path
 
 
-def _bisect(tmp_path: Path, builds_file: Path, *only: str) -> tuple[object, dict]:
+def _bisect(tmp_path: Path, builds_file: Path, *only: str, env: dict[str, str] | None = None) -> tuple[object, dict]:
     out = tmp_path / "out"
-    args = ["bisect", "--builds", str(builds_file), "--device", "cpu", "--threads", "1", "--out", str(out),
-            "--no-job-summary"]
+    args = ["bisect", "--builds", str(builds_file), "--device", "cpu", "--threads", "1", "--out", str(out)]
+    args += [] if env else ["--no-job-summary"]
     for pattern in only:
         args += ["--only", pattern]
-    proc = run_cli(*args)
+    proc = run_cli(*args, env=env)
     doc = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
     return proc, doc
 
 
 def test_a_numeric_drift_is_found_at_the_build_that_introduced_it(tmp_path: Path, torch_python: str) -> None:
     builds_file = _builds_file(tmp_path, torch_python, 6, 4, drift=1e-3)
-    proc, doc = _bisect(tmp_path, builds_file, "mlp[float32]/cross-version")
+    github = {"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(tmp_path / "gh-output"),
+              "GITHUB_STEP_SUMMARY": str(tmp_path / "gh-summary")}
+    proc, doc = _bisect(tmp_path, builds_file, "mlp[float32]/cross-version", env=github)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    # the steps' compares write nothing of GitHub's: the step's summary and outputs are bisect's alone
+    output = (tmp_path / "gh-output").read_text()
+    assert output.count("verdict<<") == 1 and "2.14.0.dev20261114" in output and "\npassed\n" in output
+    assert (tmp_path / "gh-summary").read_text().startswith("## torch-upgrade-check bisect: first bad build found")
+    assert "::error" not in proc.stdout
     assert (doc["outcome"], doc["last_good"], doc["first_bad"]) == ("found", "2.14.0.dev20261113", "2.14.0.dev20261114")
     assert len(doc["steps"]) <= search.max_steps(6)
     bad = next(s for s in doc["steps"] if s["build"] == doc["first_bad"])

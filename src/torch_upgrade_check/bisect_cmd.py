@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from torch_upgrade_check import __version__
+from torch_upgrade_check import __version__, github
 from torch_upgrade_check.analysis import bisect as search
 from torch_upgrade_check.commands import PROG, parse_fail_on, say
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, UsageError
@@ -170,7 +170,7 @@ def _compare(args: argparse.Namespace, good: listing.Build, build: listing.Build
     with log.open("w", encoding="utf-8") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
-        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=_child_env(), check=False)
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=github.quiet_environ(os.environ), check=False)
     text = log.read_text(encoding="utf-8", errors="replace")
     if proc.returncode == 2:  # the same flags every step: a usage error is the user's, say it as compare did
         problems = [ln.split(": error: ", 1)[1] for ln in text.splitlines() if f"{PROG}: error: " in ln]
@@ -195,11 +195,6 @@ def _compare(args: argparse.Namespace, good: listing.Build, build: listing.Build
                 base, [r.id for r in unsettled])
     ran = [r for r in cand.results if r.outcome is not Outcome.SKIPPED]
     return BisectStep(i, build.label, "good", f"the {len(ran)} selected check(s) pass", date=date, git=git), base, []
-
-
-def _child_env() -> dict[str, str]:
-    """Ours, without GitHub's files and workflow commands: bisect alone writes the step's summary and outputs."""
-    return {k: v for k, v in os.environ.items() if k not in ("GITHUB_ACTIONS", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")}
 
 
 def _good_step(good: listing.Build, baseline: Report | None) -> BisectStep:
@@ -246,7 +241,6 @@ def _is_commit(text: str) -> bool:
 
 
 def _finish(args: argparse.Namespace, record: Bisection, out: Path) -> dict[str, str]:
-    from torch_upgrade_check import github
     from torch_upgrade_check.report import bisect as render
 
     paths = {"report": str((out / "report.json").resolve()), "junit": str((out / "junit.xml").resolve()),

@@ -60,6 +60,12 @@ def publish(
     return outputs
 
 
+def quiet_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without GitHub's files and workflow commands: for a child run of this tool whose parent alone
+    writes the step's summary, outputs and annotations (bisect's compare steps)."""
+    return {k: v for k, v in environ.items() if k not in ("GITHUB_ACTIONS", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")}
+
+
 def publish_text(
     summary: str,
     junit: str,

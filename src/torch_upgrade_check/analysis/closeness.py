@@ -35,36 +35,36 @@ REFERENCE = {"cross-backend": "the CPU", "cross-version": "the baseline", "compi
 
 def judge_tensor(t: Mapping[str, Any], aspect: str, dtype: str, rtol: float, atol: float) -> tuple[bool, str]:
     """(passed, why) for one tensor's metrics."""
-    name, scale = t["name"], _f(t.get("scale")) or 1.0
+    name, scale = t["name"], as_float(t.get("scale")) or 1.0
     slack = atol * scale / 10
     if t.get("nan"):
         return False, f"{name}: {t['nan']} NaN where the golden has numbers"
     if not t.get("mismatched"):
-        return True, f"{name}: all {t['numel']} within tolerance (max abs err {_g(t.get('max_abs_err'))})"
+        return True, f"{name}: all {t['numel']} within tolerance (max abs err {short(t.get('max_abs_err'))})"
     outside = (f"{name}: {t['mismatched']} of {t['numel']} elements outside atol·scale + rtol·|golden| "
-               f"(max abs err {_g(t.get('max_abs_err'))}, scale {_g(scale)})")
+               f"(max abs err {short(t.get('max_abs_err'))}, scale {short(scale)})")
     if rtol == 0 and atol == 0:
         if aspect in REFERENCE and t.get("ref_equal"):
             return True, f"{name}: bitwise equal to {REFERENCE[aspect]}'s (rtol = atol = 0)"
         return False, f"{outside}; rtol = atol = 0 asks for bitwise equality"
-    rmse = _f(t.get("rmse"))
+    rmse = as_float(t.get("rmse"))
     if aspect in REFERENCE and "ref_rmse" in t:
-        ref = _f(t["ref_rmse"])
+        ref = as_float(t["ref_rmse"])
         bound = MULTIPLIER * ref + slack
         ok = rmse <= bound
-        return ok, (f"{name}: rmse {_g(rmse)} {'≤' if ok else '>'} {MULTIPLIER:g}× {REFERENCE[aspect]}'s {_g(ref)}"
+        return ok, (f"{name}: rmse {short(rmse)} {'≤' if ok else '>'} {MULTIPLIER:g}× {REFERENCE[aspect]}'s {short(ref)}"
                     f"{'' if ok else '; ' + outside.split(': ', 1)[1]}")
     if dtype in LOW_PRECISION and "floor_rmse" in t:
-        floor = _f(t["floor_rmse"])
+        floor = as_float(t["floor_rmse"])
         ok = rmse <= LOWP_MULTIPLIER * floor + slack
-        return ok, (f"{name}: rmse {_g(rmse)} {'≤' if ok else '>'} {LOWP_MULTIPLIER:g}× {dtype} rounding error "
-                    f"{_g(floor)}{'' if ok else '; ' + outside.split(': ', 1)[1]}")
+        return ok, (f"{name}: rmse {short(rmse)} {'≤' if ok else '>'} {LOWP_MULTIPLIER:g}× {dtype} rounding error "
+                    f"{short(floor)}{'' if ok else '; ' + outside.split(': ', 1)[1]}")
     return False, outside
 
 
 def judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str, dict[str, Any]]:
     """The check's outcome, its one-line reason and the thresholds used."""
-    rtol, atol = _f(m.get("rtol")), _f(m.get("atol"))
+    rtol, atol = as_float(m.get("rtol")), as_float(m.get("atol"))
     thresholds: dict[str, Any] = {"rtol": rtol, "atol": atol, "atol_scaled_by": "each tensor's RMS"}
     if aspect in REFERENCE:
         thresholds["multiplier"] = MULTIPLIER
@@ -78,14 +78,15 @@ def judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str, 
     if not tensors:
         return Outcome.FAILED, "nothing was compared: the workload produced no tensor that the golden has" + notes, thresholds
     if failed:
-        worst = max(failed, key=lambda x: (bool(x[0].get("nan")), _f(x[0].get("rmse")) / (_f(x[0].get("scale")) or 1.0)))
+        worst = max(failed, key=lambda x: (bool(x[0].get("nan")),
+                                           as_float(x[0].get("rmse")) / (as_float(x[0].get("scale")) or 1.0)))
         return Outcome.FAILED, f"{len(failed)} of {len(tensors)} tensors differ; worst {worst[1]}{notes}", thresholds
     if uncompared:
         shown = ", ".join(uncompared[:3]) + (f" and {len(uncompared) - 3} more" if len(uncompared) > 3 else "")
         return (Outcome.FAILED, f"{len(uncompared)} tensors were produced but not compared (no counterpart): {shown}"
                 + notes, thresholds)
     close = [why for t, ok, why in verdicts if t.get("mismatched")]
-    how = f"; nearest the bound: {close[0]}" if close else f" (max abs err {_g(m.get('max_abs_err'))})"
+    how = f"; nearest the bound: {close[0]}" if close else f" (max abs err {short(m.get('max_abs_err'))})"
     every = "the one tensor is" if len(tensors) == 1 else f"all {len(tensors)} tensors are"
     return Outcome.PASSED, f"{every} within tolerance{how}{notes}", thresholds
 
@@ -96,13 +97,15 @@ def _notes(m: Mapping[str, Any]) -> str:
     return "".join(f"; {p}" for p in parts)
 
 
-def _f(value: Any) -> float:
+def as_float(value: Any) -> float:
+    """A metric as a float; NaN when it is missing or not a number."""
     try:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
 
 
-def _g(value: Any) -> str:
-    v = _f(value)
+def short(value: Any) -> str:
+    """A metric in three significant digits, or as it is when it is not a number."""
+    v = as_float(value)
     return f"{v:.3g}" if not math.isnan(v) else str(value)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from torch_upgrade_check.analysis import closeness, stats
+from torch_upgrade_check.analysis.closeness import as_float, short
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
 
 FSDP2_ATOL = 1e-5
@@ -47,11 +48,11 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
         outcome, thresholds = Outcome.PASSED, {}
         reason = f"peak {format_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
     elif spec.aspect == "fsdp2":
-        err, rel = _f(m.get("max_abs_err")), _f(m.get("max_rel_err"))
+        err, rel = as_float(m.get("max_abs_err")), as_float(m.get("max_rel_err"))
         ok = err <= FSDP2_ATOL or rel <= FSDP2_RTOL
         outcome = Outcome.PASSED if ok else Outcome.FAILED
         reason = (f"{'matches' if ok else 'differs from'} the unsharded model after {m.get('steps')} steps on "
-                  f"{m.get('world_size')} ranks ({m.get('backend')}): max abs err {_g(err)}, max rel err {_g(rel)}")
+                  f"{m.get('world_size')} ranks ({m.get('backend')}): max abs err {short(err)}, max rel err {short(rel)}")
         thresholds = {"atol": FSDP2_ATOL, "rtol": FSDP2_RTOL}
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
@@ -66,7 +67,7 @@ def _bitwise(aspect: str, m: dict[str, Any]) -> tuple[Outcome, str, dict[str, An
     ok = bool(m.get("bitwise_equal"))
     reason = f"{what} are bitwise equal under deterministic algorithms" if ok else (
         f"{what} differ in {m.get('differing_tensors')} of {m.get('compared_tensors')} tensors "
-        f"(max abs diff {_g(m.get('max_abs_diff'))}; first: {', '.join(m.get('first_differing', [])[:3])})")
+        f"(max abs diff {short(m.get('max_abs_diff'))}; first: {', '.join(m.get('first_differing', [])[:3])})")
     if m.get("flash_not_run"):
         reason += f"; BACKEND='FLASH' not run: needs {m['flash_not_run']}"
     return (Outcome.PASSED if ok else Outcome.FAILED), reason, {"bitwise": True}
@@ -102,20 +103,8 @@ def _mismatch_details(m: Mapping[str, Any]) -> str:
     if not rows:
         return ""
     lines = ["largest mismatches (index: got vs expected, abs err):"]
-    lines += [f"  {r['index']}: {_g(r['got'])} vs {_g(r['expected'])}, {_g(r['abs_err'])}" for r in rows]
+    lines += [f"  {r['index']}: {short(r['got'])} vs {short(r['expected'])}, {short(r['abs_err'])}" for r in rows]
     return "\n".join(lines)
-
-
-def _f(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _g(value: Any) -> str:
-    v = _f(value)
-    return f"{v:.3g}" if not math.isnan(v) else str(value)
 
 
 def format_ms(value: float) -> str:
@@ -129,7 +118,7 @@ def format_ms(value: float) -> str:
 
 
 def format_bytes(n: Any) -> str:
-    v = _f(n)
+    v = as_float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(v) < 1024 or unit == "GiB":
             return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
