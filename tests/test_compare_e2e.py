@@ -82,6 +82,20 @@ def test_injected_slowdown_is_a_confirmed_regression_and_fail_on_decides(tmp_pat
     assert proc.returncode == 0 and "--fail-on lets it pass" in proc.stdout
 
 
+def test_zero_tolerances_fail_a_drift_that_default_tolerances_let_pass(tmp_path: Path, torch_python: str) -> None:
+    # rtol = atol = 0 compares with the baseline bitwise: a drift of 1e-7 (far inside float32's default
+    # tolerance) must fail cross-version, while the same torch passes (tests/action: the act run)
+    drifting = injected_python(torch_python, tmp_path / "drift", drift=1e-7)
+    loose = compare(tmp_path / "loose", torch_python, str(drifting), "mlp[float32]/cross-version")
+    assert loose.returncode == 0, loose.stdout[-3000:] + loose.stderr
+    strict = compare(tmp_path / "strict", torch_python, str(drifting), "mlp[float32]/cross-version",
+                     extra=("--rtol", "0", "--atol", "0"))
+    assert strict.returncode == 1, strict.stdout[-3000:] + strict.stderr
+    result = by_id(load(tmp_path / "strict")[1])["mlp[float32]/cross-version"]
+    assert result["outcome"] == "failed" and "bitwise" in result["reason"], result
+    assert result["metrics"]["bitwise_equal_to_baseline"] is False
+
+
 def test_user_pytest_runs_under_both_versions(tmp_path: Path, torch_python: str) -> None:
     example = ROOT / "examples" / "tiny_project"
     proc = run_cli("compare", "--baseline-python", torch_python, "--candidate-python", torch_python,

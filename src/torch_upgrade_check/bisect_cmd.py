@@ -187,8 +187,10 @@ def _compare(args: argparse.Namespace, good: listing.Build, build: listing.Build
     git = str(cand.environment.get("torch_git") or "")
     if proc.returncode == 1:
         failing = [r for r in cand.results if r.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN)]
-        why = _reasons(failing) or f"compare failed with no failing check (nothing ran?); see {log}"
-        return BisectStep(i, build.label, "bad", why, date=date, git=git, checks=tuple(failing)), base, []
+        if not failing:  # nothing ran (every selected check skipped there): no evidence either way
+            return (BisectStep(i, build.label, "skip", f"could not be judged: none of the selected checks ran (log: {log})",
+                               date=date, git=git), base, [])
+        return BisectStep(i, build.label, "bad", _reasons(failing), date=date, git=git, checks=tuple(failing)), base, []
     unsettled = [r for r in cand.results if r.outcome is Outcome.SUSPICIOUS]
     if unsettled:
         return (BisectStep(i, build.label, "skip", _reasons(unsettled), date=date, git=git, checks=tuple(unsettled)),

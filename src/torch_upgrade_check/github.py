@@ -82,12 +82,9 @@ def publish_text(
     atomic_write_text(out_dir / "junit.xml", junit)
     if job_summary and environ.get("GITHUB_STEP_SUMMARY"):
         path = Path(environ["GITHUB_STEP_SUMMARY"])
-        used = path.stat().st_size if path.exists() else 0
-        if used + len(summary.encode("utf-8", "replace")) + 2 <= STEP_SUMMARY_LIMIT:
-            with path.open("a", encoding="utf-8", errors="replace") as f:
-                f.write(("\n" if used else "") + summary)
-    if environ.get("GITHUB_OUTPUT"):
-        write_outputs(Path(environ["GITHUB_OUTPUT"]), outputs)
+        if len(summary.encode("utf-8", "replace")) <= _room(path):
+            _append(path, summary)
+    set_outputs(outputs, environ=environ)
     return dict(outputs)
 
 
@@ -96,14 +93,23 @@ def append_step_summary(path: Path, reports: Sequence[Report], summary: str) -> 
 
     Skipped entirely when less than MIN_SUMMARY_BYTES remain (summary.md still has the whole text).
     """
-    used = path.stat().st_size if path.exists() else 0
-    room = min(BUDGET_BYTES, STEP_SUMMARY_LIMIT - used - 2)
+    room = min(BUDGET_BYTES, _room(path))
     if room < MIN_SUMMARY_BYTES:
         return
     if len(summary.encode("utf-8", "replace")) > room:
         summary = render_summary(reports, budget_bytes=room)
+    _append(path, summary)
+
+
+def _room(path: Path) -> int:
+    """Bytes the step summary can still take under GitHub's limit (2 for the separating newline)."""
+    return STEP_SUMMARY_LIMIT - (path.stat().st_size if path.exists() else 0) - 2
+
+
+def _append(path: Path, text: str) -> None:
+    used = path.exists() and path.stat().st_size > 0
     with path.open("a", encoding="utf-8", errors="replace") as f:
-        f.write(("\n" if used else "") + summary)
+        f.write(("\n" if used else "") + text)
 
 
 def format_outputs(outputs: Mapping[str, str]) -> str:

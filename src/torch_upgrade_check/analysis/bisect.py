@@ -9,10 +9,7 @@ widen the range and are named.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-
-VERDICTS = ("good", "bad", "skip")
 
 
 @dataclass(frozen=True)
@@ -60,8 +57,3 @@ def max_steps(count: int) -> int:
         steps += 1
     return steps + 2
 
-
-def check(verdicts: Sequence[str]) -> None:
-    bad = [v for v in verdicts if v not in VERDICTS]
-    if bad:
-        raise ValueError(f"verdicts must be {', '.join(VERDICTS)}; got {bad}")

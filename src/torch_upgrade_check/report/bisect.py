@@ -43,7 +43,8 @@ def render_summary(b: Bisection) -> str:
         lines += [one_line(b.reason), ""]
     lines += [
         f"{len(b.builds)} builds from `{b.builds[0]}` to `{b.builds[-1]}`, {len(b.steps)} judged "
-        f"({b.installs} installed), checks: {', '.join(f'`{c}`' for c in b.checks) or 'all'}, on {b.device or '?'}.",
+        f"({b.installs} of them versions installed or reused from the venv store), "
+        f"checks: {', '.join(f'`{c}`' for c in b.checks) or 'all'}, on {b.device or '?'}.",
         "",
         "| # | build | verdict | why | time |",
         "| --- | --- | --- | --- | --- |",
