@@ -255,3 +255,19 @@ def test_uvs_cache_is_pruned_before_any_venv_is_evicted(tmp_path: Path, monkeypa
     lease.release()
     provision.trim(tmp_path / "venvs", 4 * MB / store.GB, say=print)  # 5 MB in all: over the cap
     assert not (cache / "wheel").exists() and lease.path.exists()
+
+
+def test_a_build_lock_held_too_long_is_a_store_error_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # _wait once closed the lock's fd and acquire closed it again: an OSError hid the StoreError (and, with both
+    # sides provisioning in threads, could close the other side's lock)
+    import fcntl
+
+    monkeypatch.setattr(store, "BUILD_WAIT_S", 0.2)
+    fd = store._lock_file(tmp_path, "torch-a.build")
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another job building the same name (flock is per open file)
+    try:
+        with pytest.raises(store.StoreError, match="waited 0 s for the other build of torch-a"):
+            store.acquire(tmp_path, "torch-a", plan=PLAN, stale=fresh, build=fake_build(), say=lambda _: None,
+                          heartbeat_s=0.05)
+    finally:
+        os.close(fd)

@@ -32,8 +32,9 @@ from pathlib import Path
 
 from torch_upgrade_check import github
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_USAGE, UsageError
-from torch_upgrade_check.orchestrate.provision import BACKEND_RE, parse_spec
-from torch_upgrade_check.orchestrate.store import default_venv_dir
+from torch_upgrade_check.orchestrate.provision import BACKEND_RE, parse_spec, python_version
+from torch_upgrade_check.orchestrate.store import default_venv_dir, store_root, untrusted
+from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.values import gigabytes, latency_limit, percent, timeout, tolerance
 
 PROG = "torch-upgrade-check"
@@ -260,13 +261,14 @@ def cache_plan(environ: Mapping[str, str]) -> dict[str, str]:
     if os.sep in python or (os.altsep and os.altsep in python):
         python = str((workdir / python).resolve())
     try:
-        version = subprocess.run([python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                                 capture_output=True, text=True, timeout=60, check=True, cwd=workdir).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+        version = python_version(python)
+    except (InfrastructureError, subprocess.SubprocessError):
         return off  # the check step reports the interpreter
     key = cache_key(values, python_version=version, system=platform.system().lower(), machine=platform.machine().lower(),
                     today=time.strftime("%Y%m%d", time.gmtime()))
-    path = str(default_venv_dir(environ))
+    # a pull request's venvs live in a store of their own (store.store_root), so they are cached apart
+    path = str(store_root(default_venv_dir(environ), environ))
+    key += "-pr" if untrusted(environ) else ""
     print(f"{PROG}: cache: key {key} for {path}", flush=True)
     return {"enabled": "true", "key": key, "path": path}
 

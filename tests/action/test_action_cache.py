@@ -86,6 +86,17 @@ def test_the_cache_key_step_writes_enabled_key_and_path(tmp_path: Path, capsys: 
     assert f"cache: key {outputs['key']}" in capsys.readouterr().out
 
 
+def test_a_pull_requests_cache_is_its_own_store(tmp_path: Path) -> None:
+    # compare builds a pull request's venvs under pull-requests/: caching the trusted store there restored
+    # venvs it never used (a hit, so its own were never saved)
+    base = {**_env(torch_version="2.13.0", cache="true", python=sys.executable),
+            "XDG_CACHE_HOME": str(tmp_path / "cache"), "RUNNER_ENVIRONMENT": "github-hosted"}
+    push = action_entry.cache_plan({**base, "GITHUB_EVENT_NAME": "push"})
+    pr = action_entry.cache_plan({**base, "GITHUB_EVENT_NAME": "pull_request"})
+    assert pr["path"] == str(store.store_root(store.default_venv_dir(base), {"GITHUB_EVENT_NAME": "pull_request"}))
+    assert pr["path"] != push["path"] and pr["key"] == push["key"] + "-pr"
+
+
 @pytest.mark.parametrize(("inputs", "extra", "said"), [
     ({"torch_version": "2.13.0"}, {}, ""),                                          # not asked for
     ({"torch_version": "2.13.0", "cache": "true"}, {"RUNNER_ENVIRONMENT": "self-hosted"}, "self-hosted"),

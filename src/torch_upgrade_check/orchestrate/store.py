@@ -109,8 +109,7 @@ def _wait(fd: int, kind: str, *, what: str, wait_s: float, say: Callable[[str], 
     next_note = start + heartbeat_s
     while not _try(fd, kind):
         now = time.monotonic()
-        if now - start > wait_s:
-            os.close(fd)
+        if now - start > wait_s:  # the caller owns fd and closes it
             raise StoreError(f"waited {wait_s:.0f} s for {what}; if no job is running, delete its lock file "
                              "under .locks/ in the venv folder")
         if now >= next_note:
@@ -148,7 +147,11 @@ def _reuse(root: Path, name: str, plan: Any, stale: Callable[[Path, dict[str, An
             say(f"not reusing {path}: {why}")
             return None
         fd = _lock_file(root, path.name + ".lock")
-        _wait(fd, "sh", what=f"{path} to be released", wait_s=EVICT_WAIT_S, say=say)  # only a deletion holds it
+        try:
+            _wait(fd, "sh", what=f"{path} to be released", wait_s=EVICT_WAIT_S, say=say)  # only a deletion holds it
+        except StoreError:
+            os.close(fd)
+            raise
         if read_record(path) is None:  # deleted while we waited for the lock
             os.close(fd)
             continue
@@ -279,6 +282,7 @@ def evict(root: Path, cap_bytes: int, *, say: Callable[[str], None] = print, oth
     try:
         _wait(fd, "ex", what="another job evicting from the venv store", wait_s=EVICT_WAIT_S, say=say)
     except StoreError as e:
+        os.close(fd)
         say(f"venv store not trimmed: {e}")
         return []
     try:
