@@ -10,9 +10,13 @@ from __future__ import annotations
 import json
 import sys
 import venv
+from dataclasses import replace
 from pathlib import Path
 
+import cmarkgfm
+import lxml.html
 import pytest
+from cmarkgfm.cmark import Options
 from conftest import ROOT, run_cli
 from lxml import etree
 
@@ -126,8 +130,14 @@ def test_the_summary_names_the_first_bad_build_its_date_and_the_commits(tmp_path
     text = render.render_summary(_bisection())
     assert "first bad build found" in text.splitlines()[0]
     assert "**Last good:** `2.14.0.dev20261108` (2026-11-08) · **first bad:** `2.14.0.dev20261110` (2026-11-10)" in text
-    assert f"compare/{'b' * 40}...{'c' * 40}" in text and "1.31× slower" in text
-    assert "| 3 | `2.14.0.dev20261110` (2026-11-10) | ❌ bad | mlp[float32]/latency: failed, 1.31× slower \\| <b> |" in text
+    # as GitHub renders it (raw HTML allowed: the escaping alone must hold)
+    html = lxml.html.fromstring("<div>" + cmarkgfm.markdown_to_html_with_extensions(
+        text, options=Options.CMARK_OPT_UNSAFE, extensions=["table", "autolink"]) + "</div>")
+    assert f"compare/{'b' * 40}...{'c' * 40}" in text and "1.31× slower" in html.text_content()
+    rows = [[c.text_content() for c in tr.xpath("./td")] for tr in html.iter("tr")]
+    assert ["3", "2.14.0.dev20261110 (2026-11-10)", "❌ bad", "mlp[float32]/latency: failed, 1.31× slower | <b>",
+            "20 s"] in rows, rows
+    assert not html.xpath("//b")  # a reason's markup shows as text
     path = tmp_path / "report.json"
     write_bisection(_bisection(), path)
     assert read_bisection(path) == _bisection()
@@ -140,6 +150,9 @@ def test_the_junit_validates_and_agrees_with_the_outcome(outcome: str) -> None:
     root = etree.fromstring(text.encode())
     XSD.assertValid(root)
     assert root.get("failures") == "2"  # the two bad builds
+    odd = _bisection(outcome)
+    odd = replace(odd, steps=(*odd.steps[:4], replace(odd.steps[4], reason="worker said \x1b[31mboom\x00")))
+    XSD.assertValid(etree.fromstring(render.junit_text(odd).encode()))  # a log line's control bytes stay valid XML
     assert root.get("errors") == ("0" if outcome in ("found", "range") else "1")
     assert len(root.findall(".//skipped")) == 1
     outputs = render.outputs(_bisection(outcome), {"report": "r.json"})

@@ -6,7 +6,8 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from torch_upgrade_check.model import Bisection, BisectStep
 from torch_upgrade_check.report import clip, one_line
-from torch_upgrade_check.report.junit import MESSAGE_LIMIT, NAME, junit_to_string
+from torch_upgrade_check.report.junit import NAME, junit_to_string, xml_message, xml_text
+from torch_upgrade_check.report.markdown import md, row_line, table_header
 
 ICON = {"good": "✅", "bad": "❌", "skip": "⏭️"}
 HEADLINE = {
@@ -38,20 +39,19 @@ def render_summary(b: Bisection) -> str:
         if b.compare_url:
             lines += [f"Commits between them: [{_short(good)}…{_short(bad)}]({b.compare_url})", ""]
         if bad is not None and bad.reason:
-            lines += [f"Why `{b.first_bad}` is bad: {one_line(bad.reason)}", ""]
+            lines += [f"Why `{b.first_bad}` is bad: {md(bad.reason)}", ""]
     elif b.reason:
-        lines += [one_line(b.reason), ""]
+        lines += [md(b.reason), ""]
     lines += [
         f"{len(b.builds)} builds from `{b.builds[0]}` to `{b.builds[-1]}`, {len(b.steps)} judged "
         f"({b.installs} of them versions installed or reused from the venv store), "
         f"checks: {', '.join(f'`{c}`' for c in b.checks) or 'all'}, on {b.device or '?'}.",
         "",
-        "| # | build | verdict | why | time |",
-        "| --- | --- | --- | --- | --- |",
+        table_header(["#", "build", "verdict", "why", "time"]).rstrip("\n"),
     ]
     for s in sorted(b.steps, key=lambda s: s.index):
-        lines.append(f"| {s.index} | `{s.build}`{_when(s)} | {ICON.get(s.verdict, '')} {s.verdict} | "
-                     f"{_cell(s.reason)} | {s.seconds:.0f} s |")
+        lines.append(row_line([str(s.index), f"`{s.build}`{_when(s)}", f"{ICON.get(s.verdict, '')} {s.verdict}",
+                               _cell(s.reason), f"{s.seconds:.0f} s"]).rstrip("\n"))
     return "\n".join(lines) + "\n"
 
 
@@ -62,17 +62,17 @@ def build_junit(b: Bisection) -> JUnitXml:
     suite = TestSuite(f"{NAME} bisect")
     for s in sorted(b.steps, key=lambda s: s.index):
         case = TestCase(f"{s.index:02d} {s.build}", classname=f"{NAME}.bisect", time=round(s.seconds, 3))
-        reason = clip(one_line(s.reason), MESSAGE_LIMIT)
+        reason = xml_message(s.reason)
         if s.verdict == "bad":
             case.result = [Failure(reason, "bad-build")]
         elif s.verdict == "skip":
             case.result = [Skipped(reason, "skipped-build")]
-        case.system_out = s.reason or s.verdict
-        suite.add_testcase(case)
+        case.system_out = xml_text(s.reason or s.verdict)
+        suite.append(case)
     if b.outcome not in ("found", "range"):
         case = TestCase("bisect", classname=f"{NAME}.bisect")
-        case.result = [Error(clip(one_line(b.reason or b.outcome), MESSAGE_LIMIT), b.outcome)]
-        suite.add_testcase(case)
+        case.result = [Error(xml_message(b.reason or b.outcome), b.outcome)]
+        suite.append(case)
     suite.update_statistics()
     xml.append(suite)
     xml.tests, xml.failures, xml.errors = suite.tests, suite.failures, suite.errors
@@ -108,4 +108,4 @@ def _short(s: BisectStep | None) -> str:
 
 
 def _cell(text: str) -> str:
-    return clip(one_line(text), 200).replace("|", "\\|") or "—"
+    return md(clip(one_line(text), 200)) or "—"

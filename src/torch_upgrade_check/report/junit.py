@@ -58,12 +58,12 @@ def junit_to_string(xml: JUnitXml) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _text(value: Any) -> str:
+def xml_text(value: Any) -> str:
     """Multi-line text safe for XML 1.0 (ElementTree escapes &, <, >; illegal characters are spelt out)."""
     return visible(str(value).replace("\r\n", "\n"), keep="\t\n")
 
 
-def _message(text: str) -> str:
+def xml_message(text: str) -> str:
     return clip(one_line(text), MESSAGE_LIMIT)
 
 
@@ -75,20 +75,20 @@ def _name(text: str) -> str:
 def _suite(report: Report, run: str, *, informs: bool) -> TestSuite:
     suite = TestSuite(_name(f"{NAME} {run}"))
     if report.started:
-        suite.timestamp = _message(report.started)
+        suite.timestamp = xml_message(report.started)
     for name, value in _properties(report):
-        suite.add_property(_message(name), _message(value))
+        suite.add_property(xml_message(name), xml_message(value))
     cases = [_case(result, informs=informs) for result in report.results]
     if report.infra_error:
         case = TestCase("infrastructure", classname=_name(f"torch_upgrade_check.{report.device}"))
-        error = Error(_message(f"the run on {run} could not happen: {report.infra_error}"), "infrastructure")
-        error.text = _text(report.infra_error)
+        error = Error(xml_message(f"the run on {run} could not happen: {report.infra_error}"), "infrastructure")
+        error.text = xml_text(report.infra_error)
         case.result = [error]
         cases.append(case)
     elif nothing_ran(report) and not informs:
         case = TestCase("nothing-ran", classname=_name(f"torch_upgrade_check.{report.device}"))
         skipped = report.counts()["skipped"]
-        case.result = [Failure(_message(f"nothing ran on {run}: no check passed ({skipped} skipped)"), "nothing-ran")]
+        case.result = [Failure(xml_message(f"nothing ran on {run}: no check passed ({skipped} skipped)"), "nothing-ran")]
         cases.append(case)
     for case in cases:
         suite.append(case)  # append, then count once: add_testcase() recounts every time
@@ -124,27 +124,27 @@ def _case(result: CheckResult, *, informs: bool) -> TestCase:
     if informs and result.outcome in FAILING:
         word = "not run" if result.outcome is Outcome.NOT_RUN else result.outcome.value
         outcome: Failure | Error | Skipped | None = Skipped(
-            _message(f"baseline {word} (informs only, does not decide): {reason}"), f"baseline-{result.outcome.value}")
-        outcome.text = _text(_body(result))
+            xml_message(f"baseline {word} (informs only, does not decide): {reason}"), f"baseline-{result.outcome.value}")
+        outcome.text = xml_text(_body(result))
     elif result.outcome is Outcome.FAILED:
-        outcome = Failure(_message(reason), _message(result.aspect))
+        outcome = Failure(xml_message(reason), xml_message(result.aspect))
     elif result.outcome is Outcome.ERROR:
-        outcome = Error(_message(reason), "error")
+        outcome = Error(xml_message(reason), "error")
     elif result.outcome is Outcome.NOT_RUN:
-        outcome = Error(_message(f"not run: {reason}"), "not-run")
+        outcome = Error(xml_message(f"not run: {reason}"), "not-run")
     elif result.outcome is Outcome.SKIPPED:
-        outcome = Skipped(_message(reason))
+        outcome = Skipped(xml_message(reason))
     else:
         outcome = None
     if outcome is not None:
         if not isinstance(outcome, Skipped):
-            outcome.text = _text(_body(result))
+            outcome.text = xml_text(_body(result))
         case.result = [outcome]
     out = "\n".join(f"{k}: {_value(v)}" for k, v in result.metrics.items())
     if result.outcome is Outcome.SUSPICIOUS:  # passes, so the note goes where a passing case keeps text
         out = "\n\n".join(p for p in (f"suspicious (warns, does not fail): {_body(result) or reason}", out) if p)
     if out:
-        case.system_out = _text(out)
+        case.system_out = xml_text(out)
     return case
 
 
