@@ -127,3 +127,19 @@ def test_compile_that_compiled_nothing_fails() -> None:
     outcome, reason = judge("compile", m)
     assert outcome is Outcome.FAILED and "compiled no graph" in reason and "recompile limit" in reason
     assert judge("compile", metrics(tensor("output"), graphs_compiled=1))[0] is Outcome.PASSED
+
+
+def test_the_worker_says_bitwise_equal_only_for_the_same_bits(torch_python: str) -> None:
+    # ref_equal feeds the rtol = atol = 0 rule: one ulp, a sign of zero or another dtype is not "equal"
+    import torch
+
+    from torch_upgrade_check.worker.tensors import compare
+
+    base = torch.tensor([1.0, 0.0, -2.5])
+    one_ulp = base.clone()
+    one_ulp[0] = torch.nextafter(one_ulp[0], torch.tensor(2.0))
+    negative_zero = torch.tensor([1.0, -0.0, -2.5])
+    golden = {"output": base.double()}
+    for result, equal in ((base.clone(), True), (one_ulp, False), (negative_zero, False), (base.bfloat16(), False)):
+        m = compare({"output": result}, golden, reference={"output": base}, rtol=0.0, atol=0.0)
+        assert m["per_tensor"][0]["ref_equal"] is equal, (result, m["per_tensor"][0])

@@ -53,7 +53,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
         max_abs_diff_vs_baseline=vs_baseline["max_abs_err"],
         mismatched_vs_baseline=vs_baseline["mismatched_count"],
         bitwise_equal_to_baseline=not vs_baseline.get("uncompared") and all(
-            torch.equal(tensors.host(v), saved["outputs"][k]) for k, v in outputs.items()),
+            tensors.bitwise_equal(v, saved["outputs"][k]) for k, v in outputs.items()),
     )
     first = _first_divergent(modules, saved["modules"], rtol, atol)
     if first:

@@ -30,6 +30,14 @@ def host(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     return out.to(dtype) if dtype is not None and out.dtype != dtype else out
 
 
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same dtype, shape and bits (so -0.0 differs from 0.0, and a bfloat16 output never equals a float32 one)."""
+    a, b = host(a), host(b)
+    if a.dtype != b.dtype or a.shape != b.shape or not torch.equal(a, b):
+        return False
+    return not a.is_floating_point() or torch.equal(torch.signbit(a), torch.signbit(b))
+
+
 def flatten(value: Any, prefix: str = "output") -> dict[str, torch.Tensor]:
     """Name every tensor in a nested output (tuples, lists, dicts)."""
     if isinstance(value, torch.Tensor):
@@ -137,7 +145,7 @@ def compare(
         if reference is not None and name in reference:
             ref = host(reference[name], torch.float64).reshape(-1)
             entry["ref_rmse"] = _rms(ref - g)
-            entry["ref_equal"] = tuple(ref.shape) == tuple(r.shape) and bool(torch.equal(r, ref))
+            entry["ref_equal"] = bitwise_equal(result[name], reference[name])
         if dtype is not None:
             entry["floor_rmse"] = _rms(round_to(g, dtype) - g)
         per_tensor.append(entry)
