@@ -97,10 +97,6 @@ def _same_threads(probes: dict[str, session.WorkerSession]) -> str:
     return ""
 
 
-def default_venv_dir() -> Path:
-    return store.default_venv_dir()
-
-
 def _python_for(sides: dict[str, tuple[provision.TorchSpec | None, str | None]], args: argparse.Namespace,
                 base_python: str, out: Path) -> dict[str, str]:
     """Each side's interpreter: a prepared one as given, `current` the tool's --python, any other SPEC from the
@@ -113,7 +109,7 @@ def _python_for(sides: dict[str, tuple[provision.TorchSpec | None, str | None]],
     if installs:
         from torch_upgrade_check import github
 
-        venv_dir = Path(args.venv_dir) if args.venv_dir else default_venv_dir()
+        venv_dir = Path(args.venv_dir) if args.venv_dir else store.default_venv_dir()
         opts = provision.Options(
             base_python=base_python, root=store.store_root(venv_dir, os.environ), backend=args.torch_backend,
             index_url=args.index_url, extra_index_urls=tuple(args.extra_index_url), find_links=tuple(args.find_links),
@@ -194,11 +190,11 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         reports[role] = replace(reports[role], device=device, label=env.get("torch_version", "?"), environment=env)
     corr = compare.correctness_specs(settings, device)
     ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))
-    store = out / "baseline-outputs"
+    saved_dir = out / "baseline-outputs"
     side_specs: dict[str, list[CheckSpec]] = {"candidate": list(corr)}
     if has_baseline:
-        side_specs = {"baseline": compare.cross_version_specs(settings, device, store, "save") + corr,
-                      **side_specs, "cross-version": compare.cross_version_specs(settings, device, store, "compare")}
+        side_specs = {"baseline": compare.cross_version_specs(settings, device, saved_dir, "save") + corr,
+                      **side_specs, "cross-version": compare.cross_version_specs(settings, device, saved_dir, "compare")}
     else:
         side_specs["candidate"] += ab_specs
     planned = [*side_specs["candidate"], *side_specs.get("cross-version", []), *(ab_specs if has_baseline else [])]

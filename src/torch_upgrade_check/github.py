@@ -55,8 +55,7 @@ def publish(
         "summary": str(summary_path.resolve()),
     }
     outputs = action_outputs(reports, paths)
-    if environ.get("GITHUB_OUTPUT"):
-        write_outputs(Path(environ["GITHUB_OUTPUT"]), outputs)
+    set_outputs(outputs, environ=environ)
     return outputs
 
 
@@ -160,8 +159,7 @@ def stopped_early(
                                                            "see the step's log"), file=stream)
         stream.flush()
     outputs = error_outputs()
-    if environ.get("GITHUB_OUTPUT"):
-        write_outputs(Path(environ["GITHUB_OUTPUT"]), outputs)
+    set_outputs(outputs, environ=environ)
     return outputs
 
 

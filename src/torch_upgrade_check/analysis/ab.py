@@ -135,7 +135,7 @@ def decide(batches: Sequence[Batch], threshold: float, *, alpha: float, final: b
     more = _rounds_to_settle(len(d), m, high95, tau) if m < tau else _rounds_to_settle(len(d), m, low, tau / 2)
     if m > tau:
         return done("suspicious", n_up, f"beyond the threshold in {n_up} of {pairs} fresh process pairs; a failure "
-                                        f"needs {MIN_PAIRS} that agree", more)
+                                        f"needs {max(MIN_PAIRS, pairs - 1)} that agree", more)
     return done("suspicious", n_up, f"too noisy to rule out a {increase} of {threshold:.0%}", more)
 
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from torch_upgrade_check.orchestrate import store
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
 HEARTBEAT_S = 30.0
@@ -47,8 +48,7 @@ def uv_cache_dir(environ: Mapping[str, str]) -> Path:
     """uv's cache: the user's UV_CACHE_DIR, else beside the venv store, so it is kept (and measured) with it."""
     if environ.get("UV_CACHE_DIR"):
         return Path(environ["UV_CACHE_DIR"])
-    cache = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "torch-upgrade-check" / "uv"
+    return store.default_venv_dir(environ).parent / "uv"
 
 
 def installer_env(installer: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:

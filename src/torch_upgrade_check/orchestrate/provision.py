@@ -42,8 +42,6 @@ PYTORCH_INDEX = "https://download.pytorch.org/whl"
 BACKEND_RE = re.compile(r"^(auto|pypi|cpu|cu\d{3}|rocm\d+\.\d+(\.\d+)?|xpu)$")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([.-]?(a|b|rc|dev|post)\d+)*(\+[\w.]+)?$")
 RANGE_RE = re.compile(r"^(\s*(==|!=|<=|>=|<|>|~=)\s*\d+(\.\d+)*(\.\*)?\s*,?)+$")
-RECORD = store.RECORD
-INSTALL_TIMEOUT_S = installer.INSTALL_TIMEOUT_S
 NIGHTLY_MAX_AGE_DAYS = 7
 # How old a venv of a moving spec may get when the index cannot be asked what it would install now.
 MAX_AGE_DAYS = {"nightly": 1.0, "test": 3.0, "range": 7.0}

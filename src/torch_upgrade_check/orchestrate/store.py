@@ -46,7 +46,7 @@ UNTRUSTED_EVENTS = ("pull_request", "pull_request_target", "pull_request_review"
 DEFAULT_CAP_GB = 20.0
 GB = 1024**3
 HEARTBEAT_S = 30.0
-BUILD_WAIT_S = 2 * 3600  # longer than one install may take (provision.INSTALL_TIMEOUT_S) plus its verification
+BUILD_WAIT_S = 2 * 3600  # longer than one install may take (installer.INSTALL_TIMEOUT_S) plus its verification
 EVICT_WAIT_S = 120.0
 
 

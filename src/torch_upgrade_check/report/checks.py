@@ -8,7 +8,6 @@ or are suspicious: shown open, with repro commands and details), `rest` (their o
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -39,9 +38,9 @@ from torch_upgrade_check.report.markdown import (
     reason_cell,
     row_line,
     table_header,
+    tally,
 )
 
-PARTS = ("attention", "rest", "informs")
 _TIERS = {"attention": 0, "rest": 1, "informs": 3}  # rows kept in this order when the budget is short
 _SCALES = {"ms": (TIME_UNITS, 1.0), "s": (TIME_UNITS, 1e3), "bytes": (BYTE_UNITS, 1.0)}  # kind -> units, to ms/B
 
@@ -107,7 +106,7 @@ def aspect_tables(runs: Sequence[tuple[Report, str]], part: str) -> list[Table]:
             cells = [md(visible(r.id)), *([md(name)] if multi else []), outcome_cell(r),
                      *(measured[i] for i in keep), reason_cell(r, limit)]
             rows.append(failing_row(row_line(cells), r, name, failing=r.outcome in FAILING and part != "informs"))
-        heading = f"#### {md(aspect)} ({_tally(results)})\n\n"
+        heading = f"#### {md(aspect)} ({tally(results)})\n\n"
         tables.append(Table(heading, table_header(headers), tuple(rows), tier=_TIERS[part]))
     return tables
 
@@ -133,11 +132,6 @@ def matrix(runs: Sequence[tuple[Report, str]], part: str) -> list[Table]:
     which = f"{len(cells)} of the {total} checks" if len(cells) < total else f"{total} checks"
     heading = f"#### Matrix ({which} × {len(runs)} runs)\n\n"
     return [Table(heading, header, tuple(e[3] for e in rows), tier=_TIERS[part])]
-
-
-def _tally(results: Sequence[CheckResult]) -> str:
-    tally = Counter(r.outcome for r in results)
-    return ", ".join(f"{n} {o.value}" for o, n in sorted(tally.items(), key=lambda kv: RANK[kv[0]]))
 
 
 def _scaled(value: Any, scale: float) -> float | None:

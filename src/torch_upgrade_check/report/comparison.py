@@ -48,6 +48,7 @@ from torch_upgrade_check.report.markdown import (
     reason_cell,
     row_line,
     table_header,
+    tally,
 )
 
 # Rows of the environment diff: (label, environment key, dotted for nested); torch always shows, the others
@@ -154,10 +155,10 @@ def _ab_tables(aspect: str, candidate: tuple[Report, str], baseline: Report | No
             other.append((r, Row(row_line([*cells, _verdict_cell(r)]), False)))
     tables: tuple[list[Table], list[Table]] = ([], [])
     if shown:
-        heading = f"#### {_TITLES[aspect]}{where}{limit}: {_ab_tally(r for r, _ in shown)}\n\n"
+        heading = f"#### {_TITLES[aspect]}{where}{limit}: {_abtally(r for r, _ in shown)}\n\n"
         tables[0].append(Table(heading, table_header(headers), tuple(row for _, row in shown)))
     if other:
-        heading = f"##### {_TITLES[aspect]}{limit}: {_ab_tally(r for r, _ in other)}\n\n"
+        heading = f"##### {_TITLES[aspect]}{limit}: {_abtally(r for r, _ in other)}\n\n"
         tables[1].append(Table(heading, table_header(headers), tuple(row for _, row in other), tier=_UNCHANGED_TIER))
     return tables
 
@@ -166,10 +167,10 @@ def _needs_attention(r: CheckResult) -> bool:
     return r.outcome in ATTENTION or _change(r) in ("regression", "suspicious")
 
 
-def _ab_tally(results: Iterable[CheckResult]) -> str:
-    tally = Counter(_change(r) or r.outcome.value for r in results)
+def _abtally(results: Iterable[CheckResult]) -> str:
+    counts = Counter(_change(r) or r.outcome.value for r in results)
     order = [*CHANGES, *(o.value for o in sorted(RANK, key=RANK.__getitem__))]
-    return ", ".join(plural(tally[k], k) if k == "regression" else f"{tally[k]} {k}" for k in sorted(tally, key=order.index))
+    return ", ".join(plural(counts[k], k) if k == "regression" else f"{counts[k]} {k}" for k in sorted(counts, key=order.index))
 
 
 def _change(r: CheckResult) -> str:
@@ -261,15 +262,10 @@ def _cross_version_tables(report: Report, run: str, where: str) -> tuple[list[Ta
                      metric(m.get("bitwise_equal_to_baseline")), _rmse_pair(m), _divergent(m.get("first_divergent_module")),
                      reason_cell(r, limit)]
             lines.append(failing_row(row_line(cells), r, run, failing=r.outcome in FAILING))
-        heading = (f"#### Cross-version correctness{where}: {_tally(rows)}\n\n{about}" if part == 0 else
-                   f"##### Cross-version correctness ({_tally(rows)})\n\n" + ("" if shown else about))
+        heading = (f"#### Cross-version correctness{where}: {tally(rows)}\n\n{about}" if part == 0 else
+                   f"##### Cross-version correctness ({tally(rows)})\n\n" + ("" if shown else about))
         parts[part].append(Table(heading, table_header(headers), tuple(lines), tier=0 if part == 0 else 1))
     return parts
-
-
-def _tally(results: Sequence[CheckResult]) -> str:
-    tally = Counter(r.outcome for r in results)
-    return ", ".join(f"{n} {o.value}" for o, n in sorted(tally.items(), key=lambda kv: RANK[kv[0]]))
 
 
 def _cross_order(r: CheckResult) -> tuple[int, float, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -107,6 +108,12 @@ def collapse(tables: Sequence[Table], summary: str) -> list[Table]:
              *tables[1:]]
     block[-1] = replace(block[-1], footer=block[-1].footer + "</details>\n\n")  # may be the first table
     return block
+
+
+def tally(results: Sequence[CheckResult]) -> str:
+    """"3 failed, 1 suspicious, 9 passed": the outcomes counted, most urgent first."""
+    counts = Counter(r.outcome for r in results)
+    return ", ".join(f"{n} {o.value}" for o, n in sorted(counts.items(), key=lambda kv: RANK[kv[0]]))
 
 
 def row_line(cells: Sequence[str]) -> str:
