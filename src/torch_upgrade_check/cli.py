@@ -78,7 +78,7 @@ def _add_install_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--torch-backend", default="auto", metavar="BACKEND",
                      help="auto, pypi, cpu, cu126, cu128, ..., rocmX.Y (default: auto)")
     p.add_argument("--installer", default="auto", choices=("auto", "uv", "pip"),
-                     help="auto = uv when on PATH, else pip (default: auto)")
+                     help="auto = uv when on PATH or beside this tool, else pip (default: auto)")
     p.add_argument("--index-url", default="", metavar="URL", help="index for torch, replacing the backend's")
     p.add_argument("--extra-index-url", action="append", default=[], metavar="URL", help="extra index (repeatable)")
     p.add_argument("--find-links", action="append", default=[], metavar="PATH", help="wheel folder (repeatable)")

@@ -21,7 +21,7 @@ from pathlib import Path
 from torch_upgrade_check.orchestrate import store
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
-HEARTBEAT_S = 30.0
+HEARTBEAT_S = store.HEARTBEAT_S  # one pace for install heartbeats and lock waits
 INSTALL_TIMEOUT_S = 3600
 RESOLVE_TIMEOUT_S = 120
 UV_VERSION = "0.13.9"  # the uv the action installs when the runner has none (action.yml pins the same)

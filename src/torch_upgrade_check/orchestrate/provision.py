@@ -139,7 +139,8 @@ def choose_installer(requested: str) -> str:
     if requested == "auto":
         return "uv" if installer.find_uv() else "pip"
     if requested == "uv" and not installer.find_uv():
-        raise UsageError("--installer uv was asked but uv is not on PATH; install uv or use --installer pip")
+        raise UsageError("--installer uv was asked but uv is neither on PATH nor beside this tool; install uv or use "
+                         "--installer pip")
     return requested
 
 
