@@ -258,3 +258,33 @@ def test_a_build_that_cannot_run_is_skipped_and_named(tmp_path: Path, torch_pyth
     assert doc["first_bad"] == "2.14.0.dev20261113"
     assert doc["outcome"] == "range" and doc["skipped_between"] == ["2.14.0.dev20261112"]
     assert doc["last_good"] == "2.14.0.dev20261111"
+
+
+def test_nightlies_are_listed_installed_and_judged_from_a_local_index(tmp_path: Path, torch_python: str) -> None:
+    """--good/--bad over an index: the builds are listed from it, each one judged is installed into the venv
+    store (verified as the version asked for), one whose install fails is skipped and named, and the first
+    bad build is found with its commit; a second bisect reuses every venv."""
+    from harness.nightlies import git_version, nightly_index
+
+    versions = [f"2.14.0.dev202611{10 + i:02d}" for i in range(7)]
+    url = nightly_index(torch_python, tmp_path / "index", versions, fault_from=5, drift=1e-3, broken={versions[3]})
+    out = tmp_path / "out"
+    args = ["bisect", "--good", versions[0], "--bad", versions[-1], "--only", "mlp[float32]/cross-version",
+            "--index-url", url, "--installer", "pip", "--venv-dir", str(tmp_path / "venvs"), "--device", "cpu",
+            "--threads", "1", "--out", str(out), "--no-job-summary"]
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    doc = json.loads((out / "report.json").read_text())
+    assert (doc["outcome"], doc["last_good"], doc["first_bad"]) == ("found", versions[4], versions[5]), doc["steps"]
+    steps = {s["build"]: s for s in doc["steps"]}
+    assert steps[versions[3]]["verdict"] == "skip" and "install" in steps[versions[3]]["reason"], steps[versions[3]]
+    assert git_version(versions[5]) in doc["compare_url"] and git_version(versions[4]) in doc["compare_url"]
+    skipped = [s for s in doc["steps"] if s["verdict"] == "skip"]
+    assert len(doc["steps"]) - len(skipped) <= search.max_steps(len(versions)) and len(doc["steps"]) < len(versions)
+    assert doc["installs"] == len({s["build"] for s in doc["steps"]})  # each build tried once, through the store
+    # every judged build was installed into the store once; run again, nothing is installed
+    again = run_cli(*args[:-3], "--out", str(tmp_path / "again"), "--no-job-summary")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr
+    logs = [log.read_text() for log in sorted((tmp_path / "again" / "steps").glob("*/compare.log"))]
+    assert logs and not any("installed in" in log for log in logs), logs
+    assert sum("reused from" in log for log in logs) == len(logs) - 1  # the broken build is tried again, never stored

@@ -68,6 +68,24 @@ def test_numeric_drift_fails_cross_version_and_names_the_module(tmp_path: Path, 
     assert "first divergent module: 0" in cv["reason"] and "× the baseline's" in cv["reason"]
 
 
+def test_candidate_compares_with_this_runs_baseline_even_when_it_saves_late(tmp_path: Path, torch_python: str) -> None:
+    """The candidate's worker waits for the baseline's saved outputs (it would otherwise skip its
+    cross-version checks when the baseline is slow), and never compares with an earlier run's."""
+    out = tmp_path / "out"
+    drifting = injected_python(torch_python, tmp_path / "drift", drift=1e-3)
+    first = compare(out, str(drifting), torch_python, "mlp[float32]/numerics")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr  # the candidate is nearer the fp64 golden
+    assert by_id(load(out)[1])["mlp[float32]/cross-version"]["metrics"]["bitwise_equal_to_baseline"] is False
+    late = tmp_path / "late-python"  # every start of the baseline takes 15 s more: it saves long after the candidate is ready
+    late.write_text(f'#!/bin/sh\nsleep 15\nexec "{torch_python}" "$@"\n')
+    late.chmod(0o755)
+    proc = compare(out, str(late), torch_python, "mlp[float32]/numerics")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    cv = by_id(load(out)[1])["mlp[float32]/cross-version"]
+    assert cv["outcome"] == "passed" and cv["metrics"]["bitwise_equal_to_baseline"] is True, cv
+    assert cv["duration_s"] < 15  # waiting for the baseline is not the check's time (nor its --timeout)
+
+
 def test_injected_slowdown_is_a_confirmed_regression_and_fail_on_decides(tmp_path: Path, torch_python: str) -> None:
     slow = injected_python(torch_python, tmp_path / "slow", slowdown=2.0)
     proc = compare(tmp_path / "a", torch_python, str(slow), "matmul[float32]/latency")

@@ -18,6 +18,7 @@ from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 from torch_upgrade_check.orchestrate import compare, measure, provision, session, store
+from torch_upgrade_check.orchestrate.live import LiveWorker
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import write_reports
 
@@ -160,6 +161,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         settings = replace(settings, threads=measure.default_threads())
     out = settings.out
     shutil.rmtree(out / "logs", ignore_errors=True)
+    shutil.rmtree(out / "baseline-outputs", ignore_errors=True)  # a candidate must never compare with an earlier run's
     reports = {"candidate": session.new_report(settings, role="candidate" if has_baseline else "")}
     if has_baseline:
         reports = {"baseline": session.new_report(settings, role="baseline"), **reports}
@@ -190,14 +192,14 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         reports[role] = replace(reports[role], device=device, label=env.get("torch_version", "?"), environment=env)
     corr = compare.correctness_specs(settings, device)
     ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))
-    saved_dir = out / "baseline-outputs"
+    saved_dir = out / "baseline-outputs"  # emptied above
     side_specs: dict[str, list[CheckSpec]] = {"candidate": list(corr)}
     if has_baseline:
         side_specs = {"baseline": compare.cross_version_specs(settings, device, saved_dir, "save") + corr,
-                      **side_specs, "cross-version": compare.cross_version_specs(settings, device, saved_dir, "compare")}
+                      "candidate": corr + compare.cross_version_specs(settings, device, saved_dir, "compare")}
     else:
         side_specs["candidate"] += ab_specs
-    planned = [*side_specs["candidate"], *side_specs.get("cross-version", []), *(ab_specs if has_baseline else [])]
+    planned = [*side_specs["candidate"], *(ab_specs if has_baseline else [])]
     session.require_checks(planned, settings)
     if args.list:
         for s in planned:
@@ -212,10 +214,12 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         with lock:
             write_reports(list(reports.values()), out / "report.json")
 
-    def side(role: str, specs: list[CheckSpec], phase_settings: session.Settings, prefix: str) -> Report:
+    def side(role: str, specs: list[CheckSpec], phase_settings: session.Settings, prefix: str,
+             also: Callable[[Report], None] = lambda r: None) -> Report:
         def update(r: Report) -> None:
             reports[role] = r
             write()
+            also(r)
 
         return session.execute(
             pythons[role], specs, phase_settings, reports[role], probes=probes[role].probes,
@@ -224,47 +228,93 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
             decide_fn=lambda s, o, rep: compare.decide_side(s, o, rep, settings.max_latency_ms),
         )
 
-    # Correctness times nothing, so the two sides run at once; the baseline saves its outputs first, and
-    # the candidate compares with them once both are done.
-    cross = side_specs.pop("cross-version", [])
-    phase_one = {role: (lambda role=role, specs=specs: side(role, specs, settings, f"worker-{role}"))
-                 for role, specs in side_specs.items()}
-    reports.update(in_parallel(phase_one))
-    if not any(r.infra_error for r in reports.values()) and cross:
-        reports["candidate"] = side("candidate", cross, replace(settings, pytest_args=None), "worker-candidate-cv")
-    for r in reports.values():
-        if r.infra_error:
-            return infra(args, list(reports.values()), out, r.infra_error)
+    # Correctness times nothing, so the two sides run at once. The baseline saves its outputs first, then
+    # marks them complete; the candidate's worker, its own checks done, waits for that mark before its
+    # cross-version checks compare with them.
+    done_saving = compare.saved_mark(saved_dir)
+    save_ids = {s.id for s in side_specs.get("baseline", []) if s.aspect == "cross-version"}
+
+    def mark_saved() -> None:
+        done_saving.parent.mkdir(parents=True, exist_ok=True)
+        done_saving.touch()
+
+    def baseline_side() -> Report:
+        def on_update(r: Report) -> None:
+            if not any(x.id in save_ids and x.outcome is Outcome.NOT_RUN for x in r.results):
+                mark_saved()
+
+        try:
+            return side("baseline", side_specs["baseline"], settings, "worker-baseline", on_update)
+        finally:
+            mark_saved()  # also when it failed: the candidate's worker must not wait for ever
+
+    phase_one = {"candidate": lambda: side("candidate", side_specs["candidate"], settings, "worker-candidate")}
+    if has_baseline:
+        phase_one = {"baseline": baseline_side, **phase_one}
+    pair = None
     if has_baseline and ab_specs:
-        say(f"latency and memory: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "
-            f"pair of workers ({settings.threads} CPU threads each; up to {budget_s:g} s a check)")
-        repro_of = {s.id: repro(args, device, s) for s in ab_specs}
-        pending = {role: {s.id: CheckResult(s.workload, s.aspect, s.device, s.dtype, Outcome.NOT_RUN,
-                                            reason="not started", repro=repro_of[s.id]) for s in ab_specs}
-                   for role in ("baseline", "candidate")}
-        done = {role: reports[role].results for role in pending}
-        finished = [0]
-
-        def record(base: CheckResult | None = None, cand: CheckResult | None = None) -> None:
-            for role, result in (("baseline", base), ("candidate", cand)):
-                if result is not None:
-                    pending[role][result.id] = replace(result, repro=repro_of[result.id])
-                reports[role] = replace(reports[role], results=(*done[role], *pending[role].values()))
-            write()
-
-        def on_track(track: measure.Track) -> None:
-            base, cand = measure.results(track, settings.max_latency_ms)
-            record(base, cand)
-            finished[0] += 1
-            say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
-
-        record()  # a run killed during the A/B rounds shows them as not-run
+        warm = ("memory",) if device == "cpu" and any(s.aspect == "memory" for s in ab_specs) else ()
         pair = measure.Pair(pythons["baseline"], pythons["candidate"], out / "logs", settings.threads,
-                            tuple(settings.python_path), measure.pinned_cpus(settings.threads or 1))
-        measure.measure(ab_specs, pair, {"latency": thresholds.latency, "memory": thresholds.memory},
-                        timeout_s=settings.timeout_s, budget_s=budget_s, say=say, on_track=on_track)
+                            tuple(settings.python_path), measure.pinned_cpus(settings.threads or 1), warm)
+    # The A/B pair starts as soon as one side is done (a CPU is free): it imports torch and readies its
+    # profiler while the other side finishes; it measures nothing until both are done.
+    launched: list[tuple[LiveWorker, LiveWorker]] = []
+    launching = threading.Lock()
+
+    def then_launch(job: Callable[[], Report]) -> Callable[[], Report]:
+        def run() -> Report:
+            try:
+                return job()
+            finally:
+                with launching:
+                    if pair is not None and not launched:
+                        launched.append(pair.launch(1))
+        return run
+
+    try:
+        reports.update(in_parallel({role: then_launch(job) for role, job in phase_one.items()}))
+        for r in reports.values():
+            if r.infra_error:
+                return infra(args, list(reports.values()), out, r.infra_error)
+        if pair is not None:
+            _measure(args, settings, device, ab_specs, pair, launched.pop() if launched else None, thresholds,
+                     budget_s, reports, write)
+    finally:
+        if launched:
+            measure.close(*launched.pop())
     if has_baseline:
         reports["candidate"] = compare.mark_preexisting(reports["baseline"], reports["candidate"])
     reports = {k: replace(r, finished=session.now(), complete=True) for k, r in reports.items()}
     write()
     return finish(args, list(reports.values()), out, out / "report.json", time.monotonic() - started)
+
+
+def _measure(args: argparse.Namespace, settings: session.Settings, device: str, ab_specs: list[CheckSpec],
+             pair: measure.Pair, launched: tuple[LiveWorker, LiveWorker] | None, thresholds: compare.Thresholds,
+             budget_s: float, reports: dict[str, Report], write: Callable[[], None]) -> None:
+    """The latency and memory A/B, each result written to both sides' reports as it is decided."""
+    say(f"latency and memory: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "
+        f"pair of workers ({settings.threads} CPU threads each; up to {budget_s:g} s a check)")
+    repro_of = {s.id: repro(args, device, s) for s in ab_specs}
+    pending = {role: {s.id: CheckResult(s.workload, s.aspect, s.device, s.dtype, Outcome.NOT_RUN,
+                                        reason="not started", repro=repro_of[s.id]) for s in ab_specs}
+               for role in ("baseline", "candidate")}
+    done = {role: reports[role].results for role in pending}
+    finished = [0]
+
+    def record(base: CheckResult | None = None, cand: CheckResult | None = None) -> None:
+        for role, result in (("baseline", base), ("candidate", cand)):
+            if result is not None:
+                pending[role][result.id] = replace(result, repro=repro_of[result.id])
+            reports[role] = replace(reports[role], results=(*done[role], *pending[role].values()))
+        write()
+
+    def on_track(track: measure.Track) -> None:
+        base, cand = measure.results(track, settings.max_latency_ms)
+        record(base, cand)
+        finished[0] += 1
+        say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
+
+    record()  # a run killed during the A/B rounds shows them as not-run
+    measure.measure(ab_specs, pair, {"latency": thresholds.latency, "memory": thresholds.memory},
+                    timeout_s=settings.timeout_s, budget_s=budget_s, say=say, on_track=on_track, launched=launched)

@@ -36,14 +36,21 @@ def _all_aspects(settings: session.Settings) -> list[str]:
     return sorted({a for w in settings.workloads for a in w.aspects})
 
 
+def saved_mark(store: Path) -> Path:
+    """The file that says the baseline has saved all it will: a candidate's cross-version check waits for it."""
+    return store / ".complete"
+
+
 def cross_version_specs(settings: session.Settings, device: str, store: Path, mode: str) -> list[CheckSpec]:
     """One cross-version check per workload and dtype: every built-in with numerics, and the user's
-    workloads that list cross-version among their aspects (the default)."""
+    workloads that list cross-version among their aspects (the default). The candidate's (mode "compare")
+    start only once the baseline's are complete (param "after": the worker waits for that file)."""
+    after = {"after": str(saved_mark(store))} if mode == "compare" else {}
     wanted = {w.name for w in settings.workloads if "cross-version" in w.aspects or (not w.factory and "numerics" in w.aspects)}
     specs = []
     for s in session.plan(replace(settings, only=()), device, aspects=["numerics", "cross-version"]):  # --only: below
         spec = CheckSpec(s.workload, "cross-version", device, s.dtype, s.factory,
-                         {**s.params, "mode": mode, "store": str(store)})
+                         {**s.params, "mode": mode, "store": str(store), **after})
         if s.workload in wanted and spec.id not in {x.id for x in specs} and _selected(settings, spec):
             specs.append(spec)
     return specs

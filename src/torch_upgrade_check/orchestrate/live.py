@@ -23,9 +23,10 @@ FAST_POLL_S = 0.0005
 
 class LiveWorker:
     def __init__(self, python: str, *, log_dir: Path, name: str, threads: int | None, python_path: list[str],
-                 cpus: list[int] | None = None, env: dict[str, str] | None = None) -> None:
+                 cpus: list[int] | None = None, env: dict[str, str] | None = None, warm: list[str] | None = None) -> None:
         self.python, self.log_dir, self.name = python, log_dir, name
         self.threads, self.python_path, self.cpus, self.env = threads, python_path, cpus or [], env or {}
+        self.warm = warm or []  # what the worker readies before it is pinned to `cpus` ("memory": the CPU profiler)
         self.proc: subprocess.Popen[bytes] | None = None
         self.events: IO[str] | None = None
         self.launches = 0
@@ -43,7 +44,8 @@ class LiveWorker:
         plan_path = self.log_path.with_suffix(".plan.json")
         events_path = self.log_path.with_suffix(".events.jsonl")
         plan = {"kind": PLAN_KIND, "schema_version": PLAN_VERSION, "threads": self.threads, "probe": [],
-                "python_path": self.python_path, "checks": [], "serve": True, "cpus": self.cpus}
+                "python_path": self.python_path, "checks": [], "serve": True, "cpus": self.cpus,
+                "warm": self.warm}
         plan_path.write_text(json.dumps(plan), encoding="utf-8")
         events_path.write_text("", encoding="utf-8")
         with self.log_path.open("ab") as log:
@@ -98,19 +100,21 @@ class LiveWorker:
         tail = workers.check_tail(self.log_path, spec.id) or f"(the worker printed nothing; full log: {self.log_path})"
         return Observation(id=spec.id, status=status, message=message, traceback=tail, duration_s=duration)
 
-    def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            assert self.proc.stdin is not None
+    def hang_up(self) -> None:
+        """Tell the worker that no more requests come (it exits); `close` then waits for it. Hanging up on
+        several workers before closing any lets them tear torch down at the same time."""
+        if self.proc is not None and self.proc.stdin is not None:
             try:
                 self.proc.stdin.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.hang_up()
+        if self.proc is not None and self.proc.poll() is None:
+            try:
                 self.proc.wait(timeout=30)
             except (OSError, subprocess.TimeoutExpired):
                 workers.kill(self.proc)
         if self.events is not None:
             self.events.close()
-
-    def __enter__(self) -> LiveWorker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

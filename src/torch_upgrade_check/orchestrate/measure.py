@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -62,17 +62,36 @@ class Pair:
     threads: int | None
     python_path: tuple[str, ...] = ()
     cpus: tuple[int, ...] = ()
+    warm: tuple[str, ...] = ()  # what each worker readies before it is pinned ("memory": the CPU profiler)
 
-    @contextlib.contextmanager
-    def start(self, batch: int) -> Iterator[tuple[LiveWorker, LiveWorker]]:
+    def launch(self, batch: int, aspects: Collection[str] = ("latency", "memory")) -> tuple[LiveWorker, LiveWorker]:
+        """Start both workers now (they import torch side by side); `start` then measures with them. They ready
+        what the batch's `aspects` need of `warm`."""
         env = {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
         common = {"log_dir": self.log_dir, "threads": self.threads, "python_path": list(self.python_path),
-                  "cpus": list(self.cpus), "env": env}
-        with LiveWorker(self.baseline, name=f"ab-baseline-b{batch}", **common) as b, \
-             LiveWorker(self.candidate, name=f"ab-candidate-b{batch}", **common) as c:
-            b.start()
-            c.start()
+                  "cpus": list(self.cpus), "env": env, "warm": [w for w in self.warm if w in aspects]}
+        b = LiveWorker(self.baseline, name=f"ab-baseline-b{batch}", **common)
+        c = LiveWorker(self.candidate, name=f"ab-candidate-b{batch}", **common)
+        b.start()
+        c.start()
+        return b, c
+
+    @contextlib.contextmanager
+    def start(self, batch: int, aspects: Collection[str], launched: tuple[LiveWorker, LiveWorker] | None = None
+              ) -> Iterator[tuple[LiveWorker, LiveWorker]]:
+        b, c = launched or self.launch(batch, aspects)
+        try:
             yield b, c
+        finally:
+            close(b, c)
+
+
+def close(*workers: LiveWorker) -> None:
+    """Hang up on every worker first, then wait: they tear torch down at the same time."""
+    for w in workers:
+        w.hang_up()
+    for w in workers:
+        w.close()
 
 
 @dataclass
@@ -106,16 +125,22 @@ def measure(
     budget_s: float = DEFAULT_BUDGET_S,
     say: Callable[[str], None],
     on_track: Callable[[Track], None],
+    launched: tuple[LiveWorker, LiveWorker] | None = None,
 ) -> None:
-    """Measure every spec A/B until settled or out of budget; `on_track` gets each check once it is decided."""
+    """Measure every spec A/B until settled or out of budget; `on_track` gets each check once it is decided.
+
+    `launched`: the first batch's pair, started ahead (while the correctness checks finished); closed here."""
     tracks = [Track(s, thresholds[s.aspect]) for s in specs]
     alpha = ab.FAMILY_ALPHA / max(1, len(tracks))  # the run's false-alarm budget, shared (Bonferroni)
     for batch in range(1, MAX_BATCHES + 1):
         todo = [t for t in tracks if t.open]
         if not todo:
+            if launched:
+                close(*launched)
             return
         say(f"A/B batch {batch}: {len(todo)} check{'s' if len(todo) != 1 else ''} in a fresh pair of workers")
-        with pair.start(batch) as (b, c):
+        with pair.start(batch, {t.spec.aspect for t in todo}, launched) as (b, c):
+            launched = None
             for t in todo:
                 measure_batch(t, b, c, timeout_s)
                 if t.failed is not None:

@@ -68,6 +68,14 @@ def _run_one(spec: Any, events: IO[str], cache: dict | None) -> None:
     _emit(events, {"event": "observation", **obs.to_dict()})
 
 
+def _wait_for(path: str | None) -> None:
+    """Before a check that needs another process's files (compare's cross-version: the baseline's saved
+    outputs), wait for the file that says they are complete. Not timed as the check: the orchestrator
+    writes that file even when the other side fails, and this process dies with the orchestrator."""
+    while path and not os.path.exists(path):
+        time.sleep(0.05)
+
+
 def main(argv: list[str]) -> int:
     _die_with_parent()
     faulthandler.enable()  # a segfault or abort prints the Python stack: the crash record's details
@@ -85,6 +93,13 @@ def main(argv: list[str]) -> int:
         from torch_upgrade_check.model import CheckSpec
         from torch_upgrade_check.worker import environment, instance
 
+        if "memory" in plan.get("warm", []):
+            from torch_upgrade_check.worker import memory
+
+            try:  # before the pinning below: two workers pinned to one CPU would pay it in turn
+                memory.warm_up("cpu")
+            except Exception as e:  # the memory checks themselves then say what is wrong
+                print(f"worker: could not ready the CPU profiler: {type(e).__name__}: {e}", file=sys.stderr)
         if plan.get("cpus") and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, plan["cpus"])
         if plan.get("threads"):
@@ -96,7 +111,9 @@ def main(argv: list[str]) -> int:
 
         gc.freeze()  # torch's own objects never become garbage: collections before timing skip them (200 ms -> ms)
         for raw in plan.get("checks", []):
-            _run_one(CheckSpec.from_dict(raw), events, None)
+            spec = CheckSpec.from_dict(raw)
+            _wait_for(spec.params.get("after"))
+            _run_one(spec, events, None)
         if plan.get("serve"):
             # compare's A/B rounds: one check spec per line on stdin, instances kept between rounds.
             cache: dict = {}

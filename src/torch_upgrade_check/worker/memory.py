@@ -7,6 +7,13 @@ from types import TracebackType
 import torch
 
 
+def warm_up(device: str) -> None:
+    """Pay the measuring API's first-use cost now: the CPU profiler takes seconds to start in a new process
+    (2.5 s here), which compare's A/B workers pay before they are pinned to their shared CPU, in parallel."""
+    with PeakMemory(device):
+        torch.ones(8, device=device).sum()
+
+
 class PeakMemory:
     """Context manager: `bytes` is the peak growth during the block, `api` names how it was measured.
 
