@@ -268,7 +268,10 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
             finally:
                 with launching:
                     if pair is not None and not launched:
-                        launched.append(pair.launch(1))
+                        try:
+                            launched.append(pair.launch(1))
+                        except OSError:  # the A/B batch starts its pair itself, and reports what fails then
+                            pass
         return run
 
     try:

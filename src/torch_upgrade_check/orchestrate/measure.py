@@ -73,7 +73,11 @@ class Pair:
         b = LiveWorker(self.baseline, name=f"ab-baseline-b{batch}", **common)
         c = LiveWorker(self.candidate, name=f"ab-candidate-b{batch}", **common)
         b.start()
-        c.start()
+        try:
+            c.start()
+        except BaseException:
+            close(b)
+            raise
         return b, c
 
     @contextlib.contextmanager
