@@ -8,6 +8,7 @@ interpreter has no torch (it cannot be judged, as an install that fails).
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import venv
 from dataclasses import replace
@@ -288,3 +289,23 @@ def test_nightlies_are_listed_installed_and_judged_from_a_local_index(tmp_path: 
     logs = [log.read_text() for log in sorted((tmp_path / "again" / "steps").glob("*/compare.log"))]
     assert logs and not any("installed in" in log for log in logs), logs
     assert sum("reused from" in log for log in logs) == len(logs) - 1  # the broken build is tried again, never stored
+
+
+def test_a_release_is_the_good_build_of_a_nightly_range(tmp_path: Path, torch_python: str) -> None:
+    """`--good 2.13.0 --bad <nightly>`: the release is not on the nightly index; it is installed from its own
+    channel (here the installer's configured one, `--torch-backend pypi`) and every nightly after it is a build."""
+    from harness.nightlies import nightly_index
+
+    release = subprocess.run([torch_python, "-c", "import torch; print(torch.__version__.split('+')[0])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    versions = [f"2.14.0.dev202611{10 + i:02d}" for i in range(4)]
+    url = nightly_index(torch_python, tmp_path / "index", versions, fault_from=2, drift=1e-3)
+    out = tmp_path / "out"
+    proc = run_cli("bisect", "--good", release, "--bad", versions[-1], "--only", "mlp[float32]/cross-version",
+                   "--index-url", url, "--torch-backend", "pypi", "--installer", "pip", "--venv-dir",
+                   str(tmp_path / "venvs"), "--device", "cpu", "--threads", "1", "--out", str(out), "--no-job-summary")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["builds"] == [release, *versions]
+    assert (doc["outcome"], doc["last_good"], doc["first_bad"]) == ("found", versions[1], versions[2]), doc["steps"]
+    assert f"good: torch {release}" in proc.stdout and "installed in" in proc.stdout, proc.stdout[-2000:]

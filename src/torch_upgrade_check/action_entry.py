@@ -32,9 +32,12 @@ from pathlib import Path
 
 from torch_upgrade_check import github
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_USAGE, UsageError
+from torch_upgrade_check.model import Outcome
+from torch_upgrade_check.orchestrate.builds import is_version
 from torch_upgrade_check.orchestrate.provision import BACKEND_RE, parse_spec, python_version
 from torch_upgrade_check.orchestrate.store import default_venv_dir, store_root, untrusted
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
+from torch_upgrade_check.schema import SchemaError, read_bisection, read_reports
 from torch_upgrade_check.values import gigabytes, latency_limit, percent, timeout, tolerance
 
 PROG = "torch-upgrade-check"
@@ -44,15 +47,18 @@ INPUTS: tuple[str, ...] = (
     "torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url", "find-links",
     "extra-requirements", "venv-cap", "cache", "device", "config", "suite", "rtol", "atol", "max-latency-regression",
     "max-memory-regression", "max-latency-ms", "timeout", "fail-on", "python", "working-directory",
-    "job-summary", "report-dir",
+    "job-summary", "report-dir", "bisect", "bisect-good",
 )
 DEFAULTS: dict[str, str] = {
     "torch-backend": "auto", "device": "auto", "fail-on": "correctness,latency,memory", "python": "python3",
     "working-directory": ".", "job-summary": "true", "report-dir": "torch-upgrade-check-report", "cache": "false",
+    "bisect": "false",
 }
 # The inputs that decide which torch venvs get built: the cache key hashes them.
 CACHE_INPUTS = ("torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url",
                 "find-links", "extra-requirements")
+# The outputs the action adds to the CLI's when input `bisect` ran a bisection.
+BISECT_OUTPUTS = ("bisect-outcome", "bisect-first-bad", "bisect-last-good", "bisect-compare-url", "bisect-report")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 FAIL_ON = ("correctness", "latency", "memory")
 URL_RE = re.compile(r"^(https?|file)://\S+$")
@@ -130,7 +136,8 @@ def validate(values: Mapping[str, str]) -> list[str]:
                 problems.append(f"input '{name}' compares with a baseline; set 'baseline-torch-version' too, or remove it")
     problems += [_problem(latency_limit, "max-latency-ms", item) for item in split_items(values["max-latency-ms"])]
     problems += _fail_on_problems(values["fail-on"])
-    for name in ("job-summary", "cache"):
+    problems += _bisect_problems(values)
+    for name in ("job-summary", "cache", "bisect"):
         if values[name].lower() not in (*TRUE, *FALSE):
             problems.append(f"input '{name}' must be true or false, got {values[name]!r}")
     if values["venv-cap"]:
@@ -145,6 +152,25 @@ def validate(values: Mapping[str, str]) -> list[str]:
                      f"too, or remove it" for n in asked]
     problems += _path_problems(values)
     return [p for p in problems if p]
+
+
+def _bisect_problems(values: Mapping[str, str]) -> list[str]:
+    if values["bisect"].lower() not in TRUE:
+        return (["input 'bisect-good' is used only with 'bisect: true'; set it, or remove 'bisect-good'"]
+                if values["bisect-good"] else [])
+    problems = []
+    if not values["torch-version"] or values["torch-version"].lower() == "current":
+        problems.append("input 'bisect' searches the builds up to the candidate: set 'torch-version' to the torch to "
+                        "install (a version, nightly or test), or remove 'bisect'")
+    good = values["bisect-good"] or values["baseline-torch-version"]
+    if not good:
+        problems.append("input 'bisect' needs a build known good: set 'bisect-good' (e.g. 2.14.0.dev20261110) or "
+                        "'baseline-torch-version'")
+    elif not is_version(good):
+        source = "bisect-good" if values["bisect-good"] else "baseline-torch-version"
+        problems.append(f"input '{source}' must be one torch version to bisect from (like 2.14.0.dev20261110 or "
+                        f"2.13.1), got {good!r}; set 'bisect-good' to one")
+    return problems
 
 
 def _fail_on_problems(text: str) -> list[str]:
@@ -186,25 +212,42 @@ def build_argv(values: Mapping[str, str]) -> list[str]:
         argv = ["compare", "--candidate", candidate or "current"]
         if baseline:
             argv += ["--baseline", baseline]
-        argv += ["--python", values["python"]]
-        if values["torch-backend"] != "auto":
-            argv += ["--torch-backend", values["torch-backend"]]
-        if values["index-url"]:
-            argv += ["--index-url", values["index-url"]]
-        argv += _repeat("--extra-index-url", split_items(values["extra-index-url"]))
-        argv += _repeat("--find-links", split_items(values["find-links"], commas=False))
-        argv += _repeat("--extra-requirement", split_items(values["extra-requirements"], commas=False))
-        if values["venv-cap"]:
-            argv += ["--venv-cap", values["venv-cap"]]
-        for name in ("max-latency-regression", "max-memory-regression"):
-            if values[name]:
-                argv += [f"--{name}", values[name]]
+        argv += _install_flags(values)
     else:
         argv = ["run", "--python", values["python"]]
     argv += ["--device", values["device"], "--out", values["report-dir"]]
-    if values["config"]:
-        argv += ["--config", values["config"]]
-    argv += _repeat("--only", split_items(values["suite"]))
+    return argv + _check_flags(values, split_items(values["suite"]))
+
+
+def bisect_argv(values: Mapping[str, str], bad: str, failed: Sequence[str]) -> list[str]:
+    """`bisect` from the good build to the candidate's installed version `bad`, on the checks that failed,
+    with the same install and check flags as the compare; its files go to REPORT_DIR/bisect."""
+    good = values["bisect-good"] or values["baseline-torch-version"]
+    argv = ["bisect", "--good", good, "--bad", bad, *_install_flags(values), "--device", values["device"],
+            "--out", str(Path(values["report-dir"]) / "bisect")]
+    return argv + _check_flags(values, failed)
+
+
+def _install_flags(values: Mapping[str, str]) -> list[str]:
+    argv = ["--python", values["python"]]
+    if values["torch-backend"] != "auto":
+        argv += ["--torch-backend", values["torch-backend"]]
+    if values["index-url"]:
+        argv += ["--index-url", values["index-url"]]
+    argv += _repeat("--extra-index-url", split_items(values["extra-index-url"]))
+    argv += _repeat("--find-links", split_items(values["find-links"], commas=False))
+    argv += _repeat("--extra-requirement", split_items(values["extra-requirements"], commas=False))
+    if values["venv-cap"]:
+        argv += ["--venv-cap", values["venv-cap"]]
+    for name in ("max-latency-regression", "max-memory-regression"):
+        if values[name]:
+            argv += [f"--{name}", values[name]]
+    return argv
+
+
+def _check_flags(values: Mapping[str, str], only: Sequence[str]) -> list[str]:
+    argv = ["--config", values["config"]] if values["config"] else []
+    argv += _repeat("--only", only)
     for name in ("rtol", "atol", "timeout"):
         if values[name]:
             argv += [f"--{name}", values[name]]
@@ -273,6 +316,51 @@ def cache_plan(environ: Mapping[str, str]) -> dict[str, str]:
     return {"enabled": "true", "key": key, "path": path}
 
 
+def bisect_after_failure(values: Mapping[str, str], cwd: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """Input `bisect`: after a failed compare, the first bad build between the good one and the candidate, on
+    the checks that failed. Its summary follows the compare's; its outputs are `bisect-*` (the step's
+    `verdict` stays the compare's: the bisection explains a failure, it does not change it). Returns them."""
+    report_dir = cwd / values["report-dir"]
+    try:
+        doc = read_reports(report_dir / "report.json")
+    except (OSError, SchemaError) as e:
+        return _bisect_outputs(environ, "error", f"no compare report to bisect from: {e}")
+    candidate = next((r for r in doc if r.role == "candidate"), None)
+    kinds = fail_on(values)  # the failures that failed the step: a latency failure under fail-on correctness did not
+    failed = sorted({r.id for r in candidate.results if r.outcome is Outcome.FAILED
+                     and (r.aspect if r.aspect in ("latency", "memory") else "correctness") in kinds}) if candidate else []
+    if candidate is None or not failed:
+        return _bisect_outputs(environ, "error", "the compare failed no check that a bisection could follow")
+    argv = bisect_argv(values, candidate.label.split("+")[0], failed)
+    print(f"{PROG}: bisecting the failed checks: {shlex.join([PROG, *argv])}", flush=True)
+    child = github.relayed_environ(environ)  # its outputs are relayed as bisect-*
+    try:
+        rc = subprocess.run([sys.executable, "-m", "torch_upgrade_check", *argv], cwd=cwd, env=child,
+                            check=False).returncode
+    except OSError as e:
+        return _bisect_outputs(environ, "error", f"could not start the bisection: {e}")
+    path = report_dir / "bisect" / "report.json"
+    try:
+        record = read_bisection(path)
+    except (OSError, SchemaError):
+        return _bisect_outputs(environ, "error", f"the bisection ended with exit code {rc} and wrote no report; "
+                                                 "the step's log says why")
+    why = "" if record.outcome in ("found", "range") else (record.reason or f"exit code {rc}")
+    return _bisect_outputs(environ, record.outcome, why, first_bad=record.first_bad, last_good=record.last_good,
+                           compare_url=record.compare_url, report=str(path.resolve()))
+
+
+def _bisect_outputs(environ: Mapping[str, str], outcome: str, why: str, **found: str) -> dict[str, str]:
+    outputs = {name: "" for name in BISECT_OUTPUTS}
+    outputs.update({"bisect-outcome": outcome, **{f"bisect-{k.replace('_', '-')}": v for k, v in found.items()}})
+    assert set(outputs) == set(BISECT_OUTPUTS), outputs
+    if why:
+        print(f"{PROG}: bisect: {outcome}: {why}", file=sys.stderr, flush=True)
+        github.warning(f"{PROG}: bisect", f"{outcome}: {why}", environ=environ)
+    github.set_outputs(outputs, environ=environ)
+    return outputs
+
+
 def main(environ: Mapping[str, str] | None = None, argv: Sequence[str] = ()) -> int:
     environ = os.environ if environ is None else environ
     if list(argv) == ["cache-key"]:
@@ -299,6 +387,8 @@ def main(environ: Mapping[str, str] | None = None, argv: Sequence[str] = ()) -> 
         EXIT_USAGE: "a usage or configuration error (the line above says which)",
         EXIT_INFRA: "an infrastructure error: torch could not be installed or run; the report says why",
     }.get(rc, f"the CLI ended with exit code {rc}")
+    if rc == EXIT_FAILED and read_inputs(environ)["bisect"].lower() in TRUE:
+        bisect_after_failure(read_inputs(environ), p.cwd, environ)
     print(f"{PROG}: failing the step: {why}", file=sys.stderr, flush=True)
     if rc in (EXIT_FAILED, EXIT_USAGE, EXIT_INFRA):
         return rc  # the CLI wrote the outputs and annotations itself

@@ -20,13 +20,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from torch_upgrade_check import __version__, github
+from torch_upgrade_check import __version__, github, values
 from torch_upgrade_check.analysis import bisect as search
 from torch_upgrade_check.commands import PROG, parse_fail_on, say
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, UsageError
 from torch_upgrade_check.model import Bisection, BisectStep, CheckResult, Outcome, Report
 from torch_upgrade_check.orchestrate import builds as listing
-from torch_upgrade_check.orchestrate import provision, session
+from torch_upgrade_check.orchestrate import provision, session, store
 from torch_upgrade_check.schema import SchemaError, read_reports, write_bisection
 
 # compare's flags that bisect hands on to every step as given (the rest are bisect's own)
@@ -41,10 +41,12 @@ def cmd_bisect(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if not args.only:
         raise UsageError("bisect needs --only GLOB: the checks that fail on the bad build (their ids are in "
                          "compare's summary), so that each step runs only them")
-    todo, index_url = _builds(args)
+    todo, index_url, outside = _builds(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "steps", ignore_errors=True)  # a previous bisection's steps would read as this one's
+    if outside:  # a release as the good build of a nightly range: installed here, from its own channel
+        todo[0] = listing.Build(todo[0].label, _prepare(args, todo[0].label, out))
     record = Bisection(tool_version=__version__, command=[PROG, "bisect", *argv], started=session.now(),
                        device=args.device, checks=list(args.only), builds=[b.label for b in todo])
     steps: dict[int, BisectStep] = {}
@@ -52,7 +54,8 @@ def cmd_bisect(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     def save(**changes: object) -> Bisection:
         nonlocal record
-        record = replace(record, steps=tuple(steps[i] for i in sorted(steps)), installs=_installs(todo, steps),
+        record = replace(record, steps=tuple(steps[i] for i in sorted(steps)),
+                         installs=_installs(todo, steps) + int(outside),
                          **changes)
         write_bisection(record, out / "report.json")
         return record
@@ -98,12 +101,14 @@ def cmd_bisect(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return EXIT_PASSED
 
 
-def _builds(args: argparse.Namespace) -> tuple[list[listing.Build], str]:
-    """The builds in order, oldest (good) first, and the index they are installed from ("" for --builds)."""
+def _builds(args: argparse.Namespace) -> tuple[list[listing.Build], str, bool]:
+    """The builds in order, oldest (good) first, the index they are installed from ("" for --builds), and whether
+    the good build is a release that index does not hold (a nightly range's: `--good 2.13.0`), which then
+    comes first, before every listed build after it."""
     if args.builds:
         if args.good or args.bad:
             raise UsageError("give either --builds FILE or --good SPEC --bad SPEC, not both")
-        return listing.read_builds(Path(args.builds)), ""
+        return listing.read_builds(Path(args.builds)), "", False
     if not (args.good and args.bad):
         raise UsageError("bisect needs --good VERSION and --bad VERSION (to list the builds between them from "
                          "the index), or --builds FILE (the builds in order, oldest first)")
@@ -115,8 +120,23 @@ def _builds(args: argparse.Namespace) -> tuple[list[listing.Build], str]:
     if not index_url:
         raise UsageError("the installer's configured index cannot be listed here; pass --index-url URL (a PEP 503 "
                          "simple index, e.g. https://download.pytorch.org/whl/nightly/cpu) or --builds FILE")
-    versions = listing.between(listing.list_versions(index_url), args.good, args.bad)
-    return [listing.Build(v.split("+")[0]) for v in versions], index_url
+    listed = listing.list_versions(index_url)
+    outside = ".dev" not in args.good and args.good.split("+")[0] not in {v.split("+")[0] for v in listed}
+    if outside:
+        listed = sorted([*listed, args.good], key=listing.sort_key)
+    versions = listing.between(listed, args.good, args.bad)
+    return [listing.Build(v.split("+")[0]) for v in versions], index_url, outside
+
+
+def _prepare(args: argparse.Namespace, version: str, out: Path) -> str:
+    """Install (or reuse from the venv store) a good release that the builds' index does not hold, from the
+    index its own channel uses (not --index-url); every step then takes it as a prepared interpreter."""
+    from torch_upgrade_check import compare_cmd
+
+    own = argparse.Namespace(**{**vars(args), "index_url": "", "venv_cap_gb": (
+        store.DEFAULT_CAP_GB if args.venv_cap is None else values.gigabytes(args.venv_cap, "--venv-cap"))})
+    spec = provision.parse_spec(version, "--good")
+    return compare_cmd.pythons_for({"good": (spec, None)}, own, session.resolve_python(args.python), out)["good"]
 
 
 def _channel(version: str) -> provision.TorchSpec:

@@ -98,7 +98,7 @@ def _same_threads(probes: dict[str, session.WorkerSession]) -> str:
     return ""
 
 
-def _python_for(sides: dict[str, tuple[provision.TorchSpec | None, str | None]], args: argparse.Namespace,
+def pythons_for(sides: dict[str, tuple[provision.TorchSpec | None, str | None]], args: argparse.Namespace,
                 base_python: str, out: Path) -> dict[str, str]:
     """Each side's interpreter: a prepared one as given, `current` the tool's --python, any other SPEC from the
     venv store, reused or installed, both sides in parallel inside one foldable group of the job's log, then
@@ -173,7 +173,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     pythons: dict[str, str] = {}
     try:
         tool_python = session.resolve_python(args.python)
-        pythons = _python_for({role: (spec, prepared) for role, spec, prepared in (
+        pythons = pythons_for({role: (spec, prepared) for role, spec, prepared in (
             ("baseline", base_spec, args.baseline_python), ("candidate", cand_spec, args.candidate_python))
             if role in reports}, args, tool_python, out)
         probes = in_parallel({role: (lambda python=python, role=role: session.probe(python, settings, name=f"probe-{role}"))

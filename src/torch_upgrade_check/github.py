@@ -65,6 +65,12 @@ def quiet_environ(environ: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k not in ("GITHUB_ACTIONS", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")}
 
 
+def relayed_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without the step's outputs file: for a child run of this tool that writes its own summary and
+    annotations, but whose outputs the parent relays under names of its own (the action's `bisect-*`)."""
+    return {k: v for k, v in environ.items() if k != "GITHUB_OUTPUT"}
+
+
 def publish_text(
     summary: str,
     junit: str,
@@ -161,6 +167,12 @@ def stopped_early(
     outputs = error_outputs()
     set_outputs(outputs, environ=environ)
     return outputs
+
+
+def warning(title: str, message: str, *, environ: Mapping[str, str], stream: TextIO | None = None) -> None:
+    """One `::warning` annotation on GitHub (escaped); nothing elsewhere, where the caller prints the line itself."""
+    if environ.get("GITHUB_ACTIONS") == "true":
+        print(command("warning", title, message), file=sys.stdout if stream is None else stream, flush=True)
 
 
 @contextmanager

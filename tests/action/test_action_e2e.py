@@ -77,6 +77,31 @@ def test_zero_tolerances_fail_only_where_outputs_differ_bitwise(act: str, repo: 
     assert run.outputs()["verdict"] == "failed"
 
 
+def test_bisect_names_the_first_bad_nightly_after_a_failed_compare(act: str, repo: Path, tmp_path: Path,
+                                                                  torch_python: str) -> None:
+    # a local index of relabelled "nightlies" (tests/harness/nightlies.py) whose outputs drift from the fifth on
+    from harness.nightlies import nightly_index
+
+    versions = [f"2.14.0.dev202611{10 + i:02d}" for i in range(6)]
+    url = nightly_index(torch_python, tmp_path / "index", versions, fault_from=4, drift=1e-3)
+    run = run_act(act, "run-action.yml", {"python": torch_python, "torch-version": versions[-1],
+                                          "baseline-torch-version": versions[0], "index-url": url, "bisect": "true",
+                                          "suite": "mlp[float32]/numerics, matmul[float32]/numerics"},
+                  tmp=tmp_path, repo=repo)
+    assert run.job("check") == "failure", run.explain()  # the compare failed; the bisection explains, not excuses
+    out = run.outputs()
+    assert out["verdict"] == "failed" and out["report"].endswith("report.json"), out
+    assert (out["bisect-outcome"], out["bisect-first-bad"], out["bisect-last-good"]) == (
+        "found", versions[4], versions[3]), out
+    assert out["bisect-report"].endswith("bisect/report.json") and "/compare/" in out["bisect-compare-url"]
+    assert (run.out / "report" / "bisect" / "report.json").is_file()
+    summary = "\n".join(run.summaries("check"))
+    assert "first bad build found" in summary and f"`{versions[4]}`" in summary, summary
+    line = next(ln for ln in run.text().splitlines() if "bisecting the failed checks:" in ln)
+    # only what failed (Linear drifts: mlp's checks); matmul, which uses no Linear, passed and is left out
+    assert "--only 'mlp[float32]/cross-version'" in line and "matmul" not in line, line
+
+
 def test_latency_threshold_fails_the_job_after_writing_everything(act: str, repo: Path, tmp_path: Path,
                                                                    torch_python: str) -> None:
     run = run_act(act, "run-action.yml", {"python": torch_python, "torch-version": "current",

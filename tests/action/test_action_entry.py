@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import subprocess
@@ -81,6 +82,15 @@ def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
     ({"index_url": "https://x.example/simple"}, "input 'index-url' is used only to install torch"),
     ({"torch_backend": "cpu"}, "input 'torch-backend' is used only to install torch"),
     ({"working_directory": "/nonexistent/dir"}, "input 'working-directory' must be an existing folder"),
+    ({"bisect": "sometimes"}, "input 'bisect' must be true or false, got 'sometimes'"),
+    ({"baseline_torch_version": "2.13.0", "bisect": "true"}, "input 'bisect' searches the builds up to the candidate"),
+    ({"torch_version": "nightly", "bisect": "true"}, "input 'bisect' needs a build known good: set 'bisect-good'"),
+    ({"torch_version": "nightly", "baseline_torch_version": ">=2.12,<2.14", "bisect": "true"},
+     "input 'baseline-torch-version' must be one torch version to bisect from"),
+    ({"torch_version": "nightly", "bisect": "true", "bisect_good": "yesterday"},
+     "input 'bisect-good' must be one torch version to bisect from"),
+    ({"torch_version": "nightly", "bisect_good": "2.14.0.dev20261110"},
+     "input 'bisect-good' is used only with 'bisect: true'"),
 ])
 def test_bad_input_is_one_sentence_naming_input_and_value(inputs: dict[str, str], message: str) -> None:
     problems = plan(_env(**inputs)).problems
@@ -145,3 +155,31 @@ def test_entry_module_imports_without_torch() -> None:
     code = "import sys; sys.modules['torch'] = None\nimport torch_upgrade_check.action_entry\nprint('ok')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_bisect_follows_a_failed_compare_with_its_flags_on_the_failed_checks() -> None:
+    values = action_entry.read_inputs(_env(torch_version="nightly", baseline_torch_version="2.13.0", bisect="true",
+                                           bisect_good="2.14.0.dev20261110", index_url="file:///srv/simple",
+                                           rtol="0", timeout="600", device="cpu", fail_on="correctness",
+                                           report_dir="reports/torch", job_summary="false"))
+    assert action_entry.validate(values) == []
+    argv = action_entry.bisect_argv(values, "2.14.0.dev20261120", ["cnn[float32]/numerics", "mlp[float32]/compile"])
+    assert argv == ["bisect", "--good", "2.14.0.dev20261110", "--bad", "2.14.0.dev20261120", "--python", "python3",
+                    "--index-url", "file:///srv/simple", "--device", "cpu", "--out", "reports/torch/bisect",
+                    "--only", "cnn[float32]/numerics", "--only", "mlp[float32]/compile", "--rtol", "0",
+                    "--timeout", "600", "--fail-on", "correctness", "--no-job-summary"]
+    # without bisect-good, the baseline is where the search starts
+    values = action_entry.read_inputs(_env(torch_version="2.14.1", baseline_torch_version="2.13.0", bisect="true"))
+    assert action_entry.bisect_argv(values, "2.14.1", ["x"])[:5] == ["bisect", "--good", "2.13.0", "--bad", "2.14.1"]
+
+
+def test_a_bisection_that_cannot_start_warns_and_says_error_in_its_outputs(tmp_path: Path) -> None:
+    output = tmp_path / "gh-output"
+    environ = {"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(output)}
+    stream = io.StringIO()
+    values = action_entry.read_inputs(_env(torch_version="2.14.1", baseline_torch_version="2.13.0", bisect="true"))
+    with contextlib.redirect_stdout(stream):
+        outputs = action_entry.bisect_after_failure(values, tmp_path, environ)  # no report.json there
+    assert outputs["bisect-outcome"] == "error" and set(outputs) == set(action_entry.BISECT_OUTPUTS)
+    assert outputs["bisect-first-bad"] == "" and "bisect-outcome<<" in output.read_text()
+    assert "::warning title=torch-upgrade-check%3A bisect::error: no compare report to bisect from" in stream.getvalue()
