@@ -151,7 +151,9 @@ def test_bad_inputs_fail_the_job_with_one_line_each_before_anything_runs(act: st
 def test_a_python_that_does_not_exist_is_an_annotation_and_verdict_error(act: str, repo: Path, tmp_path: Path) -> None:
     run = run_act(act, "run-action.yml", {"python": str(tmp_path / "no-such-python")}, tmp=tmp_path, repo=repo)
     assert run.job("check") == "failure", run.explain()
-    ((level, title, message),) = run.annotations("check")
+    annotations = run.annotations("check")
+    assert len(annotations) == 1, run.explain()
+    ((level, title, message),) = annotations
     assert (level, title) == ("error", "torch-upgrade-check: input 'python'") and "not found" in message
     out = run.outputs()  # written by the action's setup step: the tool's venv does not exist yet
     assert out["verdict"] == "error" and all(out[k] == "0" for k in COUNTS), out
