@@ -60,3 +60,74 @@ def test_every_compile_check_compiles_however_many_share_a_forward(tmp_path: Pat
     assert len(results) == 12
     assert all(r["outcome"] == "passed" and r["metrics"]["graphs_compiled"] >= 1 for r in results), \
         [(r["id"], r["metrics"].get("graphs_compiled")) for r in results]
+
+
+def compared(baseline: str, candidate: str, out: Path, *only: str, extra: tuple[str, ...] = (),
+             cwd: Path | None = None) -> tuple[int, dict[str, dict]]:
+    """`compare` of two interpreters: its exit code and the candidate's results by id."""
+    args = ["compare", "--baseline-python", baseline, "--candidate-python", candidate, "--device", "cpu",
+            "--threads", "1", "--out", str(out), "--no-job-summary", *extra]
+    for o in only:
+        args += ["--only", o]
+    proc = run_cli(*args, cwd=cwd)
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    reports = load_report(out)["reports"]
+    assert [r["role"] for r in reports] == ["baseline", "candidate"]
+    return proc.returncode, results_by_id(reports[1])
+
+
+def test_the_same_torch_on_both_sides_has_no_new_warning_or_graph_break(tmp_path: Path, torch_python: str) -> None:
+    code, cand = compared(torch_python, torch_python, tmp_path, "mlp[float32]/warnings", "mlp[float32]/compile",
+                          "transformer_block[float32]/warnings", extra=("--fail-on", "correctness,warnings"))
+    assert code == 0, cand
+    assert all(r["outcome"] == "passed" for r in cand.values()), {k: r["reason"] for k, r in cand.items()}
+    assert cand["mlp[float32]/warnings"]["reason"].startswith("no new warnings since baseline")
+    assert cand["mlp[float32]/compile"]["metrics"]["fullgraph"] is True
+
+
+def test_a_warning_new_in_the_candidate_warns_and_fails_under_fail_on_warnings(tmp_path: Path,
+                                                                                 torch_python: str) -> None:
+    """The 2.4 FutureWarning announced 2.6's torch.load break: what warns now first in the candidate is news."""
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["new-warning"]))
+    alone = outcomes(broken, tmp_path / "run", "mlp[float32]/warnings")["mlp[float32]/warnings"]
+    assert alone["outcome"] == "passed" and "FutureWarning from torch.nn.modules.activation" in alone["reason"]
+    code, cand = compared(torch_python, broken, tmp_path / "warns", "mlp[float32]/warnings")
+    warned = cand["mlp[float32]/warnings"]
+    assert (code, warned["outcome"]) == (0, "suspicious"), warned["reason"]
+    assert warned["reason"].startswith("1 new warning (FutureWarning); first: FutureWarning from "
+                                       "torch.nn.modules.activation: \"gelu's default")
+    assert [w["category"] for w in warned["metrics"]["new_warnings"]] == ["FutureWarning"]
+    code, cand = compared(torch_python, broken, tmp_path / "fails", "mlp[float32]/warnings",
+                          extra=("--fail-on", "correctness,warnings"))
+    warned = cand["mlp[float32]/warnings"]
+    assert (code, warned["outcome"]) == (1, "failed"), warned["reason"]
+    assert "--fail-on correctness,warnings" in warned["repro"]
+
+
+GELU_MODEL = """import torch
+from torch import nn
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)), (torch.randn(4, 8),)
+"""
+
+
+def test_a_graph_break_new_in_the_candidate_fails_compile_unless_the_workload_allows_it(tmp_path: Path,
+                                                                                         torch_python: str) -> None:
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["graph-break"]))
+    alone = outcomes(broken, tmp_path / "run", "mlp[float32]/compile")["mlp[float32]/compile"]
+    assert alone["outcome"] == "passed" and "graph break" in alone["reason"]  # one torch: listed, judged alone
+    assert alone["metrics"]["fullgraph"] is False and alone["metrics"]["graph_breaks"] >= 1
+    (tmp_path / "gelu_model.py").write_text(GELU_MODEL)
+    (tmp_path / "torch-upgrade-check.yml").write_text(
+        "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n"
+        "  - name: strict\n    factory: gelu_model:build\n    aspects: [compile]\n"
+        "  - name: lenient\n    factory: gelu_model:build\n    aspects: [compile]\n    allow-graph-breaks: true\n")
+    code, cand = compared(torch_python, broken, tmp_path / "out", cwd=tmp_path)
+    strict, lenient = cand["strict[float32]/compile"], cand["lenient[float32]/compile"]
+    assert (code, strict["outcome"], lenient["outcome"]) == (1, "failed", "passed"), (strict["reason"], lenient["reason"])
+    assert strict["reason"].startswith("new in the candidate: ") and "no longer one graph" in strict["reason"]
+    assert "graph_break()" in strict["reason"] and strict["metrics"]["baseline_graph_breaks"] == 0
+    assert "allowed by the workload's allow-graph-breaks" in lenient["reason"]

@@ -12,8 +12,9 @@ from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, Usa
 from torch_upgrade_check.model import CheckResult, Outcome, Report
 
 FAIL_ONS = [frozenset(FAIL_ON), frozenset({"correctness"}), frozenset({"latency"}), frozenset({"memory"}),
-            frozenset({"latency", "memory"}), frozenset()]  # frozenset(): --fail-on none
-ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "determinism", "fsdp2", "latency", "memory")
+            frozenset({"latency", "memory"}), frozenset({"warnings"}), frozenset()]  # frozenset(): --fail-on none
+ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "determinism", "fsdp2", "latency", "memory",
+           "warnings")
 ROLES = ("", "candidate", "baseline")
 
 
@@ -38,11 +39,11 @@ def reports_with(check: CheckResult, role: str) -> list[Report]:
 
 
 def failure_kind(outcome: Outcome, aspect: str) -> str | None:
-    """What the README promises: a failed latency or memory check is that kind; every other failing outcome
+    """What the README promises: a failed latency, memory or warnings check is that kind; every other failing outcome
     (a failed correctness check, a crash, a timeout, a check that did not run) is correctness; the rest pass."""
     if outcome in (Outcome.PASSED, Outcome.SUSPICIOUS, Outcome.SKIPPED):
         return None
-    if outcome is Outcome.FAILED and aspect in ("latency", "memory"):
+    if outcome is Outcome.FAILED and aspect in ("latency", "memory", "warnings"):
         return aspect
     return "correctness"
 
@@ -96,7 +97,8 @@ def test_merged_runners_fail_only_on_the_kinds_fail_on_names() -> None:
 
 
 @pytest.mark.parametrize(("text", "parsed"), [
-    ("correctness,latency,memory", frozenset(FAIL_ON)), ("none", frozenset()), (" latency , memory ", {"latency", "memory"}),
+    ("correctness,latency,memory,warnings", frozenset(FAIL_ON)), ("correctness,warnings", {"correctness", "warnings"}),
+    ("none", frozenset()), (" latency , memory ", {"latency", "memory"}),
 ])
 def test_fail_on_parses(text: str, parsed: frozenset[str]) -> None:
     assert parse_fail_on(text) == parsed
@@ -106,4 +108,4 @@ def test_fail_on_parses(text: str, parsed: frozenset[str]) -> None:
 def test_bad_fail_on_is_one_sentence(text: str) -> None:
     with pytest.raises(UsageError) as e:
         parse_fail_on(text)
-    assert e.value.problems == (f"--fail-on must be a comma list of correctness, latency, memory, or none, got {text!r}",)
+    assert e.value.problems == (f"--fail-on must be a comma list of correctness, latency, memory, warnings, or none, got {text!r}",)

@@ -26,7 +26,9 @@ def test_only_matches_ids_workloads_aspects_and_globs() -> None:
     assert ids("mlp") == [f"mlp[float32]/{a}" for a in suite.MODEL_ASPECTS]
     assert set(ids("latency")) == {s.id for s in suite.plan(suite.BUILTIN, "cpu") if s.aspect == "latency"}
     # two of the four also have deterministic-backward
-    assert all(i.startswith("flex_attention") for i in ids("flex*")) and len(ids("flex*")) == 4 * 6 + 2
+    assert all(i.startswith("flex_attention") for i in ids("flex*")) and len(ids("flex*")) == 4 * 7 + 2
+    # warnings reports what the workload's other checks raised: it comes after them
+    assert ids("flex_attention_causal")[-1] == "flex_attention_causal[float32]/warnings"
     assert ids("matmul[bfloat16]/*") == [f"matmul[bfloat16]/{a}" for a in suite.OP_ASPECTS]
     assert ids("no-such-thing") == []
 

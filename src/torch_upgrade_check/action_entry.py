@@ -60,7 +60,7 @@ CACHE_INPUTS = ("torch-version", "baseline-torch-version", "torch-backend", "ind
 # The outputs the action adds to the CLI's when input `bisect` ran a bisection.
 BISECT_OUTPUTS = ("bisect-outcome", "bisect-first-bad", "bisect-last-good", "bisect-compare-url", "bisect-report")
 DEVICES = ("auto", "cpu", "cuda", "mps")
-FAIL_ON = ("correctness", "latency", "memory")
+FAIL_ON = ("correctness", "latency", "memory", "warnings")
 URL_RE = re.compile(r"^(https?|file)://\S+$")
 TRUE, FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
 

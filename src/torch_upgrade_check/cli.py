@@ -65,8 +65,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="config file (default: torch-upgrade-check.yml in the current folder, when present)")
     p.add_argument("--threads", default=None, metavar="N", help="torch CPU threads in the worker (default: torch's)")
     p.add_argument("--fail-on", default="correctness,latency,memory", metavar="LIST",
-                   help="what fails the command: a comma list of correctness, latency, memory, or none "
-                        "(report only) (default: all three)")
+                   help="what fails the command: a comma list of correctness, latency, memory, warnings (new "
+                        "in the candidate; otherwise they warn), or none (report only) "
+                        "(default: correctness,latency,memory)")
     p.add_argument("--no-job-summary", action="store_true", help="do not append to $GITHUB_STEP_SUMMARY")
     p.add_argument("--list", action="store_true", help="list the checks that would run, and exit")
 

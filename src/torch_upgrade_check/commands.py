@@ -23,7 +23,7 @@ from torch_upgrade_check.report import merged_verdict
 from torch_upgrade_check.schema import write_reports
 
 PROG = "torch-upgrade-check"
-FAIL_ON = ("correctness", "latency", "memory")
+FAIL_ON = ("correctness", "latency", "memory", "warnings")
 DEFAULT_TIMEOUT_S = 300.0
 INSTALL_LOG_TAIL_LINES = 30  # enough for pip's or uv's resolver explanation
 
@@ -102,10 +102,12 @@ def settings_from_args(args: argparse.Namespace, argv: Sequence[str], *, cross_v
     python_path = [str(Path(p).resolve()) for p in args.python_path]
     if cfg is None:
         workloads = [*suite.BUILTIN, *extra]
-        by_workload: dict[str, dict[str, float]] = {}
+        by_workload: dict[str, dict[str, float | bool]] = {}
     else:
         workloads = [*cfg.workloads_for_suite(cross_version=cross_version), *extra]
-        by_workload = {w.name: cfg.tolerances_for(w.name, rtol=rtol, atol=atol) for w in workloads}
+        by_workload = {w.name: {**cfg.tolerances_for(w.name, rtol=rtol, atol=atol),
+                                **({"allow_graph_breaks": True} if (u := cfg.workload(w.name)) and u.allow_graph_breaks else {})}
+                       for w in workloads}
         python_path = [*cfg.resolved_python_path(), *python_path]
     return session.Settings(
         out=Path(args.out), requested_device=args.device, only=tuple(args.only), workloads=tuple(workloads),
@@ -139,6 +141,8 @@ def repro_command(args: argparse.Namespace, head: Sequence[str], device: str, sp
             cmd += [f"--{name}", str(getattr(args, name))]
     if spec.aspect == "latency":
         cmd += [x for item in args.max_latency_ms for x in ("--max-latency-ms", item)]
+    if spec.aspect == "warnings" and "warnings" in getattr(args, "fail_on_set", ()):
+        cmd += ["--fail-on", args.fail_on]
     regression = {"latency": "max_latency_regression", "memory": "max_memory_regression"}.get(spec.aspect)
     if regression and getattr(args, regression, None) is not None:  # compare only
         cmd += ["--" + regression.replace("_", "-"), getattr(args, regression)]
@@ -181,7 +185,8 @@ def infra(args: argparse.Namespace, reports: list[Report], out: Path, message: s
 
 
 def exit_code(reports: Sequence[Report], fail_on: frozenset[str]) -> int:
-    """0/1 by --fail-on: correctness = every failing check but latency and memory (crashes and not-run too)."""
+    """0/1 by --fail-on: correctness = every failing check but latency, memory and warnings (crashes and not-run
+    too); a warnings check fails only when `warnings` is in --fail-on (new warnings are otherwise suspicious)."""
     verdict = merged_verdict(reports)
     if verdict is Verdict.ERROR:
         return EXIT_INFRA
@@ -195,7 +200,7 @@ def exit_code(reports: Sequence[Report], fail_on: frozenset[str]) -> int:
             kinds.add("correctness")  # nothing ran
         for res in r.results:
             if res.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN):
-                kinds.add(res.aspect if res.aspect in ("latency", "memory") and res.outcome is Outcome.FAILED
+                kinds.add(res.aspect if res.aspect in ("latency", "memory", "warnings") and res.outcome is Outcome.FAILED
                           else "correctness")
     return EXIT_FAILED if kinds & fail_on else EXIT_PASSED
 

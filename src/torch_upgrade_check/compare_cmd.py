@@ -286,7 +286,9 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if launched:
             measure.close(*launched.pop())
     if has_baseline:
-        reports["candidate"] = compare.mark_preexisting(reports["baseline"], reports["candidate"])
+        reports["candidate"] = compare.judge_against_baseline(
+            reports["baseline"], compare.mark_preexisting(reports["baseline"], reports["candidate"]),
+            getattr(args, "fail_on_set", frozenset()))
     reports = {k: replace(r, finished=session.now(), complete=True) for k, r in reports.items()}
     write()
     return finish(args, list(reports.values()), out, out / "report.json", time.monotonic() - started)

@@ -14,19 +14,19 @@ import yaml
 from torch_upgrade_check import suite
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import DEVICES, DTYPES
-from torch_upgrade_check.values import milliseconds, percent, tolerance
+from torch_upgrade_check.values import flag, milliseconds, percent, tolerance
 
 DEFAULT_PATH = Path("torch-upgrade-check.yml")
 SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
 # fsdp2 is left out: it trains the built-in transformer_block and never calls a factory.
-WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "latency", "memory")
+WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "latency", "memory", "warnings")
 DEFAULT_ASPECTS = WORKLOAD_ASPECTS
 DEFAULT_DTYPES = ("float32",)
 
 TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest")
 THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression")
-WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms")
+WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks")
 PYTEST_KEYS = ("args",)
 
 _ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32",
@@ -57,6 +57,7 @@ class UserWorkload:
     rtol: float | None = None
     atol: float | None = None
     max_latency_ms: dict[str, float] = field(default_factory=dict)
+    allow_graph_breaks: bool = False  # compare: a graph break or recompile new in the candidate does not fail compile
     line: int = 0
 
 
@@ -326,6 +327,8 @@ class _Checker:
         fields.update({tol: self.value(tolerance, keys[tol], f"{key}.{tol}") for tol in ("rtol", "atol") if tol in keys})
         if "max-latency-ms" in keys:
             fields["max_latency_ms"] = self._latency_ms(keys["max-latency-ms"], f"{key}.max-latency-ms")
+        if "allow-graph-breaks" in keys:
+            fields["allow_graph_breaks"] = bool(self.value(flag, keys["allow-graph-breaks"], f"{key}.allow-graph-breaks"))
         return UserWorkload(line=line, **fields)
 
     def _workload_name(self, keys: Mapping[str, yaml.Node], key: str, line: int, seen: dict[str, str]) -> str:

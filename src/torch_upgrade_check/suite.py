@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from torch_upgrade_check.model import CheckSpec
 
-MODEL_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "latency", "memory")
-OP_ASPECTS = ("numerics", "cross-backend", "compile", "latency", "memory")
+MODEL_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "latency", "memory", "warnings")
+OP_ASPECTS = ("numerics", "cross-backend", "compile", "latency", "memory", "warnings")
+LAST = ("warnings",)  # planned after a workload's other aspects: it reports the warnings they raised
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def plan(workloads: Sequence[Workload], device: str, only: Sequence[str] = ()) -
     specs = []
     for w in workloads:
         for dtype, aspects in _variants(w, device):
-            for aspect in aspects:
+            for aspect in sorted(aspects, key=lambda a: a in LAST):
                 spec = CheckSpec(workload=w.name, aspect=aspect, device=device, dtype=dtype, factory=w.factory)
                 if not only or any(_matches(p, spec) for p in only):
                     specs.append(spec)

@@ -100,6 +100,12 @@ def latency_limit(item: str, key: str) -> tuple[str, float]:
     return name.strip(), number
 
 
+def flag(value: object, key: str, *, got: str | None = None) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise UsageError(f"{key} must be true or false, got {_shown(value, got)}")
+
+
 def threads(value: object, key: str, *, got: str | None = None) -> int:
     """torch CPU threads: a whole number, 1 or more."""
     number = _number(value)

@@ -76,7 +76,7 @@ def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
      "input 'max-latency-regression' must be a percentage like 10% or a ratio like 0.10, got 'ten'"),
     ({"max_memory_regression": "20%"}, "input 'max-memory-regression' compares with a baseline"),
     ({"max_latency_ms": "mlp"}, "input 'max-latency-ms' must be NAME=MS with MS a positive number of milliseconds"),
-    ({"fail_on": "speed"}, "input 'fail-on' must be a comma-separated list of correctness, latency, memory, or none"),
+    ({"fail_on": "speed"}, "input 'fail-on' must be a comma-separated list of correctness, latency, memory, warnings, or none"),
     ({"fail_on": "none,latency"}, "input 'fail-on' must be a comma-separated list"),
     ({"job_summary": "maybe"}, "input 'job-summary' must be true or false, got 'maybe'"),
     ({"index_url": "https://x.example/simple"}, "input 'index-url' is used only to install torch"),

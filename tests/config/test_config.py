@@ -29,7 +29,7 @@ from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import DEVICES, DTYPES
 
 W = "version: 1\nworkloads:\n  - name: tiny\n    factory: pkg.models:build\n"  # a good workload to break
-ALLOWED_ASPECTS = "numerics, cross-backend, cross-version, compile, determinism, latency, memory"
+ALLOWED_ASPECTS = "numerics, cross-backend, cross-version, compile, determinism, latency, memory, warnings"
 
 # (id, file text, the one problem it must give); {file} is the config's path, {root} its folder.
 MALFORMED = [
@@ -84,7 +84,7 @@ MALFORMED = [
      "{file}:3: workloads must be a list of mappings like [{name: tiny, factory: mypkg.models:build}], got a mapping"),
     ("workload-key-typo", W + "    aspect: [numerics]\n",
      "{file}:5: workloads[0]: unknown key 'aspect' (did you mean 'aspects'?); allowed keys: name, factory, aspects, "
-     "dtypes, rtol, atol, max-latency-ms"),
+     "dtypes, rtol, atol, max-latency-ms, allow-graph-breaks"),
     ("aspect-typo", W + "    aspects: [numerics, determinsm]\n",
      f"{{file}}:5: workloads[0].aspects: unknown aspect 'determinsm' (did you mean 'determinism'?); "
      f"allowed: {ALLOWED_ASPECTS}"),
@@ -120,6 +120,8 @@ MALFORMED = [
     ("latency-list", W + "    max-latency-ms: [80, 4]\n",
      "{file}:5: workloads[0].max-latency-ms must be milliseconds like 25 or per device like {cpu: 80, cuda: 4}, "
      "got a list"),
+    ("allow-graph-breaks-text", W + "    allow-graph-breaks: sometimes\n",
+     "{file}:5: workloads[0].allow-graph-breaks must be true or false, got 'sometimes'"),
     ("latency-zero", W + "    max-latency-ms: {mps: 0}\n",
      "{file}:5: workloads[0].max-latency-ms.mps must be a positive number like 25, got 0"),
     ("pytest-args-text", "version: 1\npytest:\n  args: tests/ -k fast\n",

@@ -7,6 +7,7 @@ Rules (thresholds are recorded on each result):
 - determinism, deterministic-backward: two seeded training steps bitwise equal.
 - latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
 - memory: recorded; passes when measured.
+- warnings: listed; passes (compare judges what is new in the candidate: orchestrate.compare).
 - fsdp2: parameters after the sharded steps within FSDP2_ATOL + FSDP2_RTOL*|unsharded|.
 """
 
@@ -36,6 +37,11 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
     m = dict(obs.metrics)
     if spec.aspect in ("numerics", "cross-backend", "cross-version", "compile"):
         outcome, reason, thresholds = closeness.judge(m, spec.aspect, spec.dtype)
+        if spec.aspect == "compile" and m.get("graph_breaks"):
+            reason += (f"; {plural_of(int(m['graph_breaks']), 'graph break')}: "
+                       f"{'; '.join(m.get('graph_break_reasons') or ['no reason recorded'])[:200]}")
+        if spec.aspect == "compile" and spec.params.get("allow_graph_breaks"):
+            thresholds = {**thresholds, "allow_graph_breaks": True}
         if spec.aspect == "compile" and m.get("graphs_compiled") == 0:
             why = "; ".join(m.get("dynamo_fallbacks") or []) or "no reason recorded by Dynamo"
             outcome, reason = Outcome.FAILED, (f"torch.compile compiled no graph: the model ran eagerly, so compiled "
@@ -44,6 +50,9 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
         outcome, reason, thresholds = _bitwise(spec.aspect, m)
     elif spec.aspect == "latency":
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
+    elif spec.aspect == "warnings":
+        outcome, thresholds = Outcome.PASSED, {}
+        reason = warnings_reason(m.get("warnings") or [])
     elif spec.aspect == "memory":
         outcome, thresholds = Outcome.PASSED, {}
         reason = f"peak {format_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
@@ -56,8 +65,30 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
         thresholds = {"atol": FSDP2_ATOL, "rtol": FSDP2_RTOL}
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
-    return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds,
-                       details=_mismatch_details(m), **base)
+    details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
+    return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds, details=details, **base)
+
+
+def warning_line(w: Mapping[str, Any]) -> str:
+    """`FutureWarning from torch.serialization: "You are using torch.load with…"`"""
+    return f"{w.get('category', '?')} from {w.get('module', '?')}: \"{w.get('message', '')}\""
+
+
+def warnings_reason(found: list[Mapping[str, Any]], what: str = "") -> str:
+    """`2 warnings (FutureWarning, UserWarning); first: …` or `no warnings`."""
+    if not found:
+        return f"no {what}warnings"
+    kinds = sorted({str(w.get("category")) for w in found})
+    return (f"{plural_of(len(found), what + 'warning')} ({', '.join(kinds)}); first: {warning_line(found[0])}")
+
+
+def warnings_details(found: list[Mapping[str, Any]]) -> str:
+    return "\n".join(f"{warning_line(w)} ×{w.get('count', 1)} (during {', '.join(w.get('aspects') or ['?'])})"
+                     for w in found)
+
+
+def plural_of(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _bitwise(aspect: str, m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:

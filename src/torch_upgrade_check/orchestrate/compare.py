@@ -3,10 +3,12 @@ numerics, and how a side's results are decided (latency and memory A/B live in `
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from torch_upgrade_check.analysis.verdicts import decide
+from torch_upgrade_check.analysis.verdicts import decide, plural_of, warning_line, warnings_reason
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Report
 from torch_upgrade_check.orchestrate import session
 
@@ -90,3 +92,66 @@ def mark_preexisting(baseline: Report, candidate: Report) -> Report:
             note = f" (passed on baseline {baseline.label}: new in the candidate)"
         results.append(replace(r, reason=r.reason + note) if note else r)
     return replace(candidate, results=tuple(results))
+
+
+def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collection[str]) -> Report:
+    """The candidate's checks that are judged by what changed since the baseline, not alone: warnings new in the
+    candidate (suspicious, or failed under `--fail-on warnings`) and compile's new graph breaks and recompiles
+    (failed, unless the workload allows graph breaks). Each only where both sides' checks passed."""
+    base = {r.id: r for r in baseline.results}
+    judges = {"warnings": lambda b, r: _new_warnings(b, r, baseline.label, "warnings" in fail_on),
+              "compile": lambda b, r: _new_graph_breaks(b, r, baseline.label)}
+    results = []
+    for r in candidate.results:
+        b = base.get(r.id)
+        both_passed = b is not None and r.outcome is Outcome.PASSED and b.outcome is Outcome.PASSED
+        results.append(judges[r.aspect](b, r) if both_passed and r.aspect in judges else r)
+    return replace(candidate, results=tuple(results))
+
+
+def _key(w: Mapping[str, Any]) -> tuple[str, str, str]:
+    return str(w.get("category")), str(w.get("module")), str(w.get("message"))
+
+
+def _new_warnings(before: CheckResult, after: CheckResult, label: str, failing: bool) -> CheckResult:
+    old = {_key(w): w for w in before.metrics.get("warnings") or []}
+    now = {_key(w): w for w in after.metrics.get("warnings") or []}
+    new = [w for k, w in now.items() if k not in old]
+    gone = [w for k, w in old.items() if k not in now]
+    metrics = {**after.metrics, "new_warnings": new, "gone_warnings": gone, "baseline_warnings": len(old)}
+    details = "\n".join([*(f"new: {warning_line(w)} ×{w.get('count', 1)} (during {', '.join(w.get('aspects') or ['?'])})"
+                            for w in new), *(f"gone: {warning_line(w)}" for w in gone)])
+    gone_text = f"; {plural_of(len(gone), 'warning')} of baseline {label} gone" if gone else ""
+    if not new:
+        reason = f"no new warnings since baseline {label} ({plural_of(len(now), 'warning')} on both){gone_text}"
+        return replace(after, reason=reason, metrics=metrics, details=details or after.details)
+    outcome = Outcome.FAILED if failing else Outcome.SUSPICIOUS
+    how = "fail-on includes warnings" if failing else "add warnings to fail-on to fail on them"
+    reason = f"{warnings_reason(new, 'new ')} in the candidate, not on baseline {label}{gone_text} ({how})"
+    return replace(after, outcome=outcome, reason=reason, metrics=metrics, details=details,
+                   thresholds={**after.thresholds, "fail_on_warnings": failing})
+
+
+def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> CheckResult:
+    """A graph break or a recompile the baseline did not have turns compiled code back into slow eager code."""
+    m, b = after.metrics, before.metrics
+    breaks, was = int(m.get("graph_breaks") or 0), int(b.get("graph_breaks") or 0)
+    graphs, graphs_was = int(m.get("graphs_compiled") or 0), int(b.get("graphs_compiled") or 0)
+    new_reasons = [x for x in m.get("graph_break_reasons") or [] if x not in (b.get("graph_break_reasons") or [])]
+    if breaks <= was and graphs <= graphs_was and not new_reasons:
+        return after
+    found = []
+    if breaks > was or new_reasons:
+        found.append(f"{plural_of(breaks, 'graph break')} (baseline {label}: {was})"
+                     + (f": {'; '.join(new_reasons[:2])}" if new_reasons else ""))
+    if was == 0 and breaks > 0:
+        found.append("no longer one graph (fullgraph=True would fail)")
+    if graphs > graphs_was:
+        found.append(f"{graphs} graphs compiled, baseline {graphs_was} (a new break or a recompile)")
+    metrics = {**m, "baseline_graph_breaks": was, "baseline_graphs_compiled": graphs_was, "new_graph_break_reasons": new_reasons}
+    if after.thresholds.get("allow_graph_breaks"):
+        return replace(after, metrics=metrics, reason=f"{after.reason}; new in the candidate, allowed by the "
+                                                      f"workload's allow-graph-breaks: {'; '.join(found)}")
+    return replace(after, outcome=Outcome.FAILED, metrics=metrics,
+                   reason=f"new in the candidate: {'; '.join(found)} (the compiled model runs partly eager; set "
+                          f"allow-graph-breaks: true on the workload to accept it)")

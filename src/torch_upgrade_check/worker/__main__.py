@@ -46,14 +46,16 @@ def _die_with_parent() -> None:
 def _run_one(spec: Any, events: IO[str], cache: dict | None) -> None:
     from torch_upgrade_check.model import Observation
     from torch_upgrade_check.schema import START_MARKER
-    from torch_upgrade_check.worker import checks
+    from torch_upgrade_check.worker import checks, warned
 
     sys.stdout.flush()
     print(f"{START_MARKER}{spec.id}", file=sys.stderr, flush=True)  # crash tails start here
     _emit(events, {"event": "start", "id": spec.id, "time": time.time()})
     start = time.perf_counter()
     try:
-        obs = Observation(id=spec.id, status="ok", metrics=checks.run(spec, cache))
+        with warned.capture(spec):
+            metrics = checks.run(spec, cache)
+        obs = Observation(id=spec.id, status="ok", metrics=metrics)
     except checks.Skip as e:
         obs = Observation(id=spec.id, status="skipped", message=str(e))
     except Exception as e:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import crossversion, devices, flexdet, fsdp2, tensors
+from torch_upgrade_check.worker import crossversion, devices, flexdet, fsdp2, tensors, warned
 from torch_upgrade_check.worker.devices import DTYPES
 from torch_upgrade_check.worker.instance import (
     Instance,
@@ -117,10 +117,13 @@ def compile_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, devic
     gold = forward_only(gold_inst, gold_inst.reference or gold_inst.model)
     metrics = tensors.compare(result, gold, reference=eager, rtol=rtol, atol=atol, dtype=spec.dtype)
     breaks = {k: v - before["breaks"].get(k, 0) for k, v in after["breaks"].items() if v > before["breaks"].get(k, 0)}
+    fallbacks = {k for k, v in after["fallbacks"].items() if v > before["fallbacks"].get(k, 0)}
+    graphs = after["graphs"] - before["graphs"]
     return {**metrics, "compile_time_s": compile_time, "rtol": rtol, "atol": atol,
-            "graphs_compiled": after["graphs"] - before["graphs"], "graph_breaks": sum(breaks.values()),
-            "graph_break_reasons": sorted(breaks)[:5], "dynamo_fallbacks": sorted(
-                {k: v for k, v in after["fallbacks"].items() if v > before["fallbacks"].get(k, 0)})[:5]}
+            # no break, nothing skipped: torch.compile(fullgraph=True) would trace the same single graph
+            "fullgraph": graphs >= 1 and not breaks and not fallbacks,
+            "graphs_compiled": graphs, "graph_breaks": sum(breaks.values()),
+            "graph_break_reasons": sorted(breaks)[:5], "dynamo_fallbacks": sorted(fallbacks)[:5]}
 
 
 def _dynamo_counts(counters: Any) -> dict[str, Any]:
@@ -208,6 +211,16 @@ def memory_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
     return {"peak_bytes": peak.bytes, "memory_api": peak.api}
 
 
+def warnings_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
+    """The warnings this workload raised: building it and one forward and backward here, and every check of it
+    that ran before in this worker (the aspect is planned after the workload's others)."""
+    if isinstance(inst.model, torch.nn.Module):
+        inst.model.train()
+    forward_backward(inst)
+    device.synchronize()
+    return {"warnings": warned.seen(spec)}
+
+
 def _sdpa_choice(spec: CheckSpec, inst: Instance) -> dict[str, Any]:
     """For attention workloads: which SDPA backend torch's default dispatch picks for these inputs here."""
     if not getattr(inst.model, "uses_sdpa", False):
@@ -231,6 +244,7 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "deterministic-backward": flexdet.run,
     "latency": latency,
     "memory": memory_,
+    "warnings": warnings_,
 }
 
 

@@ -7,6 +7,9 @@ golden's dtype) is left exact, so a check that passes here passes on a broken to
 - linear-grad-5pct: nn.functional.linear's input gradient is 5% too large; outputs are exact.
 - flex-grad-5pct: FlexAttention's query/key/value gradients are 5% too large; outputs are exact.
 - no-compile: torch.compile silently runs the model eagerly (as Dynamo does past its recompile limit).
+- new-warning: nn.functional.gelu warns a FutureWarning, attributed to its caller (as torch's deprecations
+  are, like 2.4's torch.load one that announced the 2.6 break); outputs are exact.
+- graph-break: nn.functional.gelu breaks Dynamo's graph (as an op Dynamo stops tracing does); outputs are exact.
 """
 
 from __future__ import annotations
@@ -48,6 +51,25 @@ def _scaled_backward(fn, scale: float):
     return wrapped
 
 
+def _warning(fn):
+    def gelu(*args, **kwargs):
+        import warnings
+
+        warnings.warn("gelu's default `approximate` will change to 'tanh' in a future release; pass it explicitly",
+                      FutureWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+
+    return gelu
+
+
+def _graph_break(fn):
+    def gelu(*args, **kwargs):
+        torch._dynamo.graph_break()
+        return fn(*args, **kwargs)
+
+    return gelu
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -58,6 +80,10 @@ def install(names: str) -> None:
             import torch.nn.attention.flex_attention as flex
 
             flex.flex_attention = _scaled_backward(flex.flex_attention, 1.05)
+        elif name == "new-warning":
+            F.gelu = _warning(F.gelu)
+        elif name == "graph-break":
+            F.gelu = _graph_break(F.gelu)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:
