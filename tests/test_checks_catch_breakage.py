@@ -131,3 +131,59 @@ def test_a_graph_break_new_in_the_candidate_fails_compile_unless_the_workload_al
     assert strict["reason"].startswith("new in the candidate: ") and "no longer one graph" in strict["reason"]
     assert "graph_break()" in strict["reason"] and strict["metrics"]["baseline_graph_breaks"] == 0
     assert "allowed by the workload's allow-graph-breaks" in lenient["reason"]
+
+
+CHECKPOINT_MODEL = """import torch
+from torch import nn
+
+
+class RunConfig:
+    '''A training job's own config class, kept in its checkpoint and never passed to add_safe_globals.'''
+
+    def __init__(self):
+        self.lr, self.schedule = 3e-4, "cosine"
+
+
+def build():
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    return {"model": model, "inputs": (torch.randn(4, 8),), "loss": lambda out: out.sum(),
+            "checkpoint_extra": RunConfig()}
+"""
+
+
+def test_the_same_torch_on_both_sides_resumes_the_baselines_checkpoint(tmp_path: Path, torch_python: str) -> None:
+    code, cand = compared(torch_python, torch_python, tmp_path, "mlp[float32]/checkpoint", "cnn[float32]/checkpoint")
+    assert code == 0, cand
+    for check in ("mlp[float32]/checkpoint", "cnn[float32]/checkpoint"):
+        assert cand[check]["outcome"] == "passed", cand[check]["reason"]
+        assert cand[check]["reason"].startswith("loaded baseline ") and "(bitwise equal)" in cand[check]["reason"]
+
+
+def test_a_checkpoint_with_a_class_not_allowed_fails_where_weights_only_is_the_default(tmp_path: Path,
+                                                                                        torch_python: str) -> None:
+    """torch 2.6 made weights_only the default: the baseline (before the flip) loads the user's config class,
+    the candidate does not, and the check names the class to allow."""
+    (tmp_path / "ckpt_model.py").write_text(CHECKPOINT_MODEL)
+    (tmp_path / "torch-upgrade-check.yml").write_text(
+        "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n"
+        "  - name: job\n    factory: ckpt_model:build\n    aspects: [checkpoint]\n")
+    before_the_flip = str(interpreter(torch_python, tmp_path / "old", breaks=["old-load-default"]))
+    proc = run_cli("run", "--python", before_the_flip, "--device", "cpu", "--out", str(tmp_path / "old-run"),
+                   "--no-job-summary", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    code, cand = compared(before_the_flip, torch_python, tmp_path / "out", cwd=tmp_path)
+    job = cand["job[float32]/checkpoint"]
+    assert (code, job["outcome"]) == (1, "failed"), job["reason"]
+    assert "torch.load with this torch's defaults cannot load baseline " in job["reason"]
+    assert "fix: call torch.serialization.add_safe_globals([ckpt_model.RunConfig])" in job["reason"]
+    assert "passed on baseline" in job["reason"]  # new in the candidate
+
+
+def test_a_rng_state_the_candidate_cannot_restore_fails_its_resume(tmp_path: Path, torch_python: str) -> None:
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["rng-state-format"]))
+    alone = outcomes(broken, tmp_path / "run", "mlp[float32]/checkpoint")["mlp[float32]/checkpoint"]
+    assert alone["outcome"] == "passed", alone["reason"]  # its own states round-trip
+    code, cand = compared(torch_python, broken, tmp_path / "out", "mlp[float32]/checkpoint")
+    mlp = cand["mlp[float32]/checkpoint"]
+    assert (code, mlp["outcome"]) == (1, "failed"), mlp["reason"]
+    assert "does not restore the training state: restoring the RNG states: RuntimeError" in mlp["reason"]

@@ -54,7 +54,7 @@ def parse_workloads(items: Sequence[str]) -> list[suite.Workload]:
         elif name in suite.BUILTIN_NAMES or any(w.name == name for w in workloads):
             problems.append(f"--workload name {name!r} is already taken; choose another name")
         else:
-            workloads.append(suite.Workload(name.strip(), ("float32",), (*suite.MODEL_ASPECTS, "cross-version"),
+            workloads.append(suite.Workload(name.strip(), ("float32",), (*suite.TRAINED_ASPECTS, "cross-version"),
                                             factory=factory.strip()))
     if problems:
         raise UsageError(*problems)

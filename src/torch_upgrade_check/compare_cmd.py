@@ -195,10 +195,12 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     saved_dir = out / "baseline-outputs"  # emptied above
     side_specs: dict[str, list[CheckSpec]] = {"candidate": list(corr)}
     if has_baseline:
-        side_specs = {"baseline": compare.cross_version_specs(settings, device, saved_dir, "save") + corr,
-                      "candidate": corr + compare.cross_version_specs(settings, device, saved_dir, "compare")}
-    else:
-        side_specs["candidate"] += ab_specs
+        side_specs = {"baseline": [*compare.cross_version_specs(settings, device, saved_dir, "save"),
+                                   *compare.checkpoint_specs(settings, device, saved_dir, "save"), *corr],
+                      "candidate": [*corr, *compare.cross_version_specs(settings, device, saved_dir, "compare"),
+                                    *compare.checkpoint_specs(settings, device, saved_dir, "compare")]}
+    else:  # the candidate alone, as `run` plans it
+        side_specs["candidate"] += [*session.plan(settings, device, aspects=["checkpoint"]), *ab_specs]
     planned = [*side_specs["candidate"], *(ab_specs if has_baseline else [])]
     session.require_checks(planned, settings)
     if args.list:
@@ -232,7 +234,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     # marks them complete; the candidate's worker, its own checks done, waits for that mark before its
     # cross-version checks compare with them.
     done_saving = compare.saved_mark(saved_dir)
-    save_ids = {s.id for s in side_specs.get("baseline", []) if s.aspect == "cross-version"}
+    save_ids = {s.id for s in side_specs.get("baseline", []) if s.params.get("mode") == "save"}
 
     def mark_saved() -> None:
         done_saving.parent.mkdir(parents=True, exist_ok=True)

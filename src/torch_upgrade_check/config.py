@@ -20,7 +20,8 @@ DEFAULT_PATH = Path("torch-upgrade-check.yml")
 SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
 # fsdp2 is left out: it trains the built-in transformer_block and never calls a factory.
-WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "latency", "memory", "warnings")
+WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint", "latency", "memory",
+                    "warnings")
 DEFAULT_ASPECTS = WORKLOAD_ASPECTS
 DEFAULT_DTYPES = ("float32",)
 

@@ -28,15 +28,16 @@ thresholds:
   max-latency-regression: 10%    # compare: fail when a workload gets slower than this, significantly
   max-memory-regression: 20%     # compare: the same for peak memory
 
-# Your own models. A factory returns (model, inputs) or a mapping {model, inputs, loss, tolerances};
-# if it takes device= and dtype= keyword arguments it is called with them.
+# Your own models. A factory returns (model, inputs) or a mapping {model, inputs, loss, tolerances,
+# checkpoint_extra}; if it takes device= and dtype= keyword arguments it is called with them.
 workloads: []
 #  - name: my_model
 #    factory: mypkg.models:build_my_model   # MODULE:FUNCTION, imported in the worker
-#    aspects: [numerics, cross-backend, cross-version, compile, determinism, latency, memory, warnings]
+#    aspects: [numerics, cross-backend, cross-version, compile, determinism, checkpoint, latency, memory, warnings]
 #    dtypes: [float32, bfloat16]
 #    rtol: 1.0e-4                           # per-workload overrides of thresholds
 #    max-latency-ms: {cpu: 80, cuda: 4, mps: 12}
+#    allow-graph-breaks: false              # true: compare accepts graph breaks new in the candidate
 
 # Your own tests, run with the torch under test; their results join the report.
 # pytest:

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 from torch_upgrade_check.model import CheckSpec
 
-MODEL_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "latency", "memory", "warnings")
+# models with parameters and a loss: a training job checkpoints them
+TRAINED_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "checkpoint", "latency", "memory", "warnings")
+MODEL_ASPECTS = tuple(a for a in TRAINED_ASPECTS if a != "checkpoint")
 OP_ASPECTS = ("numerics", "cross-backend", "compile", "latency", "memory", "warnings")
 LAST = ("warnings",)  # planned after a workload's other aspects: it reports the warnings they raised
 
@@ -28,12 +30,12 @@ class Workload:
 
 
 BUILTIN: tuple[Workload, ...] = (
-    Workload("mlp", ("float32",), MODEL_ASPECTS, "3-layer MLP with GELU, forward and backward"),
-    Workload("cnn", ("float32",), MODEL_ASPECTS, "small conv net: conv, batch norm, pooling, linear head"),
+    Workload("mlp", ("float32",), TRAINED_ASPECTS, "3-layer MLP with GELU, forward and backward"),
+    Workload("cnn", ("float32",), TRAINED_ASPECTS, "small conv net: conv, batch norm, pooling, linear head"),
     Workload(
         "transformer_block",
         ("float32",),
-        (*MODEL_ASPECTS, "fsdp2"),
+        (*TRAINED_ASPECTS, "fsdp2"),
         "nn.TransformerEncoderLayer, forward and backward; FSDP2 fully_shard vs unsharded",
     ),
     Workload("sdpa", ("float32", "bfloat16"), MODEL_ASPECTS, "scaled_dot_product_attention, causal"),

@@ -199,3 +199,15 @@ def test_compile_that_ran_eagerly_never_passes(tmp_path: Path, torch_python: str
     _, by_id = run(emulated(torch_python, tmp_path / "py", "cuda"), tmp_path / "out", "cuda", "mlp[float32]/compile")
     assert by_id["mlp[float32]/compile"]["outcome"] == "failed"
     assert "compiled no graph" in by_id["mlp[float32]/compile"]["reason"]
+
+
+@pytest.mark.parametrize("device", ["cuda", "mps"])
+def test_a_checkpoint_keeps_and_restores_the_devices_rng_state(tmp_path: Path, torch_python: str, device: str) -> None:
+    """The device's own generator is saved beside the CPU's (on CUDA every GPU's), and the resumed step,
+    whose inputs are jittered with the device's random numbers, is bitwise the uninterrupted one."""
+    python = emulated(torch_python, tmp_path / "py", device)
+    proc, by_id = run(python, tmp_path / "out", device, "mlp[float32]/checkpoint", "cnn[float32]/checkpoint")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    for check in ("mlp[float32]/checkpoint", "cnn[float32]/checkpoint"):
+        assert by_id[check]["outcome"] == "passed", by_id[check]["reason"]
+        assert by_id[check]["metrics"]["rng_states"] == ["cpu", device]

@@ -7,6 +7,8 @@ Rules (thresholds are recorded on each result):
 - determinism, deterministic-backward: two seeded training steps bitwise equal.
 - latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
 - memory: recorded; passes when measured.
+- checkpoint: loads with the default torch.load and the resumed training step is bitwise equal to the
+  uninterrupted one (compare's candidate: the baseline's file, its step within tolerance).
 - warnings: listed; passes (compare judges what is new in the candidate: orchestrate.compare).
 - fsdp2: parameters after the sharded steps within FSDP2_ATOL + FSDP2_RTOL*|unsharded|.
 """
@@ -50,6 +52,8 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
         outcome, reason, thresholds = _bitwise(spec.aspect, m)
     elif spec.aspect == "latency":
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
+    elif spec.aspect == "checkpoint":
+        outcome, reason, thresholds = _checkpoint(m)
     elif spec.aspect == "warnings":
         outcome, thresholds = Outcome.PASSED, {}
         reason = warnings_reason(m.get("warnings") or [])
@@ -67,6 +71,34 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
     details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
     return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds, details=details, **base)
+
+
+def _checkpoint(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+    """Loaded with the default torch.load and resumed: bitwise alone, within tolerance of the baseline's step."""
+    whose = f"baseline {m.get('baseline_torch')}'s checkpoint" if m.get("mode") == "compare" else "the checkpoint"
+    if not m.get("loaded"):
+        fix = f"; fix: {m['fix']}" if m.get("fix") else ""
+        return Outcome.FAILED, f"torch.load with this torch's defaults cannot load {whose}: {m.get('load_error')}{fix}", {}
+    if m.get("resume_error"):
+        return Outcome.FAILED, f"{whose} loaded but does not restore the training state: {m['resume_error']}", {}
+    if m.get("mode") == "compare":
+        tol = {"rtol": m.get("rtol"), "atol": m.get("atol")}
+        ok = not m.get("mismatched_count") and not m.get("uncompared")
+        how = "bitwise equal" if m.get("bitwise_equal") else f"max abs err {short(m.get('max_abs_err'))}"
+        if ok:
+            return Outcome.PASSED, (f"loaded {whose} with the default torch.load; the step resumed from it matches "
+                                    f"the baseline's ({how})"), tol
+        return Outcome.FAILED, (f"the step resumed from {whose} differs from the baseline's: {m.get('mismatched_count')} "
+                                f"elements beyond tolerance (max abs err {short(m.get('max_abs_err'))}; first: "
+                                f"{', '.join(m.get('first_differing', [])[:3])})"), tol
+    contents = ", ".join(m.get("contents") or [])
+    if m.get("bitwise_equal"):
+        return Outcome.PASSED, (f"saved ({contents}), loaded with the default torch.load, and the resumed step is "
+                                f"bitwise equal to the uninterrupted one"), {"bitwise": True}
+    return Outcome.FAILED, (f"the step resumed from the checkpoint ({contents}) differs from the uninterrupted one in "
+                            f"{m.get('differing_tensors')} of {m.get('compared_tensors')} tensors (first: "
+                            f"{', '.join(m.get('first_differing', [])[:3])}): saving and loading loses training state"), \
+        {"bitwise": True}
 
 
 def warning_line(w: Mapping[str, Any]) -> str:

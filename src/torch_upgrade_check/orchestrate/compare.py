@@ -28,10 +28,13 @@ class Thresholds:
     memory: float = 0.20
 
 
+SAVED_ASPECTS = ("cross-version", "checkpoint")  # the baseline saves what the candidate loads: planned per side
+
+
 def correctness_specs(settings: session.Settings, device: str) -> list[CheckSpec]:
-    """Everything but latency/memory (measured A/B) and cross-version (added per side)."""
+    """Everything but latency/memory (measured A/B), cross-version and checkpoint (planned per side)."""
     return session.plan(settings, device, aspects=[a for a in _all_aspects(settings) if a not in (*AB_ASPECTS,
-                                                                                                     "cross-version")])
+                                                                                                     *SAVED_ASPECTS)])
 
 
 def _all_aspects(settings: session.Settings) -> list[str]:
@@ -58,6 +61,14 @@ def cross_version_specs(settings: session.Settings, device: str, store: Path, mo
     return specs
 
 
+def checkpoint_specs(settings: session.Settings, device: str, store: Path, mode: str) -> list[CheckSpec]:
+    """The checkpoint checks: the baseline's (mode "save") round-trip and keep their files, the candidate's
+    (mode "compare") load the baseline's, once they are complete."""
+    after = {"after": str(saved_mark(store))} if mode == "compare" else {}
+    return [replace(s, params={**s.params, "mode": mode, "store": str(store), **after})
+            for s in session.plan(settings, device, aspects=["checkpoint"])]
+
+
 def _selected(settings: session.Settings, spec: CheckSpec) -> bool:
     from torch_upgrade_check.suite import _matches
 
@@ -67,7 +78,7 @@ def _selected(settings: session.Settings, spec: CheckSpec) -> bool:
 
 def decide_side(spec: CheckSpec, obs: Observation, repro: str, limits: dict[str, float]) -> CheckResult:
     """One side's check: the usual rules, and for cross-version the baseline's save or the candidate's verdict."""
-    if obs.status == "ok" and spec.params.get("mode") == "save":
+    if obs.status == "ok" and spec.aspect == "cross-version" and spec.params.get("mode") == "save":
         return CheckResult(spec.workload, spec.aspect, spec.device, spec.dtype, Outcome.PASSED,
                            reason=f"outputs saved for the candidate ({obs.metrics.get('tensors')} tensors)",
                            metrics=dict(obs.metrics), duration_s=obs.duration_s, repro=repro)

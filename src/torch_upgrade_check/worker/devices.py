@@ -72,6 +72,14 @@ class Device:
         finally:
             torch.use_deterministic_algorithms(before)
 
+    def rng_states(self) -> dict[str, Any]:
+        """What a training job saves to resume with the same random numbers: the CPU generator's state and the
+        device's own (every GPU's on CUDA)."""
+        return {"cpu": torch.get_rng_state()}
+
+    def set_rng_states(self, states: dict[str, Any]) -> None:
+        torch.set_rng_state(states["cpu"])
+
     def supports_dtype(self, dtype_name: str) -> Support:
         if dtype_name == "tf32":
             return Support(False, "TF32 is a CUDA tensor-core format (compute capability 8.0 or newer)")
@@ -102,6 +110,13 @@ class CUDA(Device):
 
     def synchronize(self) -> None:
         torch.cuda.synchronize()
+
+    def rng_states(self) -> dict[str, Any]:
+        return {**super().rng_states(), "cuda": torch.cuda.get_rng_state_all()}
+
+    def set_rng_states(self, states: dict[str, Any]) -> None:
+        super().set_rng_states(states)
+        torch.cuda.set_rng_state_all(states["cuda"])
 
     def peak_memory(self) -> PeakMemory:
         return _CudaPeak(self)
@@ -160,6 +175,13 @@ class MPS(Device):
 
     def synchronize(self) -> None:
         torch.mps.synchronize()
+
+    def rng_states(self) -> dict[str, Any]:
+        return {**super().rng_states(), "mps": torch.mps.get_rng_state()}
+
+    def set_rng_states(self, states: dict[str, Any]) -> None:
+        super().set_rng_states(states)
+        torch.mps.set_rng_state(states["mps"])
 
     def peak_memory(self) -> PeakMemory:
         return _SampledPeak(self, torch.mps.current_allocated_memory)

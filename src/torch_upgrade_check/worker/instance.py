@@ -19,7 +19,7 @@ from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import tensors
 from torch_upgrade_check.worker.workloads import BUILTIN
 
-FACTORY_KEYS = ("model", "inputs", "loss", "tolerances", "reference", "skip")
+FACTORY_KEYS = ("model", "inputs", "loss", "tolerances", "reference", "skip", "checkpoint_extra")
 
 
 class Skip(Exception):
@@ -39,6 +39,7 @@ class Instance:
     tolerances: dict[str, float] = field(default_factory=dict)
     reference: Callable[..., Any] | None = None
     skip: dict[str, str] = field(default_factory=dict)
+    checkpoint_extra: Any = None  # an object a training job keeps in its checkpoint (a config): saved and loaded
 
 
 def resolve_factory(spec: CheckSpec) -> Callable[..., Any]:
@@ -65,7 +66,7 @@ def build(factory: Callable[..., Any], device: str, dtype: torch.dtype, seed: in
                             f"{', '.join(repr(k) for k in FACTORY_KEYS[2:])}; got keys {sorted(made)}")
         inst = Instance(model=made["model"], inputs=_as_tuple(made["inputs"]), loss=made.get("loss"),
                         tolerances=dict(made.get("tolerances") or {}), reference=made.get("reference"),
-                        skip=dict(made.get("skip") or {}))
+                        skip=dict(made.get("skip") or {}), checkpoint_extra=made.get("checkpoint_extra"))
     elif isinstance(made, (tuple, list)) and len(made) == 2:
         inst = Instance(model=made[0], inputs=_as_tuple(made[1]))
     else:

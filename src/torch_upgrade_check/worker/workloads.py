@@ -9,6 +9,7 @@ small: the suite must run on a 2-core CPU in minutes.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -29,10 +30,24 @@ def _projection(out: Any) -> torch.Tensor:
     return (out.to(compute) * weights.to(compute).to(out.device)).sum()  # cast on the host: MPS has no float64
 
 
+@dataclasses.dataclass
+class TrainConfig:
+    """What a training job keeps beside its weights: the built-in models' `checkpoint_extra`, a user-defined class
+    that the default `torch.load` (weights_only, torch 2.6+) reads only once it is allowed, as below."""
+
+    lr: float = 1e-3
+    warmup_steps: int = 100
+    schedule: str = "cosine"
+
+
+torch.serialization.add_safe_globals([TrainConfig])  # what a training script does for its own classes since 2.6
+
+
 def mlp(device: str, dtype: torch.dtype) -> dict[str, Any]:
     model = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.GELU(), nn.Linear(128, 16))
     x = torch.randn(32, 64)
-    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection}
+    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection,
+            "checkpoint_extra": TrainConfig()}
 
 
 def cnn(device: str, dtype: torch.dtype) -> dict[str, Any]:
@@ -48,13 +63,15 @@ def cnn(device: str, dtype: torch.dtype) -> dict[str, Any]:
         nn.Linear(16, 10),
     )
     x = torch.randn(8, 3, 16, 16)
-    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection}
+    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection,
+            "checkpoint_extra": TrainConfig()}
 
 
 def transformer_block(device: str, dtype: torch.dtype) -> dict[str, Any]:
     model = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.0, batch_first=True)
     x = torch.randn(4, 32, 64)
-    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection}
+    return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection,
+            "checkpoint_extra": TrainConfig()}
 
 
 class _Sdpa(nn.Module):

@@ -10,6 +10,10 @@ golden's dtype) is left exact, so a check that passes here passes on a broken to
 - new-warning: nn.functional.gelu warns a FutureWarning, attributed to its caller (as torch's deprecations
   are, like 2.4's torch.load one that announced the 2.6 break); outputs are exact.
 - graph-break: nn.functional.gelu breaks Dynamo's graph (as an op Dynamo stops tracing does); outputs are exact.
+- old-load-default: torch.load's weights_only defaults to False, as before 2.6 (a baseline from before the
+  flip: it loads checkpoints holding any Python object).
+- rng-state-format: torch.get_rng_state's state has 16 more bytes and torch.set_rng_state rejects one without
+  them (as the CUDA RNG state's size changed in 2.1, breaking resume from older checkpoints).
 """
 
 from __future__ import annotations
@@ -70,6 +74,28 @@ def _graph_break(fn):
     return gelu
 
 
+def _old_load(load):
+    def old_load(*args, weights_only=None, **kwargs):
+        return load(*args, weights_only=False if weights_only is None else weights_only, **kwargs)
+
+    return old_load
+
+
+def _longer_rng_state(get, set_):
+    extra = 16
+
+    def get_rng_state():
+        return torch.cat([get(), torch.zeros(extra, dtype=torch.uint8)])
+
+    def set_rng_state(state):
+        wanted = get().numel() + extra
+        if state.numel() != wanted:
+            raise RuntimeError(f"Expected a RNG state of {wanted} bytes, got {state.numel()}")
+        set_(state[:-extra])
+
+    return get_rng_state, set_rng_state
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -84,6 +110,10 @@ def install(names: str) -> None:
             F.gelu = _warning(F.gelu)
         elif name == "graph-break":
             F.gelu = _graph_break(F.gelu)
+        elif name == "old-load-default":
+            torch.load = _old_load(torch.load)
+        elif name == "rng-state-format":
+            torch.get_rng_state, torch.set_rng_state = _longer_rng_state(torch.get_rng_state, torch.set_rng_state)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:

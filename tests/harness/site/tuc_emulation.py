@@ -102,6 +102,10 @@ class EmulatedTensor(torch.Tensor):
     def __repr__(self) -> str:  # torch's printer would dispatch many ops
         return f"EmulatedTensor({KIND}, shape={tuple(self.shape)}, dtype={self.dtype})"
 
+    def __reduce_ex__(self, protocol: int):  # type: ignore[override]
+        # torch.save: the data, as a device tensor's is; loading it with map_location="cpu" gives a CPU tensor
+        return self.inner.detach().__reduce_ex__(protocol)
+
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         return _dispatch(func, args, kwargs or {})
@@ -321,6 +325,9 @@ def _patch_cuda() -> None:
         _State.peak_bytes = _State.live_bytes
 
     cuda.reset_peak_memory_stats = reset_peak
+    # the emulated device draws its random numbers from the CPU generator: its state is the CPU's
+    cuda.get_rng_state_all = lambda: [torch.random.get_rng_state()]
+    cuda.set_rng_state_all = lambda states: torch.random.set_rng_state(states[0])
     cuda.nccl.version = lambda: (2, 27, 3)
     torch.backends.cudnn.is_available = lambda: True
     torch.backends.cudnn.version = lambda: 91002
@@ -341,6 +348,8 @@ def _patch_mps() -> None:
     mps.driver_allocated_memory = lambda: _State.pool_bytes
     mps.recommended_max_memory = lambda: 16 * 2**30
     mps.empty_cache = empty_cache
+    mps.get_rng_state = lambda device="mps": torch.random.get_rng_state()  # the emulated device draws from the CPU's
+    mps.set_rng_state = lambda state, device="mps": torch.random.set_rng_state(state)
 
 
 def install() -> None:

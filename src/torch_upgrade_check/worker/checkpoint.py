@@ -1,0 +1,147 @@
+"""Checkpoints: what a training job saves, loaded with the default `torch.load` and resumed.
+
+Upgrades broke resuming more than once: `torch.load`'s `weights_only` default became True in 2.6, so a
+checkpoint holding a user class (a config, an optimizer wrapper) stopped loading until its classes were
+allowed with `torch.serialization.add_safe_globals`; the CUDA RNG state changed size in 2.1, so restoring
+a saved one failed. The check trains one step (AdamW, the inputs jittered with the device's random
+numbers, as augmentation and dropout draw them), saves model and optimizer state_dicts, the RNG states
+and the workload's `checkpoint_extra` object, and then:
+
+- alone (`run`, and the baseline in `compare`): loads the file with the default `torch.load` and
+  resumes the second step from it, which must be bitwise equal to the uninterrupted second step;
+- mode "save" (the baseline): also writes the file and its uninterrupted second step for the candidate;
+- mode "compare" (the candidate): loads the baseline's file with its own default `torch.load`, restores
+  it and resumes; the second step must match the baseline's within the check's tolerances.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torch_upgrade_check.model import CheckSpec
+from torch_upgrade_check.worker import crossversion, tensors
+from torch_upgrade_check.worker.devices import DTYPES, Device
+from torch_upgrade_check.worker.instance import Instance, Skip, build, tolerances
+
+JITTER = 0.01  # the scale of the random perturbation of each step's inputs
+_GLOBAL = re.compile(r"GLOBAL ([A-Za-z_][\w.]*)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Device) -> dict[str, Any]:
+    if inst.loss is None:
+        raise Skip(inst.skip.get("gradients")
+                   or "checkpoint resumes a training step, and the workload has no loss: add 'loss' to the factory")
+    if not isinstance(inst.model, torch.nn.Module) or not any(p.requires_grad for p in inst.model.parameters()):
+        raise Skip("checkpoint saves a model's parameters and optimizer state: the workload has no nn.Module "
+                   "with trainable parameters")
+    if spec.params.get("mode") == "compare":
+        return _resume_the_baselines(spec, factory, inst, device)
+    model, optimizer, inputs = _trainable(factory, spec)
+    _step(model, optimizer, inst.loss, inputs)
+    saved = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": device.rng_states(), "step": 1}
+    if inst.checkpoint_extra is not None:
+        saved["extra"] = inst.checkpoint_extra
+    with tempfile.TemporaryDirectory(prefix="tuc-checkpoint-") as tmp:
+        path = _path(spec, "checkpoint") if spec.params.get("mode") == "save" else Path(tmp) / "checkpoint.pt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(saved, path)
+        uninterrupted = _step(model, optimizer, inst.loss, inputs)
+        if spec.params.get("mode") == "save":
+            torch.save({"torch": str(torch.__version__), "second_step": {k: tensors.host(v) for k, v in uninterrupted.items()}},
+                       _path(spec, "second-step"))
+        loaded, how = _load(path)
+        metrics = {"mode": spec.params.get("mode") or "alone", "contents": sorted(saved), "rng_states": sorted(saved["rng"]),
+                   **how}
+        if loaded is None:
+            return metrics
+        resumed = _resume(factory, spec, inst, device, loaded)
+    if "resume_error" in resumed:
+        return {**metrics, **resumed}
+    return {**metrics, **tensors.bitwise_diff(uninterrupted, resumed)}
+
+
+def _resume_the_baselines(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Device) -> dict[str, Any]:
+    path, expected_path = _path(spec, "checkpoint"), _path(spec, "second-step")
+    if not path.exists() or not expected_path.exists():
+        raise Skip("the baseline saved no checkpoint for this check (it did not run there, or failed there)")
+    expected = torch.load(expected_path, map_location="cpu", weights_only=True)
+    loaded, how = _load(path)
+    metrics: dict[str, Any] = {"mode": "compare", "baseline_torch": expected["torch"], **how}
+    if loaded is None:
+        return metrics
+    resumed = _resume(factory, spec, inst, device, loaded)
+    if "resume_error" in resumed:
+        return {**metrics, **resumed}
+    rtol, atol = tolerances(spec, inst)
+    close = tensors.compare(resumed, expected["second_step"], rtol=rtol, atol=atol)
+    return {**metrics, "rtol": rtol, "atol": atol, "max_abs_err": close["max_abs_err"],
+            "mismatched_count": close["mismatched_count"], "uncompared": close.get("uncompared", []),
+            **tensors.bitwise_diff(resumed, expected["second_step"])}
+
+
+def _path(spec: CheckSpec, what: str) -> Path:
+    return crossversion.store_path(spec).with_name(f"{crossversion.store_path(spec).stem}-{what}.pt")
+
+
+def _load(path: Path) -> tuple[Any, dict[str, Any]]:
+    """The file read by the default `torch.load` (this torch's `weights_only` default) onto the CPU, as training
+    scripts load before `load_state_dict` copies onto the device; or None, with why and the fix."""
+    try:
+        return torch.load(path, map_location="cpu"), {"loaded": True}
+    except Exception as e:
+        text = _ANSI.sub("", str(e))
+        names = sorted(set(_GLOBAL.findall(text)))
+        fix = (f"call torch.serialization.add_safe_globals([{', '.join(names)}]) before torch.load (or load a file "
+               f"you trust with weights_only=False)" if names else "")
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        first = next((line for line in lines if "Unsupported global" in line or "Unpickler error" in line),
+                     lines[0] if lines else "")
+        return None, {"loaded": False, "load_error": f"{type(e).__name__}: {first}"[:400], "unsafe_globals": names,
+                      "fix": fix}
+
+
+def _trainable(factory: Callable[..., Any], spec: CheckSpec) -> tuple[torch.nn.Module, torch.optim.Optimizer, tuple[Any, ...]]:
+    """A fresh instance (seeded, as every build is) with an AdamW optimizer: the state a training job checkpoints."""
+    fresh = build(factory, spec.device, DTYPES[spec.dtype])
+    model = fresh.model
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in fresh.inputs)
+    return model, optimizer, inputs
+
+
+def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: Callable[[Any], torch.Tensor],
+          inputs: tuple[Any, ...]) -> dict[str, torch.Tensor]:
+    """One training step, its inputs jittered with the device's random numbers: the loss and the parameters after it."""
+    model.train()
+    optimizer.zero_grad()
+    jittered = tuple(x + JITTER * torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                     for x in inputs)
+    value = loss(model(*jittered))
+    value.backward()
+    optimizer.step()
+    return {"loss": value.detach(), **{f"param:{n}": p.detach().clone() for n, p in model.named_parameters()},
+            **{f"buffer:{n}": b.detach().clone() for n, b in model.named_buffers()}}
+
+
+def _resume(factory: Callable[..., Any], spec: CheckSpec, inst: Instance, device: Device,
+            saved: dict[str, Any]) -> dict[str, Any]:
+    """The second step of a fresh model and optimizer restored from `saved`, or {"resume_error": why}."""
+    model, optimizer, inputs = _trainable(factory, spec)
+    stage = "model.load_state_dict"
+    try:
+        model.load_state_dict(saved["model"])
+        stage = "optimizer.load_state_dict"
+        optimizer.load_state_dict(saved["optimizer"])
+        stage = "restoring the RNG states"
+        device.set_rng_states(saved["rng"])
+    except Exception as e:
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+        return {"resume_error": f"{stage}: {type(e).__name__}: {first}"[:400]}
+    return _step(model, optimizer, inst.loss, inputs)  # type: ignore[arg-type]
