@@ -187,3 +187,33 @@ def test_a_rng_state_the_candidate_cannot_restore_fails_its_resume(tmp_path: Pat
     mlp = cand["mlp[float32]/checkpoint"]
     assert (code, mlp["outcome"]) == (1, "failed"), mlp["reason"]
     assert "does not restore the training state: restoring the RNG states: RuntimeError" in mlp["reason"]
+
+
+def test_a_larger_optimizer_step_leaves_the_baselines_training_curve(tmp_path: Path, torch_python: str) -> None:
+    checks = ("mlp[float32]/training-curve", "transformer_block[float32]/training-curve")
+    code, same = compared(torch_python, torch_python, tmp_path / "aa", *checks)
+    assert code == 0 and all(same[c]["reason"].endswith("loss curve is bitwise the baseline's") for c in checks), same
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["adamw-update-2pct"]))
+    alone = outcomes(broken, tmp_path / "run", checks[0])[checks[0]]
+    assert alone["outcome"] == "passed", alone["reason"]  # one torch: its two runs agree
+    code, cand = compared(torch_python, broken, tmp_path / "out", *checks)
+    assert code == 1
+    for check in checks:
+        assert cand[check]["outcome"] == "failed", cand[check]["reason"]
+        assert "the candidate's loss leaves the baseline's band at step " in cand[check]["reason"]
+        assert 2 <= cand[check]["metrics"]["first_step_out"] <= 50
+
+
+def test_training_steps_of_a_user_workload_come_from_the_config(tmp_path: Path, torch_python: str) -> None:
+    (tmp_path / "gelu_model.py").write_text(GELU_MODEL.replace(
+        "return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)), (torch.randn(4, 8),)",
+        "return {'model': nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)), "
+        "'inputs': (torch.randn(4, 8),), 'loss': lambda out: out.sum()}"))
+    (tmp_path / "torch-upgrade-check.yml").write_text(
+        "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n"
+        "  - name: short\n    factory: gelu_model:build\n    aspects: [training-curve]\n    training-steps: 7\n")
+    proc = run_cli("run", "--python", torch_python, "--device", "cpu", "--out", str(tmp_path / "out"),
+                   "--no-job-summary", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    short = results_by_id(load_report(tmp_path / "out"))["short[float32]/training-curve"]
+    assert short["reason"].startswith("7 AdamW steps: ") and len(short["metrics"]["losses"]) == 7

@@ -105,8 +105,7 @@ def settings_from_args(args: argparse.Namespace, argv: Sequence[str], *, cross_v
         by_workload: dict[str, dict[str, float | bool]] = {}
     else:
         workloads = [*cfg.workloads_for_suite(cross_version=cross_version), *extra]
-        by_workload = {w.name: {**cfg.tolerances_for(w.name, rtol=rtol, atol=atol),
-                                **({"allow_graph_breaks": True} if (u := cfg.workload(w.name)) and u.allow_graph_breaks else {})}
+        by_workload = {w.name: {**cfg.tolerances_for(w.name, rtol=rtol, atol=atol), **cfg.options_for(w.name)}
                        for w in workloads}
         python_path = [*cfg.resolved_python_path(), *python_path]
     return session.Settings(

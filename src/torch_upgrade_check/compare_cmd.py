@@ -196,11 +196,11 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     side_specs: dict[str, list[CheckSpec]] = {"candidate": list(corr)}
     if has_baseline:
         side_specs = {"baseline": [*compare.cross_version_specs(settings, device, saved_dir, "save"),
-                                   *compare.checkpoint_specs(settings, device, saved_dir, "save"), *corr],
+                                   *compare.saved_specs(settings, device, saved_dir, "save"), *corr],
                       "candidate": [*corr, *compare.cross_version_specs(settings, device, saved_dir, "compare"),
-                                    *compare.checkpoint_specs(settings, device, saved_dir, "compare")]}
+                                    *compare.saved_specs(settings, device, saved_dir, "compare")]}
     else:  # the candidate alone, as `run` plans it
-        side_specs["candidate"] += [*session.plan(settings, device, aspects=["checkpoint"]), *ab_specs]
+        side_specs["candidate"] += [*session.plan(settings, device, aspects=["checkpoint", "training-curve"]), *ab_specs]
     planned = [*side_specs["candidate"], *(ab_specs if has_baseline else [])]
     session.require_checks(planned, settings)
     if args.list:

@@ -14,20 +14,21 @@ import yaml
 from torch_upgrade_check import suite
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import DEVICES, DTYPES
-from torch_upgrade_check.values import flag, milliseconds, percent, tolerance
+from torch_upgrade_check.values import flag, milliseconds, percent, steps, tolerance
 
 DEFAULT_PATH = Path("torch-upgrade-check.yml")
 SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
 # fsdp2 is left out: it trains the built-in transformer_block and never calls a factory.
-WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint", "latency", "memory",
-                    "warnings")
+WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
+                    "training-curve", "latency", "memory", "warnings")
 DEFAULT_ASPECTS = WORKLOAD_ASPECTS
 DEFAULT_DTYPES = ("float32",)
 
 TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest")
 THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression")
-WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks")
+WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks",
+                 "training-steps")
 PYTEST_KEYS = ("args",)
 
 _ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32",
@@ -59,6 +60,7 @@ class UserWorkload:
     atol: float | None = None
     max_latency_ms: dict[str, float] = field(default_factory=dict)
     allow_graph_breaks: bool = False  # compare: a graph break or recompile new in the candidate does not fail compile
+    training_steps: int | None = None  # training-curve's steps (default: worker.curve.DEFAULT_STEPS)
     line: int = 0
 
 
@@ -111,6 +113,14 @@ class Config:
         chosen = {"rtol": _first(rtol, w.rtol if w else None, self.thresholds.rtol),  # 0 is a value, not "unset"
                   "atol": _first(atol, w.atol if w else None, self.thresholds.atol)}
         return {k: v for k, v in chosen.items() if v is not None}
+
+    def options_for(self, workload: str) -> dict[str, Any]:
+        """The workload's other keys its checks read (spec.params): allow_graph_breaks, steps."""
+        w = self.workload(workload)
+        if w is None:
+            return {}
+        return {**({"allow_graph_breaks": True} if w.allow_graph_breaks else {}),
+                **({"steps": w.training_steps} if w.training_steps else {})}
 
     def latency_limits(self, device: str) -> dict[str, float]:
         """workload name -> max median latency in ms on `device`, for analysis.verdicts.decide(max_latency_ms=...).
@@ -328,6 +338,8 @@ class _Checker:
         fields.update({tol: self.value(tolerance, keys[tol], f"{key}.{tol}") for tol in ("rtol", "atol") if tol in keys})
         if "max-latency-ms" in keys:
             fields["max_latency_ms"] = self._latency_ms(keys["max-latency-ms"], f"{key}.max-latency-ms")
+        if "training-steps" in keys:
+            fields["training_steps"] = self.value(steps, keys["training-steps"], f"{key}.training-steps")
         if "allow-graph-breaks" in keys:
             fields["allow_graph_breaks"] = bool(self.value(flag, keys["allow-graph-breaks"], f"{key}.allow-graph-breaks"))
         return UserWorkload(line=line, **fields)

@@ -33,11 +33,13 @@ thresholds:
 workloads: []
 #  - name: my_model
 #    factory: mypkg.models:build_my_model   # MODULE:FUNCTION, imported in the worker
-#    aspects: [numerics, cross-backend, cross-version, compile, determinism, checkpoint, latency, memory, warnings]
+#    aspects: [numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, latency, memory,
+#              warnings]
 #    dtypes: [float32, bfloat16]
 #    rtol: 1.0e-4                           # per-workload overrides of thresholds
 #    max-latency-ms: {cpu: 80, cuda: 4, mps: 12}
 #    allow-graph-breaks: false              # true: compare accepts graph breaks new in the candidate
+#    training-steps: 50                     # steps of training-curve
 
 # Your own tests, run with the torch under test; their results join the report.
 # pytest:

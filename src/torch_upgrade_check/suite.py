@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from torch_upgrade_check.model import CheckSpec
 
 # models with parameters and a loss: a training job checkpoints them
-TRAINED_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "checkpoint", "latency", "memory", "warnings")
-MODEL_ASPECTS = tuple(a for a in TRAINED_ASPECTS if a != "checkpoint")
+TRAINED_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "checkpoint", "training-curve", "latency",
+                   "memory", "warnings")
+MODEL_ASPECTS = tuple(a for a in TRAINED_ASPECTS if a not in ("checkpoint", "training-curve"))
 OP_ASPECTS = ("numerics", "cross-backend", "compile", "latency", "memory", "warnings")
 LAST = ("warnings",)  # planned after a workload's other aspects: it reports the warnings they raised
 

@@ -100,6 +100,14 @@ def latency_limit(item: str, key: str) -> tuple[str, float]:
     return name.strip(), number
 
 
+def steps(value: object, key: str, *, got: str | None = None) -> int:
+    """Training steps: a whole number from 2 to 10000."""
+    number = _number(value) if not isinstance(value, bool) else math.nan
+    if not (2 <= number <= 10000 and number.is_integer()):
+        raise UsageError(f"{key} must be a whole number of steps from 2 to 10000, like 50, got {_shown(value, got)}")
+    return int(number)
+
+
 def flag(value: object, key: str, *, got: str | None = None) -> bool:
     if isinstance(value, bool):
         return value

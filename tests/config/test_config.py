@@ -29,7 +29,8 @@ from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import DEVICES, DTYPES
 
 W = "version: 1\nworkloads:\n  - name: tiny\n    factory: pkg.models:build\n"  # a good workload to break
-ALLOWED_ASPECTS = "numerics, cross-backend, cross-version, compile, determinism, checkpoint, latency, memory, warnings"
+ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, latency, "
+                   "memory, warnings")
 
 # (id, file text, the one problem it must give); {file} is the config's path, {root} its folder.
 MALFORMED = [
@@ -84,7 +85,7 @@ MALFORMED = [
      "{file}:3: workloads must be a list of mappings like [{name: tiny, factory: mypkg.models:build}], got a mapping"),
     ("workload-key-typo", W + "    aspect: [numerics]\n",
      "{file}:5: workloads[0]: unknown key 'aspect' (did you mean 'aspects'?); allowed keys: name, factory, aspects, "
-     "dtypes, rtol, atol, max-latency-ms, allow-graph-breaks"),
+     "dtypes, rtol, atol, max-latency-ms, allow-graph-breaks, training-steps"),
     ("aspect-typo", W + "    aspects: [numerics, determinsm]\n",
      f"{{file}}:5: workloads[0].aspects: unknown aspect 'determinsm' (did you mean 'determinism'?); "
      f"allowed: {ALLOWED_ASPECTS}"),
@@ -120,6 +121,10 @@ MALFORMED = [
     ("latency-list", W + "    max-latency-ms: [80, 4]\n",
      "{file}:5: workloads[0].max-latency-ms must be milliseconds like 25 or per device like {cpu: 80, cuda: 4}, "
      "got a list"),
+    ("training-steps-one", W + "    training-steps: 1\n",
+     "{file}:5: workloads[0].training-steps must be a whole number of steps from 2 to 10000, like 50, got 1"),
+    ("training-steps-text", W + "    training-steps: many\n",
+     "{file}:5: workloads[0].training-steps must be a whole number of steps from 2 to 10000, like 50, got 'many'"),
     ("allow-graph-breaks-text", W + "    allow-graph-breaks: sometimes\n",
      "{file}:5: workloads[0].allow-graph-breaks must be true or false, got 'sometimes'"),
     ("latency-zero", W + "    max-latency-ms: {mps: 0}\n",

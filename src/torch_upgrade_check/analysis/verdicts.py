@@ -9,6 +9,7 @@ Rules (thresholds are recorded on each result):
 - memory: recorded; passes when measured.
 - checkpoint: loads with the default torch.load and the resumed training step is bitwise equal to the
   uninterrupted one (compare's candidate: the baseline's file, its step within tolerance).
+- training-curve: finite losses; in compare every step within the band around the baseline's (CURVE_*).
 - warnings: listed; passes (compare judges what is new in the candidate: orchestrate.compare).
 - fsdp2: parameters after the sharded steps within FSDP2_ATOL + FSDP2_RTOL*|unsharded|.
 """
@@ -26,6 +27,11 @@ from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outco
 
 FSDP2_ATOL = 1e-5
 FSDP2_RTOL = 1e-4
+# training-curve: the candidate's loss at each step stays within CURVE_BAND_K times the largest difference two
+# runs of the same torch have shown up to that step (the device's nondeterminism), and never narrower than
+# CURVE_RTOL of the baseline's loss (what a new release's rounding alone does to a short training run)
+CURVE_BAND_K = 4.0
+CURVE_RTOL = 1e-3
 
 
 def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, float] | None = None, repro: str = "") -> CheckResult:
@@ -54,6 +60,8 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
     elif spec.aspect == "checkpoint":
         outcome, reason, thresholds = _checkpoint(m)
+    elif spec.aspect == "training-curve":
+        outcome, reason, thresholds = _training_curve(m)
     elif spec.aspect == "warnings":
         outcome, thresholds = Outcome.PASSED, {}
         reason = warnings_reason(m.get("warnings") or [])
@@ -99,6 +107,45 @@ def _checkpoint(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
                             f"{m.get('differing_tensors')} of {m.get('compared_tensors')} tensors (first: "
                             f"{', '.join(m.get('first_differing', [])[:3])}): saving and loading loses training state"), \
         {"bitwise": True}
+
+
+def _training_curve(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+    losses, again = m.get("losses") or [], m.get("second_run") or []
+    steps, thresholds = len(losses), {"band_k": CURVE_BAND_K, "curve_rtol": CURVE_RTOL}
+    broken = next((i for i, x in enumerate([*losses, *again]) if x is None), None)
+    if not losses or broken is not None:
+        where = f" from step {broken % steps + 1} of {steps}" if broken is not None and steps else ""
+        return Outcome.FAILED, f"the training loss is NaN or infinite{where}", thresholds
+    if m.get("mode") != "compare":
+        spread = max((abs(a - b) for a, b in zip(losses, again)), default=0.0)
+        second = "a second run is bitwise equal" if spread == 0 else f"a second run differs by up to {short(spread)}"
+        return Outcome.PASSED, f"{steps} AdamW steps: loss {losses[0]:.6g} → {losses[-1]:.6g}; {second}", thresholds
+    base, base2 = m.get("baseline_losses") or [], m.get("baseline_second_run") or []
+    if len(base) != steps or any(x is None for x in [*base, *base2]):
+        return Outcome.SKIPPED, "the baseline's curve is not finite or not as long: its own check says why", thresholds
+    widest, first_out = 0.0, None
+    closest = (-1.0, 0, 0.0, 0.0)  # (deviation / band, step index, deviation, band): the step nearest the edge
+    for i, (c, b) in enumerate(zip(losses, base)):
+        widest = max(widest, abs(b - base2[i]), abs(c - again[i]))
+        band = max(CURVE_BAND_K * widest, CURVE_RTOL * abs(b))
+        deviation = abs(c - b)
+        ratio = deviation / band if band else (math.inf if deviation else 0.0)
+        if ratio > closest[0]:
+            closest = (ratio, i, deviation, band)
+        if first_out is None and deviation > band:
+            first_out = (i, c, b, band)
+    worst = (closest[2], closest[1], closest[3])
+    m["max_deviation"], m["max_deviation_step"] = worst[0], worst[1] + 1
+    if first_out is not None:
+        i, c, b, band = first_out
+        m["first_step_out"] = i + 1
+        return Outcome.FAILED, (f"the candidate's loss leaves the baseline's band at step {i + 1} of {steps}: {c:.6g} vs "
+                                f"{b:.6g} (band ±{short(band)}); at step {steps}: {losses[-1]:.6g} vs {base[-1]:.6g}"), \
+            thresholds
+    if worst[0] == 0:
+        return Outcome.PASSED, f"the candidate's {steps}-step loss curve is bitwise the baseline's", thresholds
+    return Outcome.PASSED, (f"the candidate's {steps}-step loss curve stays within the baseline's band (closest to its "
+                            f"edge at step {worst[1] + 1}: deviation {short(worst[0])}, band ±{short(worst[2])})"), thresholds
 
 
 def warning_line(w: Mapping[str, Any]) -> str:

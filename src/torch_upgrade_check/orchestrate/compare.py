@@ -28,7 +28,7 @@ class Thresholds:
     memory: float = 0.20
 
 
-SAVED_ASPECTS = ("cross-version", "checkpoint")  # the baseline saves what the candidate loads: planned per side
+SAVED_ASPECTS = ("cross-version", "checkpoint", "training-curve")  # the baseline saves what the candidate loads: planned per side
 
 
 def correctness_specs(settings: session.Settings, device: str) -> list[CheckSpec]:
@@ -61,12 +61,12 @@ def cross_version_specs(settings: session.Settings, device: str, store: Path, mo
     return specs
 
 
-def checkpoint_specs(settings: session.Settings, device: str, store: Path, mode: str) -> list[CheckSpec]:
-    """The checkpoint checks: the baseline's (mode "save") round-trip and keep their files, the candidate's
-    (mode "compare") load the baseline's, once they are complete."""
+def saved_specs(settings: session.Settings, device: str, store: Path, mode: str) -> list[CheckSpec]:
+    """The checkpoint and training-curve checks: the baseline's (mode "save") run as alone and keep their files,
+    the candidate's (mode "compare") read the baseline's, once they are complete."""
     after = {"after": str(saved_mark(store))} if mode == "compare" else {}
     return [replace(s, params={**s.params, "mode": mode, "store": str(store), **after})
-            for s in session.plan(settings, device, aspects=["checkpoint"])]
+            for s in session.plan(settings, device, aspects=["checkpoint", "training-curve"])]
 
 
 def _selected(settings: session.Settings, spec: CheckSpec) -> bool:

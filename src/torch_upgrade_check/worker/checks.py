@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import checkpoint, crossversion, devices, flexdet, fsdp2, tensors, warned
+from torch_upgrade_check.worker import checkpoint, crossversion, curve, devices, flexdet, fsdp2, tensors, warned
 from torch_upgrade_check.worker.devices import DTYPES
 from torch_upgrade_check.worker.instance import (
     Instance,
@@ -246,6 +246,7 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "memory": memory_,
     "warnings": warnings_,
     "checkpoint": checkpoint.run,
+    "training-curve": curve.run,
 }
 
 

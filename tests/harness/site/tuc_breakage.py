@@ -10,6 +10,8 @@ golden's dtype) is left exact, so a check that passes here passes on a broken to
 - new-warning: nn.functional.gelu warns a FutureWarning, attributed to its caller (as torch's deprecations
   are, like 2.4's torch.load one that announced the 2.6 break); outputs are exact.
 - graph-break: nn.functional.gelu breaks Dynamo's graph (as an op Dynamo stops tracing does); outputs are exact.
+- adamw-update-2pct: AdamW's steps are 2% larger than asked (as a changed default or an optimizer kernel's
+  bias correction would make them); one step's outputs are exact, fifty steps' losses are not.
 - old-load-default: torch.load's weights_only defaults to False, as before 2.6 (a baseline from before the
   flip: it loads checkpoints holding any Python object).
 - rng-state-format: torch.get_rng_state's state has 16 more bytes and torch.set_rng_state rejects one without
@@ -74,6 +76,15 @@ def _graph_break(fn):
     return gelu
 
 
+def _larger_steps(optimizer, factor: float):
+    class Larger(optimizer):
+        def __init__(self, params, lr=1e-3, **kwargs):
+            super().__init__(params, lr=lr * factor, **kwargs)
+
+    Larger.__name__ = Larger.__qualname__ = optimizer.__name__
+    return Larger
+
+
 def _old_load(load):
     def old_load(*args, weights_only=None, **kwargs):
         return load(*args, weights_only=False if weights_only is None else weights_only, **kwargs)
@@ -110,6 +121,8 @@ def install(names: str) -> None:
             F.gelu = _warning(F.gelu)
         elif name == "graph-break":
             F.gelu = _graph_break(F.gelu)
+        elif name == "adamw-update-2pct":
+            torch.optim.AdamW = _larger_steps(torch.optim.AdamW, 1.02)
         elif name == "old-load-default":
             torch.load = _old_load(torch.load)
         elif name == "rng-state-format":

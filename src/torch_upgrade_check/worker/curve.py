@@ -1,0 +1,73 @@
+"""The training curve: N seeded training steps, twice, and the loss after each.
+
+Some upgrades change nothing one step shows and much that fifty do: an optimizer's update, a kernel's
+rounding that training amplifies. Each run builds the workload afresh under the same seed and takes
+AdamW steps on inputs jittered with the device's random numbers (as augmentation and dropout draw them).
+The two runs' difference is what this device's nondeterminism alone does to the curve (zero on a CPU);
+compare judges the candidate's curve against the baseline's with it (analysis.verdicts).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from torch_upgrade_check.model import CheckSpec
+from torch_upgrade_check.worker import crossversion
+from torch_upgrade_check.worker.devices import DTYPES, Device
+from torch_upgrade_check.worker.instance import Instance, Skip, build
+
+DEFAULT_STEPS = 50
+JITTER = 0.01
+
+
+def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Device) -> dict[str, Any]:
+    if inst.loss is None:
+        raise Skip(inst.skip.get("gradients")
+                   or "training-curve takes training steps, and the workload has no loss: add 'loss' to the factory")
+    if not isinstance(inst.model, torch.nn.Module) or not any(p.requires_grad for p in inst.model.parameters()):
+        raise Skip("training-curve trains the model's parameters: the workload has no nn.Module with trainable "
+                   "parameters")
+    steps = int(spec.params.get("steps") or DEFAULT_STEPS)
+    mode = spec.params.get("mode") or "alone"
+    metrics: dict[str, Any] = {"mode": mode, "steps": steps, "optimizer": "AdamW(lr=1e-3)",
+                               "losses": _curve(factory, spec, device, steps),
+                               "second_run": _curve(factory, spec, device, steps)}
+    path = crossversion.store_path(spec).with_suffix(".curve.json") if mode != "alone" else None
+    if mode == "save" and path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"torch": str(torch.__version__), "losses": metrics["losses"],
+                                    "second_run": metrics["second_run"]}))
+    elif mode == "compare" and path is not None:
+        if not path.exists():
+            raise Skip("the baseline saved no training curve for this check (it did not run there, or failed there)")
+        saved = json.loads(path.read_text())
+        if len(saved["losses"]) != steps:
+            raise Skip(f"the baseline's curve has {len(saved['losses'])} steps, this one {steps}")
+        metrics.update(baseline_torch=saved["torch"], baseline_losses=saved["losses"],
+                       baseline_second_run=saved["second_run"])
+    return metrics
+
+
+def _curve(factory: Callable[..., Any], spec: CheckSpec, device: Device, steps: int) -> list[float | None]:
+    fresh = build(factory, spec.device, DTYPES[spec.dtype])  # seeded: both runs start alike
+    model, loss = fresh.model, fresh.loss
+    assert loss is not None
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in fresh.inputs)
+    model.train()
+    losses: list[float] = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        jittered = tuple(x + JITTER * torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                         else x for x in inputs)
+        value = loss(model(*jittered))
+        value.backward()
+        optimizer.step()
+        losses.append(float(value.detach()))
+    device.synchronize()
+    return [x if math.isfinite(x) else None for x in losses]  # None: NaN or inf (report.json is strict JSON)
