@@ -38,6 +38,7 @@ from torch_upgrade_check.orchestrate.provision import BACKEND_RE, parse_spec, py
 from torch_upgrade_check.orchestrate.store import default_venv_dir, store_root, untrusted
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import SchemaError, read_bisection, read_reports
+from torch_upgrade_check.suite import rerun_pattern
 from torch_upgrade_check.values import gigabytes, latency_limit, percent, timeout, tolerance
 
 PROG = "torch-upgrade-check"
@@ -327,8 +328,9 @@ def bisect_after_failure(values: Mapping[str, str], cwd: Path, environ: Mapping[
         return _bisect_outputs(environ, "error", f"no compare report to bisect from: {e}")
     candidate = next((r for r in doc if r.role == "candidate"), None)
     kinds = fail_on(values)  # the failures that failed the step: a latency failure under fail-on correctness did not
-    failed = sorted({r.id for r in candidate.results if r.outcome is Outcome.FAILED
-                     and (r.aspect if r.aspect in ("latency", "memory") else "correctness") in kinds}) if candidate else []
+    failed = sorted({rerun_pattern(r.workload, r.dtype, r.aspect) for r in candidate.results
+                     if r.outcome is Outcome.FAILED and (r.aspect if r.aspect in ("latency", "memory", "warnings")
+                                                         else "correctness") in kinds}) if candidate else []
     if candidate is None or not failed:
         return _bisect_outputs(environ, "error", "the compare failed no check that a bisection could follow")
     argv = bisect_argv(values, candidate.label.split("+")[0], failed)

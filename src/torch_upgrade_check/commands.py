@@ -129,7 +129,7 @@ def with_device_limits(settings: session.Settings, args: argparse.Namespace, dev
 def repro_command(args: argparse.Namespace, head: Sequence[str], device: str, spec: CheckSpec) -> str:
     """A command that runs this one check again: `head` (the subcommand and the torch it runs), then the
     device, the check and every flag that shaped it, as the user typed them."""
-    cmd = [PROG, *head, "--device", device, "--only", spec.id]
+    cmd = [PROG, *head, "--device", device, "--only", suite.rerun_pattern(spec.workload, spec.dtype, spec.aspect)]
     for item in args.workload:
         if item.partition("=")[0] == spec.workload:
             cmd += ["--workload", item]

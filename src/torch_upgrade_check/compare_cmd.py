@@ -190,17 +190,18 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     for role in reports:
         env = session.environment(probes[role])
         reports[role] = replace(reports[role], device=device, label=env.get("torch_version", "?"), environment=env)
-    corr = compare.correctness_specs(settings, device)
+    corr, last = compare.correctness_specs(settings, device), compare.warnings_specs(settings, device)
     ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))
     saved_dir = out / "baseline-outputs"  # emptied above
     side_specs: dict[str, list[CheckSpec]] = {"candidate": list(corr)}
     if has_baseline:
         side_specs = {"baseline": [*compare.cross_version_specs(settings, device, saved_dir, "save"),
-                                   *compare.saved_specs(settings, device, saved_dir, "save"), *corr],
+                                   *compare.saved_specs(settings, device, saved_dir, "save"), *corr, *last],
                       "candidate": [*corr, *compare.cross_version_specs(settings, device, saved_dir, "compare"),
-                                    *compare.saved_specs(settings, device, saved_dir, "compare")]}
+                                    *compare.saved_specs(settings, device, saved_dir, "compare"), *last]}
     else:  # the candidate alone, as `run` plans it
-        side_specs["candidate"] += [*session.plan(settings, device, aspects=["checkpoint", "training-curve"]), *ab_specs]
+        side_specs["candidate"] += [*session.plan(settings, device, aspects=["checkpoint", "training-curve"]), *last,
+                                    *ab_specs]
     planned = [*side_specs["candidate"], *(ab_specs if has_baseline else [])]
     session.require_checks(planned, settings)
     if args.list:

@@ -39,7 +39,8 @@ BUILTIN: tuple[Workload, ...] = (
         (*TRAINED_ASPECTS, "fsdp2"),
         "nn.TransformerEncoderLayer, forward and backward; FSDP2 fully_shard vs unsharded",
     ),
-    Workload("sdpa", ("float32", "bfloat16"), MODEL_ASPECTS, "scaled_dot_product_attention, causal"),
+    Workload("sdpa", ("float32", "bfloat16"), (*MODEL_ASPECTS, "sdpa-backends"),
+             "scaled_dot_product_attention, causal; every SDPA backend the device offers"),
     Workload("flex_attention_none", ("float32",), MODEL_ASPECTS, "FlexAttention, no mask, vs math attention"),
     Workload("flex_attention_causal", ("float32",), (*MODEL_ASPECTS, "deterministic-backward"),
              "FlexAttention, causal block mask; deterministic compiled backward on CUDA"),
@@ -68,6 +69,12 @@ def plan(workloads: Sequence[Workload], device: str, only: Sequence[str] = ()) -
                 if not only or any(_matches(p, spec) for p in only):
                     specs.append(spec)
     return specs
+
+
+def rerun_pattern(workload: str, dtype: str, aspect: str) -> str:
+    """The `--only` pattern that runs a check again as it ran: its id, or for `warnings` (which reports what
+    the workload's other checks raised) every check of that workload and dtype."""
+    return f"{workload}[{dtype}]/" + ("*" if aspect in LAST else aspect)
 
 
 def _variants(w: Workload, device: str) -> list[tuple[str, tuple[str, ...]]]:

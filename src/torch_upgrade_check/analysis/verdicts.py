@@ -9,6 +9,7 @@ Rules (thresholds are recorded on each result):
 - memory: recorded; passes when measured.
 - checkpoint: loads with the default torch.load and the resumed training step is bitwise equal to the
   uninterrupted one (compare's candidate: the baseline's file, its step within tolerance).
+- sdpa-backends: every backend that runs, on every case, by the numerics rule.
 - training-curve: finite losses; in compare every step within the band around the baseline's (CURVE_*).
 - warnings: listed; passes (compare judges what is new in the candidate: orchestrate.compare).
 - fsdp2: parameters after the sharded steps within FSDP2_ATOL + FSDP2_RTOL*|unsharded|.
@@ -29,7 +30,8 @@ FSDP2_ATOL = 1e-5
 FSDP2_RTOL = 1e-4
 # training-curve: the candidate's loss at each step stays within CURVE_BAND_K times the largest difference two
 # runs of the same torch have shown up to that step (the device's nondeterminism), and never narrower than
-# CURVE_RTOL of the baseline's loss (what a new release's rounding alone does to a short training run)
+# CURVE_RTOL of the largest |loss| of the baseline's so far (what a new release's rounding alone does to a short
+# training run; the loss's scale, not its value, which may cross zero)
 CURVE_BAND_K = 4.0
 CURVE_RTOL = 1e-3
 
@@ -60,6 +62,8 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
     elif spec.aspect == "checkpoint":
         outcome, reason, thresholds = _checkpoint(m)
+    elif spec.aspect == "sdpa-backends":
+        outcome, reason, thresholds = _sdpa_backends(m, spec.dtype)
     elif spec.aspect == "training-curve":
         outcome, reason, thresholds = _training_curve(m)
     elif spec.aspect == "warnings":
@@ -109,6 +113,29 @@ def _checkpoint(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         {"bitwise": True}
 
 
+def _sdpa_backends(m: dict[str, Any], dtype: str) -> tuple[Outcome, str, dict[str, Any]]:
+    """Each backend on each case by the numerics rule; any wrong one fails, named with its case."""
+    checked, thresholds = m.get("checked") or {}, {}
+    wrong = []
+    for key, sub in checked.items():
+        outcome, why, thresholds = closeness.judge({**sub, "rtol": m.get("rtol"), "atol": m.get("atol")}, "numerics", dtype)
+        if outcome is not Outcome.PASSED:
+            wrong.append(f"{key}: {why}")
+    backends = sorted({key.split("/")[0] for key in checked})
+    absent = sorted({key.split("/")[0] for key in m.get("not_offered") or {}} - set(backends))
+    partly = sorted({key.split("/")[0] for key in m.get("not_offered") or {}} & set(backends))
+    defaults = ", ".join(f"{case}: {name}" for case, name in (m.get("default_backend") or {}).items())
+    where = (f"; not offered here: {', '.join(absent)}" if absent else "") + (
+        f"; not for every case: {', '.join(partly)}" if partly else "") + (f"; the default picks {defaults}" if defaults else "")
+    if not checked:
+        return Outcome.FAILED, f"no SDPA backend ran{where}", thresholds
+    if wrong:
+        return (Outcome.FAILED, f"{len(wrong)} of {len(checked)} backend cases differ from the fp64 golden; first: "
+                                f"{wrong[0]}{where}", thresholds)
+    return Outcome.PASSED, (f"{', '.join(backends)} within tolerance on {len(m.get('cases') or {})} cases, forward and "
+                            f"backward{where}"), thresholds
+
+
 def _training_curve(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
     losses, again = m.get("losses") or [], m.get("second_run") or []
     steps, thresholds = len(losses), {"band_k": CURVE_BAND_K, "curve_rtol": CURVE_RTOL}
@@ -123,11 +150,12 @@ def _training_curve(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
     base, base2 = m.get("baseline_losses") or [], m.get("baseline_second_run") or []
     if len(base) != steps or any(x is None for x in [*base, *base2]):
         return Outcome.SKIPPED, "the baseline's curve is not finite or not as long: its own check says why", thresholds
-    widest, first_out = 0.0, None
+    widest, scale, first_out = 0.0, 0.0, None
     closest = (-1.0, 0, 0.0, 0.0)  # (deviation / band, step index, deviation, band): the step nearest the edge
     for i, (c, b) in enumerate(zip(losses, base)):
         widest = max(widest, abs(b - base2[i]), abs(c - again[i]))
-        band = max(CURVE_BAND_K * widest, CURVE_RTOL * abs(b))
+        scale = max(scale, abs(b))
+        band = max(CURVE_BAND_K * widest, CURVE_RTOL * scale)
         deviation = abs(c - b)
         ratio = deviation / band if band else (math.inf if deviation else 0.0)
         if ratio > closest[0]:

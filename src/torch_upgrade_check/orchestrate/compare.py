@@ -32,9 +32,15 @@ SAVED_ASPECTS = ("cross-version", "checkpoint", "training-curve")  # the baselin
 
 
 def correctness_specs(settings: session.Settings, device: str) -> list[CheckSpec]:
-    """Everything but latency/memory (measured A/B), cross-version and checkpoint (planned per side)."""
+    """Everything but latency/memory (measured A/B), the saved aspects (planned per side) and warnings (last)."""
     return session.plan(settings, device, aspects=[a for a in _all_aspects(settings) if a not in (*AB_ASPECTS,
-                                                                                                     *SAVED_ASPECTS)])
+                                                                                                     *SAVED_ASPECTS,
+                                                                                                     "warnings")])
+
+
+def warnings_specs(settings: session.Settings, device: str) -> list[CheckSpec]:
+    """Planned last on each side: each reports what every other check of its workload raised in that worker."""
+    return session.plan(settings, device, aspects=["warnings"])
 
 
 def _all_aspects(settings: session.Settings) -> list[str]:
@@ -107,11 +113,17 @@ def mark_preexisting(baseline: Report, candidate: Report) -> Report:
 
 def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collection[str]) -> Report:
     """The candidate's checks that are judged by what changed since the baseline, not alone: warnings new in the
-    candidate (suspicious, or failed under `--fail-on warnings`) and compile's new graph breaks and recompiles
-    (failed, unless the workload allows graph breaks). Each only where both sides' checks passed."""
+    candidate (suspicious, or failed under `--fail-on warnings`), compile's new graph breaks and recompiles
+    (failed, unless the workload allows graph breaks), and the SDPA backend the default picks (shown, not
+    judged: a backend that is wrong fails on its own). Each only where both sides' checks passed."""
     base = {r.id: r for r in baseline.results}
-    judges = {"warnings": lambda b, r: _new_warnings(b, r, baseline.label, "warnings" in fail_on),
-              "compile": lambda b, r: _new_graph_breaks(b, r, baseline.label)}
+    # a warning counts as new only when no workload raised it on the baseline (and as gone when none did on the
+    # candidate): one torch raises once per process is filed under whichever check met it first
+    raised = {side: {_key(w) for r in report.results if r.aspect == "warnings" for w in r.metrics.get("warnings") or []}
+              for side, report in (("baseline", baseline), ("candidate", candidate))}
+    judges = {"warnings": lambda b, r: _new_warnings(b, r, baseline.label, "warnings" in fail_on, raised),
+              "compile": lambda b, r: _new_graph_breaks(b, r, baseline.label),
+              "sdpa-backends": lambda b, r: _new_default_backend(b, r, baseline.label)}
     results = []
     for r in candidate.results:
         b = base.get(r.id)
@@ -124,11 +136,12 @@ def _key(w: Mapping[str, Any]) -> tuple[str, str, str]:
     return str(w.get("category")), str(w.get("module")), str(w.get("message"))
 
 
-def _new_warnings(before: CheckResult, after: CheckResult, label: str, failing: bool) -> CheckResult:
+def _new_warnings(before: CheckResult, after: CheckResult, label: str, failing: bool,
+                  raised: Mapping[str, set[tuple[str, str, str]]]) -> CheckResult:
     old = {_key(w): w for w in before.metrics.get("warnings") or []}
     now = {_key(w): w for w in after.metrics.get("warnings") or []}
-    new = [w for k, w in now.items() if k not in old]
-    gone = [w for k, w in old.items() if k not in now]
+    new = [w for k, w in now.items() if k not in raised["baseline"]]
+    gone = [w for k, w in old.items() if k not in raised["candidate"]]
     metrics = {**after.metrics, "new_warnings": new, "gone_warnings": gone, "baseline_warnings": len(old)}
     details = "\n".join([*(f"new: {warning_line(w)} ×{w.get('count', 1)} (during {', '.join(w.get('aspects') or ['?'])})"
                             for w in new), *(f"gone: {warning_line(w)}" for w in gone)])
@@ -148,15 +161,17 @@ def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> Ch
     m, b = after.metrics, before.metrics
     breaks, was = int(m.get("graph_breaks") or 0), int(b.get("graph_breaks") or 0)
     graphs, graphs_was = int(m.get("graphs_compiled") or 0), int(b.get("graphs_compiled") or 0)
+    lost_fullgraph = b.get("fullgraph") is True and m.get("fullgraph") is False
+    if breaks <= was and graphs <= graphs_was and not lost_fullgraph:
+        return after  # the same number of breaks with other words for them is not news
     new_reasons = [x for x in m.get("graph_break_reasons") or [] if x not in (b.get("graph_break_reasons") or [])]
-    if breaks <= was and graphs <= graphs_was and not new_reasons:
-        return after
     found = []
     if breaks > was or new_reasons:
         found.append(f"{plural_of(breaks, 'graph break')} (baseline {label}: {was})"
                      + (f": {'; '.join(new_reasons[:2])}" if new_reasons else ""))
-    if was == 0 and breaks > 0:
-        found.append("no longer one graph (fullgraph=True would fail)")
+    if lost_fullgraph:
+        skipped = [x for x in m.get("dynamo_fallbacks") or [] if x not in (b.get("dynamo_fallbacks") or [])]
+        found.append("no longer one graph (fullgraph=True would fail)" + (f"; skipped: {skipped[0]}" if skipped else ""))
     if graphs > graphs_was:
         found.append(f"{graphs} graphs compiled, baseline {graphs_was} (a new break or a recompile)")
     metrics = {**m, "baseline_graph_breaks": was, "baseline_graphs_compiled": graphs_was, "new_graph_break_reasons": new_reasons}
@@ -166,3 +181,13 @@ def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> Ch
     return replace(after, outcome=Outcome.FAILED, metrics=metrics,
                    reason=f"new in the candidate: {'; '.join(found)} (the compiled model runs partly eager; set "
                           f"allow-graph-breaks: true on the workload to accept it)")
+
+
+def _new_default_backend(before: CheckResult, after: CheckResult, label: str) -> CheckResult:
+    old, now = before.metrics.get("default_backend") or {}, after.metrics.get("default_backend") or {}
+    changed = {case: (old[case], name) for case, name in now.items() if case in old and old[case] != name}
+    if not changed:
+        return after
+    text = ", ".join(f"{case}: {was} → {name}" for case, (was, name) in changed.items())
+    return replace(after, reason=f"{after.reason}; the default backend changed since baseline {label}: {text}",
+                   metrics={**after.metrics, "default_backend_changed": {k: list(v) for k, v in changed.items()}})

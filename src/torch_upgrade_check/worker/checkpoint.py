@@ -41,8 +41,13 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
     if not isinstance(inst.model, torch.nn.Module) or not any(p.requires_grad for p in inst.model.parameters()):
         raise Skip("checkpoint saves a model's parameters and optimizer state: the workload has no nn.Module "
                    "with trainable parameters")
-    if spec.params.get("mode") == "compare":
-        return _resume_the_baselines(spec, factory, inst, device)
+    with device.deterministic():  # two identical steps are bitwise equal only under deterministic algorithms
+        if spec.params.get("mode") == "compare":
+            return _resume_the_baselines(spec, factory, inst, device)
+        return _alone(spec, factory, inst, device)
+
+
+def _alone(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Device) -> dict[str, Any]:
     model, optimizer, inputs = _trainable(factory, spec)
     _step(model, optimizer, inst.loss, inputs)
     saved = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": device.rng_states(), "step": 1}

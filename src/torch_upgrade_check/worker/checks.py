@@ -14,7 +14,17 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import checkpoint, crossversion, curve, devices, flexdet, fsdp2, tensors, warned
+from torch_upgrade_check.worker import (
+    checkpoint,
+    crossversion,
+    curve,
+    devices,
+    flexdet,
+    fsdp2,
+    sdpa_backends,
+    tensors,
+    warned,
+)
 from torch_upgrade_check.worker.devices import DTYPES
 from torch_upgrade_check.worker.instance import (
     Instance,
@@ -127,10 +137,17 @@ def compile_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, devic
 
 
 def _dynamo_counts(counters: Any) -> dict[str, Any]:
-    """Dynamo's process-wide counters (they survive reset): graphs compiled, graph breaks and skipped frames."""
-    return {"graphs": int(counters["stats"]["unique_graphs"]),
-            "breaks": {str(k).strip().splitlines()[0]: int(v) for k, v in counters["graph_break"].items()},
-            "fallbacks": {str(k).strip().splitlines()[0]: int(v) for k, v in counters["unimplemented"].items()}}
+    """Dynamo's process-wide counters (they survive reset): graphs compiled, graph breaks and skipped frames, their
+    reasons normalised as warnings' are (first line, no venv paths or addresses) to compare across venvs."""
+    def reasons(counter: Any) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for k, v in counter.items():
+            key = warned.normalise(str(k))
+            found[key] = found.get(key, 0) + int(v)
+        return found
+
+    return {"graphs": int(counters["stats"]["unique_graphs"]), "breaks": reasons(counters["graph_break"]),
+            "fallbacks": reasons(counters["unimplemented"])}
 
 
 def determinism(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
@@ -247,6 +264,7 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "warnings": warnings_,
     "checkpoint": checkpoint.run,
     "training-curve": curve.run,
+    "sdpa-backends": sdpa_backends.run,
 }
 
 

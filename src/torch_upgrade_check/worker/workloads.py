@@ -40,7 +40,8 @@ class TrainConfig:
     schedule: str = "cosine"
 
 
-torch.serialization.add_safe_globals([TrainConfig])  # what a training script does for its own classes since 2.6
+if hasattr(torch.serialization, "add_safe_globals"):  # torch 2.4+; before 2.6 torch.load needs no allowing
+    torch.serialization.add_safe_globals([TrainConfig])  # what a training script does for its own classes since 2.6
 
 
 def mlp(device: str, dtype: torch.dtype) -> dict[str, Any]:

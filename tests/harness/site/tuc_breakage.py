@@ -10,6 +10,11 @@ golden's dtype) is left exact, so a check that passes here passes on a broken to
 - new-warning: nn.functional.gelu warns a FutureWarning, attributed to its caller (as torch's deprecations
   are, like 2.4's torch.load one that announced the 2.6 break); outputs are exact.
 - graph-break: nn.functional.gelu breaks Dynamo's graph (as an op Dynamo stops tracing does); outputs are exact.
+- sdpa-flash-odd-lengths: the CPU flash-attention kernel's output is 2% off when the query length is not a
+  multiple of 16 (as cuDNN attention, the new default in 2.5, was wrong at some shapes); math is exact and
+  the default dispatch still picks flash, so the built-in sdpa workload (length 64) passes numerics.
+- sdpa-default-math: the default SDPA dispatch no longer picks the flash kernel (math instead), as a release
+  that changes its default backend does; every kernel is still right and can still be forced.
 - adamw-update-2pct: AdamW's steps are 2% larger than asked (as a changed default or an optimizer kernel's
   bias correction would make them); one step's outputs are exact, fifty steps' losses are not.
 - old-load-default: torch.load's weights_only defaults to False, as before 2.6 (a baseline from before the
@@ -76,6 +81,27 @@ def _graph_break(fn):
     return gelu
 
 
+_LIBRARIES = []  # a torch.library registration lasts as long as its Library object
+
+
+def _flash_wrong_at_odd_lengths() -> None:
+    lib = torch.library.Library("aten", "IMPL")
+    _LIBRARIES.append(lib)
+
+    def flash(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+        length, key_length = query.shape[-2], key.shape[-2]
+        scores = (query.float() @ key.float().transpose(-2, -1)) * (scale or query.shape[-1] ** -0.5)
+        if is_causal:
+            scores = scores.masked_fill(~torch.ones(length, key_length, dtype=torch.bool).tril(), float("-inf"))
+        if attn_mask is not None:
+            scores = (scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool
+                      else scores + attn_mask.float())
+        out = (torch.softmax(scores, dim=-1) @ value.float()) * (1.02 if length % 16 else 1.0)
+        return out.to(query.dtype), torch.logsumexp(scores, dim=-1)
+
+    lib.impl("_scaled_dot_product_flash_attention_for_cpu", flash, "CPU")
+
+
 def _larger_steps(optimizer, factor: float):
     class Larger(optimizer):
         def __init__(self, params, lr=1e-3, **kwargs):
@@ -121,6 +147,10 @@ def install(names: str) -> None:
             F.gelu = _warning(F.gelu)
         elif name == "graph-break":
             F.gelu = _graph_break(F.gelu)
+        elif name == "sdpa-flash-odd-lengths":
+            _flash_wrong_at_odd_lengths()
+        elif name == "sdpa-default-math":
+            torch.backends.cuda.enable_flash_sdp(False)  # the global flag the CPU dispatch reads too
         elif name == "adamw-update-2pct":
             torch.optim.AdamW = _larger_steps(torch.optim.AdamW, 1.02)
         elif name == "old-load-default":
