@@ -147,7 +147,9 @@ def _new_warnings(before: CheckResult, after: CheckResult, label: str, failing: 
                             for w in new), *(f"gone: {warning_line(w)}" for w in gone)])
     gone_text = f"; {plural_of(len(gone), 'warning')} of baseline {label} gone" if gone else ""
     if not new:
-        reason = f"no new warnings since baseline {label} ({plural_of(len(now), 'warning')} on both){gone_text}"
+        counts = (f"{plural_of(len(now), 'warning')} on both" if len(now) == len(old) else
+                  f"{plural_of(len(now), 'warning')} here, {len(old)} on the baseline")
+        reason = f"no new warnings since baseline {label} ({counts}){gone_text}"
         return replace(after, reason=reason, metrics=metrics, details=details or after.details)
     outcome = Outcome.FAILED if failing else Outcome.SUSPICIOUS
     how = "fail-on includes warnings" if failing else "add warnings to fail-on to fail on them"
