@@ -27,7 +27,7 @@ import torch
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import crossversion, tensors
 from torch_upgrade_check.worker.devices import DTYPES, Device
-from torch_upgrade_check.worker.instance import Instance, Skip, build, tolerances
+from torch_upgrade_check.worker.instance import Instance, Skip, build, require_training, tolerances
 
 JITTER = 0.01  # the scale of the random perturbation of each step's inputs
 _GLOBAL = re.compile(r"GLOBAL ([A-Za-z_][\w.]*)")
@@ -35,12 +35,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Device) -> dict[str, Any]:
-    if inst.loss is None:
-        raise Skip(inst.skip.get("gradients")
-                   or "checkpoint resumes a training step, and the workload has no loss: add 'loss' to the factory")
-    if not isinstance(inst.model, torch.nn.Module) or not any(p.requires_grad for p in inst.model.parameters()):
-        raise Skip("checkpoint saves a model's parameters and optimizer state: the workload has no nn.Module "
-                   "with trainable parameters")
+    require_training(inst, "checkpoint")
     with device.deterministic():  # two identical steps are bitwise equal only under deterministic algorithms
         if spec.params.get("mode") == "compare":
             return _resume_the_baselines(spec, factory, inst, device)

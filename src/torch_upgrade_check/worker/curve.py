@@ -19,19 +19,14 @@ import torch
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import crossversion
 from torch_upgrade_check.worker.devices import DTYPES, Device
-from torch_upgrade_check.worker.instance import Instance, Skip, build
+from torch_upgrade_check.worker.instance import Instance, Skip, build, require_training
 
 DEFAULT_STEPS = 50
 JITTER = 0.01
 
 
 def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Device) -> dict[str, Any]:
-    if inst.loss is None:
-        raise Skip(inst.skip.get("gradients")
-                   or "training-curve takes training steps, and the workload has no loss: add 'loss' to the factory")
-    if not isinstance(inst.model, torch.nn.Module) or not any(p.requires_grad for p in inst.model.parameters()):
-        raise Skip("training-curve trains the model's parameters: the workload has no nn.Module with trainable "
-                   "parameters")
+    require_training(inst, "training-curve")
     steps = int(spec.params.get("steps") or DEFAULT_STEPS)
     mode = spec.params.get("mode") or "alone"
     metrics: dict[str, Any] = {"mode": mode, "steps": steps, "optimizer": "AdamW(lr=1e-3)",

@@ -42,6 +42,16 @@ class Instance:
     checkpoint_extra: Any = None  # an object a training job keeps in its checkpoint (a config): saved and loaded
 
 
+def require_training(inst: Instance, aspect: str) -> None:
+    """Skip `aspect`, which trains the model with an optimizer, where the workload cannot be trained here."""
+    if inst.loss is None:
+        raise Skip(inst.skip.get("gradients")
+                   or f"{aspect} takes training steps, and the workload has no loss: add 'loss' to the factory")
+    if not isinstance(inst.model, torch.nn.Module) or not any(p.requires_grad for p in inst.model.parameters()):
+        raise Skip(f"{aspect} trains a model's parameters with an optimizer: the workload has no nn.Module with "
+                   f"trainable parameters")
+
+
 def resolve_factory(spec: CheckSpec) -> Callable[..., Any]:
     if not spec.factory:
         return BUILTIN[spec.workload]
