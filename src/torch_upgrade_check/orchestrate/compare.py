@@ -118,7 +118,7 @@ def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collect
     judged: a backend that is wrong fails on its own). Each only where both sides' checks passed."""
     base = {r.id: r for r in baseline.results}
     # a warning counts as new only when no workload raised it on the baseline (and as gone when none did on the
-    # candidate): one torch raises once per process is filed under whichever check met it first
+    # candidate): one that torch raises once per process is filed under whichever check met it first
     raised = {side: {_key(w) for r in report.results if r.aspect == "warnings" for w in r.metrics.get("warnings") or []}
               for side, report in (("baseline", baseline), ("candidate", candidate))}
     judges = {"warnings": lambda b, r: _new_warnings(b, r, baseline.label, "warnings" in fail_on, raised),
