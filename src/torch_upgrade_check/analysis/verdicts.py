@@ -189,9 +189,13 @@ def warnings_reason(found: list[Mapping[str, Any]], what: str = "") -> str:
     return (f"{plural_of(len(found), what + 'warning')} ({', '.join(kinds)}); first: {warning_line(found[0])}")
 
 
+def warning_entry(w: Mapping[str, Any]) -> str:
+    """A warning's line with how often it was raised and by which aspects: a row of a check's details."""
+    return f"{warning_line(w)} ×{w.get('count', 1)} (during {', '.join(w.get('aspects') or ['?'])})"
+
+
 def warnings_details(found: list[Mapping[str, Any]]) -> str:
-    return "\n".join(f"{warning_line(w)} ×{w.get('count', 1)} (during {', '.join(w.get('aspects') or ['?'])})"
-                     for w in found)
+    return "\n".join(warning_entry(w) for w in found)
 
 
 def plural_of(n: int, word: str) -> str:

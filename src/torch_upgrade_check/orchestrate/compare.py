@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from torch_upgrade_check.analysis.verdicts import decide, plural_of, warning_line, warnings_reason
+from torch_upgrade_check.analysis.verdicts import decide, plural_of, warning_entry, warning_line, warnings_reason
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Report
 from torch_upgrade_check.orchestrate import session
 
@@ -143,8 +143,7 @@ def _new_warnings(before: CheckResult, after: CheckResult, label: str, failing: 
     new = [w for k, w in now.items() if k not in raised["baseline"]]
     gone = [w for k, w in old.items() if k not in raised["candidate"]]
     metrics = {**after.metrics, "new_warnings": new, "gone_warnings": gone, "baseline_warnings": len(old)}
-    details = "\n".join([*(f"new: {warning_line(w)} ×{w.get('count', 1)} (during {', '.join(w.get('aspects') or ['?'])})"
-                            for w in new), *(f"gone: {warning_line(w)}" for w in gone)])
+    details = "\n".join([*(f"new: {warning_entry(w)}" for w in new), *(f"gone: {warning_line(w)}" for w in gone)])
     gone_text = f"; {plural_of(len(gone), 'warning')} of baseline {label} gone" if gone else ""
     if not new:
         counts = (f"{plural_of(len(now), 'warning')} on both" if len(now) == len(old) else

@@ -25,11 +25,10 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import crossversion, tensors
-from torch_upgrade_check.worker.devices import DTYPES, Device
-from torch_upgrade_check.worker.instance import Instance, Skip, build, require_training, tolerances
+from torch_upgrade_check.worker import crossversion, tensors, training
+from torch_upgrade_check.worker.devices import Device
+from torch_upgrade_check.worker.instance import Instance, Skip, require_training, tolerances
 
-JITTER = 0.01  # the scale of the random perturbation of each step's inputs
 _GLOBAL = re.compile(r"GLOBAL ([A-Za-z_][\w.]*)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -43,8 +42,8 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
 
 
 def _alone(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Device) -> dict[str, Any]:
-    model, optimizer, inputs = _trainable(factory, spec)
-    _step(model, optimizer, inst.loss, inputs)
+    model, optimizer, inputs = training.trainable(factory, spec)
+    training.step(model, optimizer, inst.loss, inputs)
     saved = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": device.rng_states(), "step": 1}
     if inst.checkpoint_extra is not None:
         saved["extra"] = inst.checkpoint_extra
@@ -52,7 +51,7 @@ def _alone(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device:
         path = _path(spec, "checkpoint") if spec.params.get("mode") == "save" else Path(tmp) / "checkpoint.pt"
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(saved, path)
-        uninterrupted = _step(model, optimizer, inst.loss, inputs)
+        uninterrupted = training.state(model, training.step(model, optimizer, inst.loss, inputs))
         if spec.params.get("mode") == "save":
             torch.save({"torch": str(torch.__version__), "second_step": {k: tensors.host(v) for k, v in uninterrupted.items()}},
                        _path(spec, "second-step"))
@@ -107,33 +106,10 @@ def _load(path: Path) -> tuple[Any, dict[str, Any]]:
                       "fix": fix}
 
 
-def _trainable(factory: Callable[..., Any], spec: CheckSpec) -> tuple[torch.nn.Module, torch.optim.Optimizer, tuple[Any, ...]]:
-    """A fresh instance (seeded, as every build is) with an AdamW optimizer: the state a training job checkpoints."""
-    fresh = build(factory, spec.device, DTYPES[spec.dtype])
-    model = fresh.model
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-    inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in fresh.inputs)
-    return model, optimizer, inputs
-
-
-def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: Callable[[Any], torch.Tensor],
-          inputs: tuple[Any, ...]) -> dict[str, torch.Tensor]:
-    """One training step, its inputs jittered with the device's random numbers: the loss and the parameters after it."""
-    model.train()
-    optimizer.zero_grad()
-    jittered = tuple(x + JITTER * torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                     for x in inputs)
-    value = loss(model(*jittered))
-    value.backward()
-    optimizer.step()
-    return {"loss": value.detach(), **{f"param:{n}": p.detach().clone() for n, p in model.named_parameters()},
-            **{f"buffer:{n}": b.detach().clone() for n, b in model.named_buffers()}}
-
-
 def _resume(factory: Callable[..., Any], spec: CheckSpec, inst: Instance, device: Device,
             saved: dict[str, Any]) -> dict[str, Any]:
     """The second step of a fresh model and optimizer restored from `saved`, or {"resume_error": why}."""
-    model, optimizer, inputs = _trainable(factory, spec)
+    model, optimizer, inputs = training.trainable(factory, spec)
     stage = "model.load_state_dict"
     try:
         model.load_state_dict(saved["model"])
@@ -144,4 +120,4 @@ def _resume(factory: Callable[..., Any], spec: CheckSpec, inst: Instance, device
     except Exception as e:
         first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
         return {"resume_error": f"{stage}: {type(e).__name__}: {first}"[:400]}
-    return _step(model, optimizer, inst.loss, inputs)  # type: ignore[arg-type]
+    return training.state(model, training.step(model, optimizer, inst.loss, inputs))  # type: ignore[arg-type]

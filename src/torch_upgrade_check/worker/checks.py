@@ -243,13 +243,7 @@ def _sdpa_choice(spec: CheckSpec, inst: Instance) -> dict[str, Any]:
     if not getattr(inst.model, "uses_sdpa", False):
         return {}
     q, k, v = inst.inputs[:3]
-    try:
-        from torch.nn.attention import SDPBackend
-
-        choice = torch._fused_sdp_choice(q, k, v, None, 0.0, True)
-        return {"sdpa_backend": SDPBackend(choice).name}
-    except Exception as e:  # private API: record why it could not say
-        return {"sdpa_backend": f"unknown ({type(e).__name__})"}
+    return {"sdpa_backend": sdpa_backends.default_choice(q, k, v, None, causal=True)}
 
 
 ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.Device], dict[str, Any]]] = {

@@ -2,7 +2,7 @@
 
 Some upgrades change nothing one step shows and much that fifty do: an optimizer's update, a kernel's
 rounding that training amplifies. Each run builds the workload afresh under the same seed and takes
-AdamW steps on inputs jittered with the device's random numbers (as augmentation and dropout draw them).
+`training` steps: AdamW on inputs jittered with the device's random numbers.
 The two runs' difference is what this device's nondeterminism alone does to the curve (zero on a CPU);
 compare judges the candidate's curve against the baseline's with it (analysis.verdicts).
 """
@@ -17,21 +17,20 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import crossversion
-from torch_upgrade_check.worker.devices import DTYPES, Device
-from torch_upgrade_check.worker.instance import Instance, Skip, build, require_training
+from torch_upgrade_check.worker import crossversion, training
+from torch_upgrade_check.worker.devices import Device
+from torch_upgrade_check.worker.instance import Instance, Skip, require_training
 
 DEFAULT_STEPS = 50
-JITTER = 0.01
 
 
 def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Device) -> dict[str, Any]:
     require_training(inst, "training-curve")
     steps = int(spec.params.get("steps") or DEFAULT_STEPS)
     mode = spec.params.get("mode") or "alone"
-    metrics: dict[str, Any] = {"mode": mode, "steps": steps, "optimizer": "AdamW(lr=1e-3)",
-                               "losses": _curve(factory, spec, device, steps),
-                               "second_run": _curve(factory, spec, device, steps)}
+    metrics: dict[str, Any] = {"mode": mode, "steps": steps, "optimizer": training.OPTIMIZER,
+                               "losses": _curve(factory, spec, device, steps, inst.loss),
+                               "second_run": _curve(factory, spec, device, steps, inst.loss)}
     path = crossversion.store_path(spec).with_suffix(".curve.json") if mode != "alone" else None
     if mode == "save" and path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,21 +47,8 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
     return metrics
 
 
-def _curve(factory: Callable[..., Any], spec: CheckSpec, device: Device, steps: int) -> list[float | None]:
-    fresh = build(factory, spec.device, DTYPES[spec.dtype])  # seeded: both runs start alike
-    model, loss = fresh.model, fresh.loss
-    assert loss is not None
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-    inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in fresh.inputs)
-    model.train()
-    losses: list[float] = []
-    for _ in range(steps):
-        optimizer.zero_grad()
-        jittered = tuple(x + JITTER * torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point()
-                         else x for x in inputs)
-        value = loss(model(*jittered))
-        value.backward()
-        optimizer.step()
-        losses.append(float(value.detach()))
+def _curve(factory: Callable[..., Any], spec: CheckSpec, device: Device, steps: int, loss: Any) -> list[float | None]:
+    model, optimizer, inputs = training.trainable(factory, spec)  # seeded: both runs start alike
+    losses = [float(training.step(model, optimizer, loss, inputs)) for _ in range(steps)]
     device.synchronize()
     return [x if math.isfinite(x) else None for x in losses]  # None: NaN or inf (report.json is strict JSON)

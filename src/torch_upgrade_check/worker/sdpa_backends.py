@@ -39,7 +39,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
         q, k, v, mask, grad = _case(spec.device, dtype, length, key_length, masked)
         golden = _run(*(t.detach().cpu().double().requires_grad_() for t in (q, k, v)),
                       mask.cpu() if mask is not None else None, causal, grad.cpu().double(), _math_attention)
-        default[name] = _default_choice(q, k, v, mask, causal)
+        default[name] = default_choice(q, k, v, mask, causal=causal)
         for backend in backends:
             try:
                 with sdpa_kernel([backend]):
@@ -90,7 +90,8 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
     return {"output": out.detach(), "grad:query": dq, "grad:key": dk, "grad:value": dv}
 
 
-def _default_choice(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool) -> str:
+def default_choice(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, *, causal: bool) -> str:
+    """The backend torch's default SDPA dispatch picks for these inputs here, by name."""
     from torch.nn.attention import SDPBackend
 
     try:

@@ -3,7 +3,8 @@
 A factory returns `(model, inputs)` or a mapping with `model`, `inputs` and optionally `loss`
 (model output -> scalar, enabling training-step aspects), `tolerances` ({"rtol", "atol"}),
 `reference` (callable on float64 CPU inputs giving the golden output, when the model in float64
-is not the right golden) and `skip` ({aspect: reason}; "gradients": forward only). Sizes are
+is not the right golden), `skip` ({aspect: reason}; "gradients": forward only) and `checkpoint_extra`
+(an object the checkpoint aspect saves and loads beside the weights). Sizes are
 small: the suite must run on a 2-core CPU in minutes.
 """
 
