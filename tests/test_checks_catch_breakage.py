@@ -243,3 +243,45 @@ def test_a_changed_default_sdpa_backend_is_shown_not_failed(tmp_path: Path, torc
     assert (code, result["outcome"]) == (0, "passed"), result["reason"]
     assert "the default backend changed since baseline" in result["reason"]
     assert result["metrics"]["default_backend_changed"]["causal"] == ["FLASH_ATTENTION", "MATH"]
+
+
+AMP = ("mlp[float32]/amp", "cnn[float32]/amp", "transformer_block[float32]/amp")
+
+
+def test_autocast_steps_pass_alone_and_against_the_same_torch(tmp_path: Path, torch_python: str) -> None:
+    real = outcomes(torch_python, tmp_path / "run", *AMP)
+    for check in AMP:
+        result = real[check]
+        assert result["outcome"] == "passed", result["reason"]
+        assert set(result["metrics"]["checked"]) == {"bfloat16", "float16"}
+        assert "an overflow at scale 2^40 skipped, a step applied at " in result["reason"]
+        assert all(sub["low_precision_modules"] > 0 for sub in result["metrics"]["checked"].values())
+    code, cand = compared(torch_python, torch_python, tmp_path / "aa", *AMP)
+    assert code == 0 and all(cand[c]["outcome"] == "passed" for c in AMP), cand
+    assert all("as close as baseline" in cand[c]["reason"] for c in AMP)
+    mlp = cand["mlp[float32]/amp"]["metrics"]["checked"]["bfloat16"]
+    assert all(t["ref_equal"] for t in mlp["per_tensor"])  # the same torch: the baseline's autocast step, bitwise
+
+
+def test_an_autocast_that_quietly_disables_itself_fails_amp(tmp_path: Path, torch_python: str) -> None:
+    """torch warns and runs float32 where autocast's dtype is not offered: every number stays right (closer to the
+    golden than autocast's), so only the modules' dtypes show that the job lost mixed precision."""
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["autocast-disabled"]))
+    by_id = outcomes(broken, tmp_path / "out", "mlp[float32]/amp", "mlp[float32]/warnings")
+    amp = by_id["mlp[float32]/amp"]
+    assert amp["outcome"] == "failed", amp["reason"]
+    assert amp["reason"].startswith("bfloat16 autocast: had no effect: none of the model's 6 modules produced bfloat16")
+    assert "Disabling autocast" in by_id["mlp[float32]/warnings"]["reason"]
+
+
+def test_a_gradscaler_that_misses_an_overflow_fails_amp_alone_and_in_compare(tmp_path: Path, torch_python: str) -> None:
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["gradscaler-misses-inf"]))
+    alone = outcomes(broken, tmp_path / "run", "mlp[float32]/amp")["mlp[float32]/amp"]
+    assert alone["outcome"] == "failed", alone["reason"]
+    assert alone["reason"].startswith("float16 autocast with GradScaler: the GradScaler applied a step whose float16 "
+                                      "gradients overflowed (loss scale 1.09951e+12), and the weights are no longer finite")
+    code, cand = compared(torch_python, broken, tmp_path / "out", "mlp[float32]/amp")
+    result = cand["mlp[float32]/amp"]
+    assert (code, result["outcome"]) == (1, "failed"), result["reason"]
+    assert "the GradScaler applied a step whose float16 gradients overflowed" in result["reason"]
+    assert "passed on baseline" in result["reason"]  # new in the candidate

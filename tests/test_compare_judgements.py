@@ -71,3 +71,47 @@ def test_the_training_curve_band_follows_the_losss_scale_through_zero() -> None:
     out = curve(drifted, baseline)
     assert out.outcome is Outcome.FAILED and "at step 4 of 5" in out.reason
     assert curve(baseline, baseline).reason.endswith("is bitwise the baseline's")
+
+
+def amp(mode: str = "alone", **changes: Any) -> CheckResult:
+    """An amp check whose bfloat16 step has one tensor at `error` × its scale (and, in compare, the baseline's at
+    `ref`), with a float16 step whose scaler behaved."""
+    tensor = {"name": "grad:0.weight", "numel": 8, "scale": 1.0, "mismatched": 8, "nan": 0,
+              "rmse": changes.pop("error", 0.02), **({"ref_rmse": changes.pop("ref", 0.02)} if mode == "compare" else {})}
+    bf16 = {"per_tensor": [tensor], "rtol": 1.6e-2, "atol": 1e-5, "modules": 6, "low_precision_modules": 6,
+            **changes.pop("bf16", {})}
+    fp16 = {"per_tensor": [{**tensor, "rmse": 0.002, **({"ref_rmse": 0.002} if mode == "compare" else {})}],
+            "rtol": 1e-3, "atol": 1e-5, "modules": 6, "low_precision_modules": 6, "overflow_scale": 2.0**40,
+            "overflow_skipped": True, "overflow_backed_off": True, "weights_finite_after_overflow": True,
+            "scaled_attempts": 1, "loss_scale": 65536.0, "scaled_step_applied": True, **changes.pop("fp16", {})}
+    spec = CheckSpec("mlp", "amp", "cpu", "float32")
+    metrics = {"mode": mode, "checked": {"bfloat16": bf16, "float16": fp16}, "not_offered": {},
+               "optimizer": "SGD(lr=0.01)", "baseline_torch": "2.13.0", **changes}
+    return decide(spec, Observation(spec.id, "ok", metrics=metrics))
+
+
+def test_an_autocast_step_is_judged_in_unit_roundoffs_of_its_dtype() -> None:
+    ok = amp()
+    assert ok.outcome is Outcome.PASSED and "largest error 5.1 unit roundoffs (grad:0.weight)" in ok.reason
+    assert "an overflow at scale 2^40 skipped, a step applied at 65536" in ok.reason
+    far = amp(error=0.3)  # 77 roundoffs of bfloat16
+    assert far.outcome is Outcome.FAILED and "76.8 unit roundoffs of bfloat16 (at most 64)" in far.reason
+
+
+def test_autocast_without_effect_or_a_scaler_that_applies_an_overflow_fails() -> None:
+    off = amp(bf16={"low_precision_modules": 0})
+    assert off.outcome is Outcome.FAILED and off.reason.startswith("bfloat16 autocast: had no effect")
+    blind = amp(fp16={"overflow_skipped": False, "weights_finite_after_overflow": False})
+    assert blind.outcome is Outcome.FAILED
+    assert "float16 autocast with GradScaler: the GradScaler applied a step whose float16 gradients overflowed" in blind.reason
+    stuck = amp(fp16={"overflow_backed_off": False})
+    assert stuck.outcome is Outcome.FAILED and "did not lower its scale" in stuck.reason
+    never = amp(fp16={"scaled_step_applied": False, "scaled_attempts": 8, "loss_scale": 256.0})
+    assert never.outcome is Outcome.FAILED and "no step was applied in 8 tries" in never.reason
+
+
+def test_in_compare_an_autocast_step_twice_as_far_from_the_golden_as_the_baselines_fails() -> None:
+    assert amp("compare", error=0.02, ref=0.02).outcome is Outcome.PASSED
+    worse = amp("compare", error=0.05, ref=0.02)  # within 64 roundoffs, but 2.5x the baseline's error
+    assert worse.outcome is Outcome.FAILED
+    assert "further from the fp64 golden than baseline 2.13.0's autocast step" in worse.reason

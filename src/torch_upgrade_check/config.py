@@ -21,7 +21,7 @@ SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
 # fsdp2 is left out: it trains the built-in transformer_block and never calls a factory.
 WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
-                    "training-curve", "latency", "memory", "warnings")
+                    "training-curve", "amp", "latency", "memory", "warnings")
 DEFAULT_ASPECTS = WORKLOAD_ASPECTS
 DEFAULT_DTYPES = ("float32",)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "determinism", "deterministic-backward", "latency",
            "memory", "fsdp2", "checkpoint", "training-curve", "sdpa-backends",
-           "warnings")
+           "amp", "warnings")
 DEVICES = ("cpu", "cuda", "mps")
 # tf32: float32 tensors computed with TF32 tensor-core math (CUDA, compute capability 8.0+); every other
 # float32 check runs in IEEE float32.

@@ -33,8 +33,8 @@ thresholds:
 workloads: []
 #  - name: my_model
 #    factory: mypkg.models:build_my_model   # MODULE:FUNCTION, imported in the worker
-#    aspects: [numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, latency, memory,
-#              warnings]
+#    aspects: [numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, amp, latency,
+#              memory, warnings]
 #    dtypes: [float32, bfloat16]
 #    rtol: 1.0e-4                           # per-workload overrides of thresholds
 #    max-latency-ms: {cpu: 80, cuda: 4, mps: 12}

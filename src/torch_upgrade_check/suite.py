@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from torch_upgrade_check.model import CheckSpec
 
 # models with parameters and a loss: a training job checkpoints them
-TRAINED_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "checkpoint", "training-curve", "latency",
-                   "memory", "warnings")
-MODEL_ASPECTS = tuple(a for a in TRAINED_ASPECTS if a not in ("checkpoint", "training-curve"))
+TRAINED_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "checkpoint", "training-curve", "amp",
+                   "latency", "memory", "warnings")
+MODEL_ASPECTS = tuple(a for a in TRAINED_ASPECTS if a not in ("checkpoint", "training-curve", "amp"))
 OP_ASPECTS = ("numerics", "cross-backend", "compile", "latency", "memory", "warnings")
+FLOAT32_ONLY = ("amp",)  # runs the float32 model under autocast: planned for float32 only
 LAST = ("warnings",)  # planned after a workload's other aspects: it reports the warnings they raised
 
 
@@ -78,7 +79,7 @@ def rerun_pattern(workload: str, dtype: str, aspect: str) -> str:
 
 
 def _variants(w: Workload, device: str) -> list[tuple[str, tuple[str, ...]]]:
-    variants = [(dtype, w.aspects) for dtype in w.dtypes]
+    variants = [(dtype, tuple(a for a in w.aspects if dtype == "float32" or a not in FLOAT32_ONLY)) for dtype in w.dtypes]
     if device == "cuda" and not w.factory and "float32" in w.dtypes and "tf32" not in w.dtypes and "numerics" in w.aspects:
         variants.append(("tf32", ("numerics",)))
     return variants

@@ -29,7 +29,7 @@ from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import DEVICES, DTYPES
 
 W = "version: 1\nworkloads:\n  - name: tiny\n    factory: pkg.models:build\n"  # a good workload to break
-ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, latency, "
+ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, amp, latency, "
                    "memory, warnings")
 
 # (id, file text, the one problem it must give); {file} is the config's path, {root} its folder.
@@ -243,7 +243,7 @@ def test_example_config_loads_and_plans() -> None:
     assert [(w.name, w.factory) for w in cfg.workloads] == [
         ("tiny_classifier", "tinymodels.models:build_classifier"), ("tiny_encoder", "tinymodels.models:build_encoder")]
     specs = suite.plan(cfg.workloads_for_suite(), "cpu")
-    assert len(specs) == 2 * len(suite.TRAINED_ASPECTS) + 5
+    assert len(specs) == 2 * len(suite.TRAINED_ASPECTS) - 1 + 5  # amp: the float32 model under autocast only
     assert {s.id for s in specs} >= {"tiny_classifier[bfloat16]/determinism", "tiny_encoder[float32]/compile"}
     assert cfg.tolerances_for("tiny_encoder") == {"rtol": 1e-3, "atol": 1e-5}
     assert cfg.latency_limits("cuda") == {"tiny_classifier": 20.0}

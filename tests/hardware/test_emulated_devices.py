@@ -211,3 +211,19 @@ def test_a_checkpoint_keeps_and_restores_the_devices_rng_state(tmp_path: Path, t
     for check in ("mlp[float32]/checkpoint", "cnn[float32]/checkpoint"):
         assert by_id[check]["outcome"] == "passed", by_id[check]["reason"]
         assert by_id[check]["metrics"]["rng_states"] == ["cpu", device]
+
+
+@pytest.mark.parametrize("device", ["cuda", "mps"])
+def test_an_autocast_step_runs_on_the_device_with_its_own_grad_scaler(tmp_path: Path, torch_python: str,
+                                                                      device: str) -> None:
+    """torch.autocast and torch.amp.GradScaler with the device's name: bfloat16 and float16 modules on the device,
+    a float16 overflow skipped by the device's scaler."""
+    python = emulated(torch_python, tmp_path / "py", device)
+    proc, by_id = run(python, tmp_path / "out", device, "mlp[float32]/amp", "transformer_block[float32]/amp")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    for check in ("mlp[float32]/amp", "transformer_block[float32]/amp"):
+        result = by_id[check]
+        assert result["outcome"] == "passed", result["reason"]
+        assert result["metrics"]["autocast_device"] == device
+        assert set(result["metrics"]["checked"]) == {"bfloat16", "float16"}
+        assert result["metrics"]["checked"]["float16"]["overflow_skipped"] is True

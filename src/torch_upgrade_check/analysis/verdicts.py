@@ -11,6 +11,9 @@ Rules (thresholds are recorded on each result):
   uninterrupted one (compare's candidate: the baseline's file, its step within tolerance).
 - sdpa-backends: every backend that runs, on every case, by the numerics rule.
 - training-curve: finite losses; in compare every step within the band around the baseline's (CURVE_*).
+- amp: per autocast dtype, autocast took effect, the GradScaler skipped an overflowed step and then applied one,
+  and each tensor of the step within AMP_ROUNDOFFS unit roundoffs (relative RMS) of the fp64 golden; in compare
+  also within the cross-version rule of the baseline's autocast step.
 - warnings: listed; passes (compare judges what is new in the candidate: orchestrate.compare).
 - fsdp2: parameters after the sharded steps within FSDP2_ATOL + FSDP2_RTOL*|unsharded|.
 """
@@ -34,6 +37,11 @@ FSDP2_RTOL = 1e-4
 # training run; the loss's scale, not its value, which may cross zero)
 CURVE_BAND_K = 4.0
 CURVE_RTOL = 1e-3
+# amp: an autocast training step's error, per tensor as RMS(result - golden) / the tensor's scale, in units of
+# the autocast dtype's unit roundoff. The built-in workloads' steps show 1 to 13 (a gradient that flows back
+# through every layer is the worst); a wrong cast, a gradient left scaled or a dropped accumulation show far more.
+AMP_ROUNDOFFS = 64.0
+UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11}
 
 
 def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, float] | None = None, repro: str = "") -> CheckResult:
@@ -66,6 +74,8 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
         outcome, reason, thresholds = _sdpa_backends(m, spec.dtype)
     elif spec.aspect == "training-curve":
         outcome, reason, thresholds = _training_curve(m)
+    elif spec.aspect == "amp":
+        outcome, reason, thresholds = _amp(m)
     elif spec.aspect == "warnings":
         outcome, thresholds = Outcome.PASSED, {}
         reason = warnings_reason(m.get("warnings") or [])
@@ -174,6 +184,69 @@ def _training_curve(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         return Outcome.PASSED, f"the candidate's {steps}-step loss curve is bitwise the baseline's", thresholds
     return Outcome.PASSED, (f"the candidate's {steps}-step loss curve stays within the baseline's band (closest to its "
                             f"edge at step {worst[1] + 1}: deviation {short(worst[0])}, band ±{short(worst[2])})"), thresholds
+
+
+def _amp(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+    """Each autocast dtype: took effect, the scaler's overflow handling, the step's error against the golden (and
+    in compare against the baseline's autocast step); the first problem fails the check."""
+    checked, problems, passed = m.get("checked") or {}, [], []
+    thresholds: dict[str, Any] = {"amp_roundoffs": AMP_ROUNDOFFS, "error": "RMS(result - golden) / scale per tensor"}
+    against = f"baseline {m.get('baseline_torch')}'s" if m.get("mode") == "compare" else ""
+    for name, sub in checked.items():
+        what = f"{name} autocast" + (" with GradScaler" if "overflow_scale" in sub else "")
+        found = _amp_problems(name, sub, against)
+        if found:
+            problems.append(f"{what}: {found[0]}")
+            continue
+        worst = max(sub.get("per_tensor") or [{}], key=lambda t: as_float(t.get("rmse")) / (as_float(t.get("scale")) or 1.0))
+        ratio = as_float(worst.get("rmse")) / (as_float(worst.get("scale")) or 1.0) / UNIT_ROUNDOFF[name]
+        scaler = (f"; an overflow at scale 2^{int(math.log2(sub['overflow_scale']))} skipped, a step applied at "
+                  f"{sub.get('loss_scale'):g}" if "overflow_scale" in sub else "")
+        vs = f", and as close as {against} autocast step" if against else ""
+        passed.append(f"{what}: {sub.get('low_precision_modules')} of {sub.get('modules')} modules in {name}; "
+                      f"largest error {ratio:.1f} unit roundoffs ({worst.get('name')}){vs}{scaler}")
+    offered = "; ".join(f"{k} not offered: {v}" for k, v in (m.get("not_offered") or {}).items())
+    tail = f"; {offered}" if offered else ""
+    if not checked:
+        return Outcome.FAILED, f"no autocast step ran{tail}", thresholds
+    if problems:
+        return Outcome.FAILED, f"{'; '.join(problems)}{tail}", thresholds
+    return Outcome.PASSED, f"one {m.get('optimizer', 'SGD')} step each: {'; '.join(passed)}{tail}", thresholds
+
+
+def _amp_problems(name: str, sub: Mapping[str, Any], against: str) -> list[str]:
+    found = []
+    if not sub.get("low_precision_modules"):
+        found.append(f"had no effect: none of the model's {sub.get('modules')} modules produced {name} (torch may "
+                     f"have disabled autocast for this device and dtype; the warnings check shows its warning)")
+    if "overflow_scale" in sub:
+        if not sub.get("overflow_skipped"):
+            finite = "" if sub.get("weights_finite_after_overflow") else ", and the weights are no longer finite"
+            found.append(f"the GradScaler applied a step whose float16 gradients overflowed (loss scale "
+                         f"{sub['overflow_scale']:g}){finite}")
+        elif not sub.get("overflow_backed_off"):
+            found.append("the GradScaler skipped an overflowed step but did not lower its scale")
+        if not sub.get("scaled_step_applied"):
+            found.append(f"no step was applied in {sub.get('scaled_attempts')} tries (the loss scale halved each time, "
+                         f"down to {sub.get('loss_scale'):g})")
+    if sub.get("nan_count"):
+        found.append(f"{sub['nan_count']} NaN values in the step's outputs, gradients or weights")
+    unit = UNIT_ROUNDOFF[name]
+    for t in sub.get("per_tensor") or []:
+        error = as_float(t.get("rmse")) / (as_float(t.get("scale")) or 1.0)
+        if not error <= AMP_ROUNDOFFS * unit:
+            found.append(f"{t['name']}: error {short(error)} of its scale, {short(error / unit)} unit roundoffs of "
+                         f"{name} (at most {AMP_ROUNDOFFS:g})")
+            break
+    if against:
+        for t in sub.get("per_tensor") or []:
+            ok, why = closeness.judge_tensor(t, "cross-version", name, as_float(sub.get("rtol")), as_float(sub.get("atol")))
+            if not ok:
+                found.append(f"further from the fp64 golden than {against} autocast step: {why}")
+                break
+    if sub.get("uncompared"):
+        found.append(f"tensors without a golden: {', '.join(sub['uncompared'][:3])}")
+    return found
 
 
 def warning_line(w: Mapping[str, Any]) -> str:

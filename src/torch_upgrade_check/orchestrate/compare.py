@@ -28,7 +28,9 @@ class Thresholds:
     memory: float = 0.20
 
 
-SAVED_ASPECTS = ("cross-version", "checkpoint", "training-curve")  # the baseline saves what the candidate loads: planned per side
+# the baseline saves what the candidate loads: planned per side (cross-version apart: one per workload and dtype)
+TRAINING_ASPECTS = ("checkpoint", "training-curve", "amp")
+SAVED_ASPECTS = ("cross-version", *TRAINING_ASPECTS)
 
 
 def correctness_specs(settings: session.Settings, device: str) -> list[CheckSpec]:
@@ -68,11 +70,11 @@ def cross_version_specs(settings: session.Settings, device: str, store: Path, mo
 
 
 def saved_specs(settings: session.Settings, device: str, store: Path, mode: str) -> list[CheckSpec]:
-    """The checkpoint and training-curve checks: the baseline's (mode "save") run as alone and keep their files,
-    the candidate's (mode "compare") read the baseline's, once they are complete."""
+    """The checkpoint, training-curve and amp checks: the baseline's (mode "save") run as alone and keep their
+    files, the candidate's (mode "compare") read the baseline's, once they are complete."""
     after = {"after": str(saved_mark(store))} if mode == "compare" else {}
     return [replace(s, params={**s.params, "mode": mode, "store": str(store), **after})
-            for s in session.plan(settings, device, aspects=["checkpoint", "training-curve"])]
+            for s in session.plan(settings, device, aspects=list(TRAINING_ASPECTS))]
 
 
 def _selected(settings: session.Settings, spec: CheckSpec) -> bool:

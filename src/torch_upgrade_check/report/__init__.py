@@ -13,7 +13,7 @@ from torch_upgrade_check.model import Outcome, Report, Verdict
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN})
 ATTENTION = FAILING | {Outcome.SUSPICIOUS}  # what the job summary shows open, before everything that passed
 CORRECTNESS_ASPECTS = frozenset({"numerics", "cross-backend", "cross-version", "compile", "determinism", "checkpoint",
-                                  "training-curve", "sdpa-backends",
+                                  "training-curve", "sdpa-backends", "amp",
                                   "deterministic-backward", "fsdp2"})
 AB_ASPECTS = {"latency": "ms", "memory": "bytes"}  # aspects a comparison measures A/B, and the unit of their medians
 CHANGES = ("regression", "suspicious", "improved", "unchanged")  # the four A/B states, most urgent first

@@ -15,6 +15,7 @@ import torch
 
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import (
+    amp,
     checkpoint,
     crossversion,
     curve,
@@ -259,6 +260,7 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "checkpoint": checkpoint.run,
     "training-curve": curve.run,
     "sdpa-backends": sdpa_backends.run,
+    "amp": amp.run,
 }
 
 

@@ -28,8 +28,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
         torch.save(
             {
                 "torch": str(torch.__version__),
-                "state": _cpu_state(inst),
-                "inputs": [tensors.host(x) if isinstance(x, torch.Tensor) else None for x in inst.inputs],
+                **saved_weights_and_inputs(inst),
                 "outputs": {k: tensors.host(v) for k, v in outputs.items()},
                 "modules": modules,
             },
@@ -39,7 +38,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
     if not path.exists():
         raise Skip("the baseline saved no outputs for this check (it did not run there, or failed there)")
     saved = torch.load(path, map_location="cpu", weights_only=True)
-    _load(inst, saved, spec.device)
+    load_into(inst, saved, spec.device)
     outputs, modules = _outputs_with_modules(inst)
     rtol, atol = tolerances(spec, inst)
     metrics = tensors.compare(outputs, golden(factory, inst), reference=saved["outputs"], rtol=rtol, atol=atol,
@@ -61,13 +60,13 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
     return metrics
 
 
-def _cpu_state(inst: Instance) -> dict[str, torch.Tensor]:
-    if not isinstance(inst.model, torch.nn.Module):
-        return {}
-    return {k: tensors.host(v) for k, v in inst.model.state_dict().items()}
+def saved_weights_and_inputs(inst: Instance) -> dict[str, Any]:
+    """What the candidate needs to compute exactly the baseline's function: its weights and inputs, on the host."""
+    state = {k: tensors.host(v) for k, v in inst.model.state_dict().items()} if isinstance(inst.model, torch.nn.Module) else {}
+    return {"state": state, "inputs": [tensors.host(x) if isinstance(x, torch.Tensor) else None for x in inst.inputs]}
 
 
-def _load(inst: Instance, saved: dict[str, Any], device: str) -> None:
+def load_into(inst: Instance, saved: dict[str, Any], device: str) -> None:
     """The candidate computes exactly the baseline's function: same weights, same inputs."""
     if saved["state"] and isinstance(inst.model, torch.nn.Module):
         own = inst.model.state_dict()

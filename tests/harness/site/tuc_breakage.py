@@ -21,6 +21,12 @@ golden's dtype) is left exact, so a check that passes here passes on a broken to
   flip: it loads checkpoints holding any Python object).
 - rng-state-format: torch.get_rng_state's state has 16 more bytes and torch.set_rng_state rejects one without
   them (as the CUDA RNG state's size changed in 2.1, breaking resume from older checkpoints).
+- autocast-disabled: torch.autocast no longer offers its dtype here: it warns "…the target dtype is not
+  supported. Disabling autocast." and the model runs in float32 (as bfloat16 autocast on MPS before 2.5
+  and float16 on the CPU before 2.x did): nothing fails, the job only loses mixed precision.
+- gradscaler-misses-inf: the GradScaler's unscale never reports an inf or NaN gradient (its overflow check,
+  torch._amp_foreach_non_finite_check_and_unscale_, as on a backend where that kernel was wrong): a step
+  whose float16 gradients overflowed is applied.
 """
 
 from __future__ import annotations
@@ -133,6 +139,28 @@ def _longer_rng_state(get, set_):
     return get_rng_state, set_rng_state
 
 
+def _autocast_disabled(autocast) -> None:
+    import warnings
+
+    original = autocast.__init__
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        original(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        if enabled:
+            warnings.warn(f"In {device_type} autocast, but the target dtype is not supported. Disabling autocast.",
+                          UserWarning, stacklevel=2)
+            self._enabled = False
+
+    autocast.__init__ = __init__
+
+
+def _misses_inf(check_and_unscale):
+    def blind(grads, found_inf, inv_scale):
+        check_and_unscale(grads, torch.zeros_like(found_inf), inv_scale)  # unscales; what it finds is dropped
+
+    return blind
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -157,6 +185,10 @@ def install(names: str) -> None:
             torch.load = _old_load(torch.load)
         elif name == "rng-state-format":
             torch.get_rng_state, torch.set_rng_state = _longer_rng_state(torch.get_rng_state, torch.set_rng_state)
+        elif name == "autocast-disabled":
+            _autocast_disabled(torch.amp.autocast_mode.autocast)
+        elif name == "gradscaler-misses-inf":
+            torch._amp_foreach_non_finite_check_and_unscale_ = _misses_inf(torch._amp_foreach_non_finite_check_and_unscale_)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:

@@ -20,6 +20,10 @@ the documented constraints of each backend are enforced:
   pool that grows to the high-water mark in 1 MiB steps and shrinks only at empty_cache()).
 - Deterministic algorithms on CUDA need CUBLAS_WORKSPACE_CONFIG, as cuBLAS does.
 - Device properties: TUC_EMULATE_CAPABILITY (default 9.0), TUC_EMULATE_DEVICE_COUNT (default 1).
+- Autocast: `torch.autocast(KIND, dtype)` casts as the device's autocast does, for the ops that decide a
+  model's dtypes (matmuls, linear, convolutions and attention to the autocast dtype; norms, softmax and
+  losses to float32), at the autocast dispatch key, so autograd records the casts. Other ops run in the
+  dtype they get, as autocast's promote rules would leave them here. The GradScaler is torch's own.
 
 Not emulated: torch.compile (Dynamo refuses to trace under these modes and runs the frame eagerly,
 which the compile check must report), FlexAttention's internal compile (turned off here:
@@ -63,6 +67,7 @@ class _State:
     live_bytes = 0
     peak_bytes = 0
     pool_bytes = 0
+    libraries: ClassVar[list[Any]] = []  # torch.library registrations live as long as their Library objects
 
 
 def _device() -> torch.device:
@@ -352,6 +357,60 @@ def _patch_mps() -> None:
     mps.set_rng_state = lambda state, device="mps": torch.random.set_rng_state(state)
 
 
+AUTOCAST_LOWER = ("linear", "matmul", "mm", "addmm", "bmm", "baddbmm", "addbmm", "conv1d", "conv2d", "conv3d",
+                  "scaled_dot_product_attention")
+AUTOCAST_FP32 = ("layer_norm", "group_norm", "softmax.int", "log_softmax.int", "mse_loss", "cross_entropy_loss",
+                 "nll_loss")
+
+
+def _patch_autocast() -> None:
+    """Autocast for the emulated device: the PrivateUse1 autocast key with the casts above (torch registers none
+    for it), switched on and off with the device's own torch.autocast."""
+    from torch.amp import autocast_mode
+    from torch.library import Library, fallthrough_kernel
+
+    key = torch._C.DispatchKey.AutocastPrivateUse1
+    _State.libraries = [Library("_", "IMPL"), Library("aten", "IMPL")]
+    _State.libraries[0].fallback(fallthrough_kernel, key.name)
+
+    def register(qualified: str, dtype_of: Any) -> None:
+        name, _, overload = qualified.partition(".")
+        op = getattr(getattr(torch.ops.aten, name), overload or "default")
+
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            dtype = dtype_of()
+
+            def cast(x: Any) -> Any:
+                return x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != torch.float64 else x
+
+            with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
+                return op(*tree_map(cast, args), **tree_map(cast, kwargs))
+
+        _State.libraries[1].impl(qualified, kernel, key.name)
+
+    for name in AUTOCAST_LOWER:
+        register(name, lambda: torch.get_autocast_dtype(BACKING))
+    for name in AUTOCAST_FP32:
+        register(name, lambda: torch.float32)
+    enter, exit_ = autocast_mode.autocast.__enter__, autocast_mode.autocast.__exit__
+
+    def __enter__(self: Any) -> Any:
+        entered = enter(self)
+        if self.device == KIND:
+            self.emulated_prev = (torch.is_autocast_enabled(BACKING), torch.get_autocast_dtype(BACKING))
+            torch.set_autocast_enabled(BACKING, self._enabled)
+            torch.set_autocast_dtype(BACKING, self.fast_dtype)
+        return entered
+
+    def __exit__(self: Any, *exc: object) -> Any:
+        if self.device == KIND:
+            torch.set_autocast_enabled(BACKING, self.emulated_prev[0])
+            torch.set_autocast_dtype(BACKING, self.emulated_prev[1])
+        return exit_(self, *exc)
+
+    autocast_mode.autocast.__enter__, autocast_mode.autocast.__exit__ = __enter__, __exit__
+
+
 def install() -> None:
     if KIND not in ("cuda", "mps"):
         raise SystemExit(f"TUC_EMULATE must be cuda or mps, got {KIND!r}")
@@ -359,6 +418,7 @@ def install() -> None:
 
     _setup_privateuseone_for_python_backend(BACKING)
     (_patch_cuda if KIND == "cuda" else _patch_mps)()
+    _patch_autocast()
     import torch.nn.attention.flex_attention as flex
 
     flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True  # its internal torch.compile cannot run under these modes
