@@ -120,6 +120,7 @@ def test_a_graph_break_new_in_the_candidate_fails_compile_unless_the_workload_al
     alone = outcomes(broken, tmp_path / "run", "mlp[float32]/compile")["mlp[float32]/compile"]
     assert alone["outcome"] == "passed" and "graph break" in alone["reason"]  # one torch: listed, judged alone
     assert alone["metrics"]["fullgraph"] is False and alone["metrics"]["graph_breaks"] >= 1
+    assert "; fullgraph=True fails: " in alone["reason"] and alone["metrics"]["fullgraph_error"]
     (tmp_path / "gelu_model.py").write_text(GELU_MODEL)
     (tmp_path / "torch-upgrade-check.yml").write_text(
         "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n"
@@ -285,3 +286,16 @@ def test_a_gradscaler_that_misses_an_overflow_fails_amp_alone_and_in_compare(tmp
     assert (code, result["outcome"]) == (1, "failed"), result["reason"]
     assert "the GradScaler applied a step whose float16 gradients overflowed" in result["reason"]
     assert "passed on baseline" in result["reason"]  # new in the candidate
+
+
+def test_a_miscompiled_backward_fails_compile_where_eager_numerics_pass(tmp_path: Path, torch_python: str) -> None:
+    """compile judges the training step, not only the forward: a gradient only the compiled backward gets wrong."""
+    checks = ("mlp[float32]/numerics", "mlp[float32]/compile", "transformer_block[float32]/compile")
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["compiled-backward-5pct"]))
+    by_id = outcomes(broken, tmp_path / "out", *checks)
+    assert by_id["mlp[float32]/numerics"]["outcome"] == "passed", by_id["mlp[float32]/numerics"]["reason"]
+    compiled = by_id["mlp[float32]/compile"]
+    assert compiled["outcome"] == "failed", compiled["reason"]
+    assert "worst grad:0." in compiled["reason"] and compiled["metrics"]["training_step"] is True
+    assert compiled["metrics"]["fullgraph"] is True  # one graph, and wrong: the breakage adds no break
+    assert by_id["transformer_block[float32]/compile"]["outcome"] == "passed"  # relu: no gelu to miscompile

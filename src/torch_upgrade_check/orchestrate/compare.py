@@ -174,7 +174,8 @@ def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> Ch
                      + (f": {'; '.join(new_reasons[:2])}" if new_reasons else ""))
     if lost_fullgraph:
         skipped = [x for x in m.get("dynamo_fallbacks") or [] if x not in (b.get("dynamo_fallbacks") or [])]
-        found.append("no longer one graph (fullgraph=True would fail)" + (f"; skipped: {skipped[0]}" if skipped else ""))
+        why = f": {str(m['fullgraph_error'])[:160]}" if m.get("fullgraph_error") else ""
+        found.append(f"no longer one graph (fullgraph=True fails{why})" + (f"; skipped: {skipped[0]}" if skipped else ""))
     if graphs > graphs_was:
         found.append(f"{graphs} graphs compiled, baseline {graphs_was} (a new break or a recompile)")
     metrics = {**m, "baseline_graph_breaks": was, "baseline_graphs_compiled": graphs_was, "new_graph_break_reasons": new_reasons}

@@ -21,6 +21,8 @@ import time
 import traceback
 from typing import IO, Any
 
+from torch_upgrade_check.worker import first_line
+
 # cuBLAS needs this before CUDA initialises to run deterministic algorithms.
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
@@ -60,7 +62,7 @@ def _run_one(spec: Any, events: IO[str], cache: dict | None) -> None:
     except checks.Skip as e:
         obs = Observation(id=spec.id, status="skipped", message=str(e))
     except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        first = first_line(e)
         obs = Observation(
             id=spec.id,
             status="exception",

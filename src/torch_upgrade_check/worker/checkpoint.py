@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import crossversion, tensors, training
+from torch_upgrade_check.worker import crossversion, first_line, tensors, training
 from torch_upgrade_check.worker.devices import Device
 from torch_upgrade_check.worker.instance import Instance, Skip, require_training, tolerances
 
@@ -118,6 +118,5 @@ def _resume(factory: Callable[..., Any], spec: CheckSpec, inst: Instance, device
         stage = "restoring the RNG states"
         device.set_rng_states(saved["rng"])
     except Exception as e:
-        first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
-        return {"resume_error": f"{stage}: {type(e).__name__}: {first}"[:400]}
+        return {"resume_error": f"{stage}: {type(e).__name__}: {first_line(e)}"[:400]}
     return training.state(model, training.step(model, optimizer, inst.loss, inputs))  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ from torch_upgrade_check.worker import (
     crossversion,
     curve,
     devices,
+    first_line,
     flexdet,
     fsdp2,
     sdpa_backends,
@@ -103,38 +104,76 @@ def cross_backend(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, 
 
 
 def compile_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
-    """torch.compile (Inductor) vs eager, forward only; the first call's time is reported as compile time.
+    """torch.compile (Inductor) vs eager: the forward, then (for workloads with a loss) the training step's forward
+    and backward; the first calls' times are reported as compile times.
 
-    Dynamo is reset first (its per-function recompile limit is shared by every check in this worker),
-    and what it compiled is counted: a model that ran eagerly must never pass as compiled.
+    The model is compiled with fullgraph=True first, as a team that relies on one graph does; where that raises
+    (a graph break, a frame Dynamo cannot trace), the error is kept and it is compiled again as torch.compile's
+    default does, breaks and all, which is what is then judged and counted. Dynamo is reset first (its
+    per-function recompile limit is shared by every check in this worker), and what it compiled is counted: a
+    model that ran eagerly must never pass as compiled.
     """
     import torch._dynamo
     from torch._dynamo.utils import counters
 
     rtol, atol = tolerances(spec, inst)
     eager = forward_only(inst, inst.model)
+    training = inst.loss is not None and "gradients" not in inst.skip
+    eager_step = forward_backward(inst) if training else {}
     torch._dynamo.reset()
     before = _dynamo_counts(counters)
-    compiled = torch.compile(inst.model)
+    fullgraph_error = ""
+    try:
+        compiled, compile_time = _first_call(inst, device, torch.compile(inst.model, fullgraph=True))
+    except Exception as e:
+        fullgraph_error = f"{type(e).__name__}: {first_line(e)}"[:300]
+        torch._dynamo.reset()
+        before = _dynamo_counts(counters)  # what the failed attempt counted is not this compile's
+        compiled, compile_time = _first_call(inst, device, torch.compile(inst.model))
+    result = forward_only(inst, compiled)
+    backward: dict[str, Any] = {}
+    if training:
+        device.synchronize()
+        start = time.perf_counter()
+        result = {**result, **_compiled_step(inst, compiled)}
+        device.synchronize()
+        backward = {"compile_backward_time_s": time.perf_counter() - start, "training_step": True}
+    after = _dynamo_counts(counters)
+    if training:
+        gold = golden(factory, inst)
+        reference = {**eager, **{k: v for k, v in eager_step.items() if k.startswith("grad:")}}
+    else:
+        gold_inst = build(factory, "cpu", torch.float64)
+        copy_to(inst, gold_inst, torch.float64)
+        gold = forward_only(gold_inst, gold_inst.reference or gold_inst.model)
+        reference = eager
+    metrics = tensors.compare(result, gold, reference=reference, rtol=rtol, atol=atol, dtype=spec.dtype)
+    breaks = {k: v - before["breaks"].get(k, 0) for k, v in after["breaks"].items() if v > before["breaks"].get(k, 0)}
+    fallbacks = {k for k, v in after["fallbacks"].items() if v > before["fallbacks"].get(k, 0)}
+    graphs = after["graphs"] - before["graphs"]
+    return {**metrics, "compile_time_s": compile_time, **backward, "rtol": rtol, "atol": atol,
+            "not_checked": not_checked(inst),
+            "fullgraph": not fullgraph_error, **({"fullgraph_error": fullgraph_error} if fullgraph_error else {}),
+            "graphs_compiled": graphs, "graph_breaks": sum(breaks.values()),
+            "graph_break_reasons": sorted(breaks)[:5], "dynamo_fallbacks": sorted(fallbacks)[:5]}
+
+
+def _first_call(inst: Instance, device: devices.Device, compiled: Any) -> tuple[Any, float]:
+    """The compiled model and how long its first (compiling) forward took."""
     device.synchronize()
     start = time.perf_counter()
     forward_only(inst, compiled)
     device.synchronize()
-    compile_time = time.perf_counter() - start
-    result = forward_only(inst, compiled)
-    after = _dynamo_counts(counters)
-    gold_inst = build(factory, "cpu", torch.float64)
-    copy_to(inst, gold_inst, torch.float64)
-    gold = forward_only(gold_inst, gold_inst.reference or gold_inst.model)
-    metrics = tensors.compare(result, gold, reference=eager, rtol=rtol, atol=atol, dtype=spec.dtype)
-    breaks = {k: v - before["breaks"].get(k, 0) for k, v in after["breaks"].items() if v > before["breaks"].get(k, 0)}
-    fallbacks = {k for k, v in after["fallbacks"].items() if v > before["fallbacks"].get(k, 0)}
-    graphs = after["graphs"] - before["graphs"]
-    return {**metrics, "compile_time_s": compile_time, "rtol": rtol, "atol": atol,
-            # no break, nothing skipped: torch.compile(fullgraph=True) would trace the same single graph
-            "fullgraph": graphs >= 1 and not breaks and not fallbacks,
-            "graphs_compiled": graphs, "graph_breaks": sum(breaks.values()),
-            "graph_break_reasons": sorted(breaks)[:5], "dynamo_fallbacks": sorted(fallbacks)[:5]}
+    return compiled, time.perf_counter() - start
+
+
+def _compiled_step(inst: Instance, compiled: Any) -> dict[str, torch.Tensor]:
+    """The gradients of the workload's loss through the compiled model (its backward is compiled too)."""
+    leaves = grad_leaves(inst)
+    with torch.enable_grad():
+        out = compiled(*inst.inputs)
+        grads = torch.autograd.grad(inst.loss(out), [t for _, t in leaves], allow_unused=True)  # type: ignore[misc]
+    return {f"grad:{name}": g.detach() for (name, _), g in zip(leaves, grads) if g is not None}
 
 
 def _dynamo_counts(counters: Any) -> dict[str, Any]:

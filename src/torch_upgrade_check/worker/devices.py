@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from torch_upgrade_check.worker import first_line
+
 # "tf32" is float32 tensors computed with TF32 tensor-core math: a variant of its own (CUDA only).
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "tf32": torch.float32}
@@ -256,10 +258,9 @@ def _probe_flex(device: str, *, backward: bool) -> Support:
                 out.sum().backward()
             get(device).synchronize()
     except Exception as e:  # the reason is torch's, shown to the user
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         what = "forward and backward" if backward else "forward"
         return Support(False, f"FlexAttention {what} does not run on {device} with torch {torch.__version__}: "
-                              f"{type(e).__name__}: {first}")
+                              f"{type(e).__name__}: {first_line(e)}")
     return Support(True)
 
 

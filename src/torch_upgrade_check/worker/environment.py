@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from torch_upgrade_check.worker import devices
+from torch_upgrade_check.worker import devices, first_line
 
 
 def collect() -> dict[str, Any]:
@@ -123,5 +123,5 @@ def probe(device: str) -> tuple[bool, str]:
         if not torch.equal(got, expected):
             return False, f"{device} probe kernel gave a wrong answer (max error {(got - expected).abs().max().item():g})"
     except Exception as e:
-        return False, f"{device} probe kernel failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return False, f"{device} probe kernel failed: {type(e).__name__}: {first_line(e)}"
     return True, f"{device} probe kernel ran and matched"

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import tensors
+from torch_upgrade_check.worker import first_line, tensors
 from torch_upgrade_check.worker.devices import DTYPES, Device
 from torch_upgrade_check.worker.instance import Instance, Skip, build
 
@@ -56,8 +56,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
                 first = _step(factory, spec, inst, backend)
                 second = _step(factory, spec, inst, backend)
             except Exception as e:  # say which backend failed, and what was not tried
-                first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                raise RuntimeError(f"BACKEND='{backend}': {type(e).__name__}: {first_line}{flash_note}") from e
+                raise RuntimeError(f"BACKEND='{backend}': {type(e).__name__}: {first_line(e)}{flash_note}") from e
             runs[backend] = tensors.bitwise_diff(first, second)
     return {"backends": runs, "bitwise_equal": all(r["bitwise_equal"] for r in runs.values()),
             "differing_tensors": sum(r["differing_tensors"] for r in runs.values()),

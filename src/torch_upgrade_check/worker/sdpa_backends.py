@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import tensors
+from torch_upgrade_check.worker import first_line, tensors
 from torch_upgrade_check.worker.devices import DTYPES, Device
 from torch_upgrade_check.worker.instance import Instance, tolerances
 
@@ -45,8 +45,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
                 with sdpa_kernel([backend]):
                     got = _run(q, k, v, mask, causal, grad, F.scaled_dot_product_attention)
             except RuntimeError as e:
-                first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
-                not_offered[f"{backend.name}/{name}"] = first[:200]
+                not_offered[f"{backend.name}/{name}"] = (first_line(e) or type(e).__name__)[:200]
                 continue
             device.synchronize()
             checked[f"{backend.name}/{name}"] = tensors.compare(got, golden, rtol=rtol, atol=atol, dtype=spec.dtype)
