@@ -299,3 +299,27 @@ def test_a_miscompiled_backward_fails_compile_where_eager_numerics_pass(tmp_path
     assert "worst grad:0." in compiled["reason"] and compiled["metrics"]["training_step"] is True
     assert compiled["metrics"]["fullgraph"] is True  # one graph, and wrong: the breakage adds no break
     assert by_id["transformer_block[float32]/compile"]["outcome"] == "passed"  # relu: no gelu to miscompile
+
+
+def test_cold_compile_time_is_opt_in_and_a_slower_compile_fails_compare_like_latency(tmp_path: Path,
+                                                                                     torch_python: str) -> None:
+    """2.9's cold compiles took about 40% longer: each A/B round compiles the workload in a fresh Inductor cache."""
+    check = "matmul[float32]/compile-time"
+    plain = run_cli("run", "--python", torch_python, "--device", "cpu", "--list")
+    assert plain.returncode == 0 and "compile-time" not in plain.stdout  # opt-in
+    alone = run_cli("run", "--python", torch_python, "--device", "cpu", "--compile-time", "--only", check, "--out",
+                    str(tmp_path / "run"), "--no-job-summary")
+    assert alone.returncode == 0, alone.stdout[-3000:]
+    timed = results_by_id(load_report(tmp_path / "run"))[check]
+    assert timed["reason"].startswith("cold compile median ") and len(timed["metrics"]["samples_ms"]) == 3
+    code, same = compared(torch_python, torch_python, tmp_path / "aa", check, extra=("--compile-time",))
+    assert (code, same[check]["outcome"], same[check]["metrics"]["change"]) == (0, "passed", "unchanged"), same[check]
+    slower = str(interpreter(torch_python, tmp_path / "py", breaks=["compile-slower"]))
+    code, cand = compared(torch_python, slower, tmp_path / "out", check, extra=("--compile-time",))
+    result = cand[check]
+    assert (code, result["outcome"]) == (1, "failed"), result["reason"]
+    assert result["reason"].startswith("regression: cold compile time 1.") and "threshold 1.25×" in result["reason"]
+    assert "--compile-time" in result["repro"]
+    code, lenient = compared(torch_python, slower, tmp_path / "lenient", check,
+                             extra=("--compile-time", "--max-compile-time-regression", "100%"))
+    assert (code, lenient[check]["outcome"]) == (0, "passed"), lenient[check]["reason"]

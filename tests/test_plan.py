@@ -8,8 +8,11 @@ from torch_upgrade_check.model import ASPECTS
 
 def test_builtin_suite_covers_every_aspect_and_the_named_workloads() -> None:
     ids = {s.id for s in suite.plan(suite.BUILTIN, "cpu")}
-    # cross-version is planned by compare, beside the built-in aspects
-    assert {s.aspect for s in suite.plan(suite.BUILTIN, "cpu")} == set(ASPECTS) - {"cross-version"}
+    # cross-version is planned by compare, beside the built-in aspects; compile-time is opt-in (--compile-time)
+    assert {s.aspect for s in suite.plan(suite.BUILTIN, "cpu")} == set(ASPECTS) - {"cross-version", "compile-time"}
+    timed = [suite.with_compile_time(w) for w in suite.BUILTIN]
+    assert {s.id for s in suite.plan(timed, "cpu", ["compile-time"])} == {
+        s.id.replace("/compile", "/compile-time") for s in suite.plan(suite.BUILTIN, "cpu", ["compile"])}
     for expected in ("mlp[float32]/numerics", "cnn[float32]/compile", "transformer_block[float32]/fsdp2",
                      "sdpa[bfloat16]/numerics", "flex_attention_causal[float32]/compile",
                      "flex_attention_alibi[float32]/numerics", "flex_attention_sliding_window[float32]/latency",

@@ -130,6 +130,8 @@ FRONT_ENDS = [
     ("max-latency-regression", "max-latency-regression", "thresholds.max-latency-regression",
      ["10%", "0.1", "0", "0%", "150%", "ten", "-5%", "1.5", "nan%", "inf"]),
     ("max-memory-regression", "max-memory-regression", "thresholds.max-memory-regression", ["20%", "2", "x"]),
+    ("max-compile-time-regression", "max-compile-time-regression", "thresholds.max-compile-time-regression",
+     ["25%", "0.4", "-1%", "soon"]),
 ]
 CASES = [(flag, inp, key, value) for flag, inp, key, vs in FRONT_ENDS for value in vs]
 

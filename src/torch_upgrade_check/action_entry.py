@@ -32,7 +32,7 @@ from pathlib import Path
 
 from torch_upgrade_check import github
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_USAGE, UsageError
-from torch_upgrade_check.model import Outcome
+from torch_upgrade_check.model import FAIL_ON, Outcome
 from torch_upgrade_check.orchestrate.builds import is_version
 from torch_upgrade_check.orchestrate.provision import BACKEND_RE, parse_spec, python_version
 from torch_upgrade_check.orchestrate.store import default_venv_dir, store_root, untrusted
@@ -47,13 +47,14 @@ PROG = "torch-upgrade-check"
 INPUTS: tuple[str, ...] = (
     "torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url", "find-links",
     "extra-requirements", "venv-cap", "cache", "device", "config", "suite", "rtol", "atol", "max-latency-regression",
-    "max-memory-regression", "max-latency-ms", "timeout", "fail-on", "python", "working-directory",
+    "max-memory-regression", "compile-time", "max-compile-time-regression", "max-latency-ms", "timeout", "fail-on",
+    "python", "working-directory",
     "job-summary", "report-dir", "bisect", "bisect-good",
 )
 DEFAULTS: dict[str, str] = {
     "torch-backend": "auto", "device": "auto", "fail-on": "correctness,latency,memory", "python": "python3",
     "working-directory": ".", "job-summary": "true", "report-dir": "torch-upgrade-check-report", "cache": "false",
-    "bisect": "false",
+    "bisect": "false", "compile-time": "false",
 }
 # The inputs that decide which torch venvs get built: the cache key hashes them.
 CACHE_INPUTS = ("torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url",
@@ -61,7 +62,6 @@ CACHE_INPUTS = ("torch-version", "baseline-torch-version", "torch-backend", "ind
 # The outputs the action adds to the CLI's when input `bisect` ran a bisection.
 BISECT_OUTPUTS = ("bisect-outcome", "bisect-first-bad", "bisect-last-good", "bisect-compare-url", "bisect-report")
 DEVICES = ("auto", "cpu", "cuda", "mps")
-FAIL_ON = ("correctness", "latency", "memory", "warnings")
 URL_RE = re.compile(r"^(https?|file)://\S+$")
 TRUE, FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
 
@@ -130,7 +130,7 @@ def validate(values: Mapping[str, str]) -> list[str]:
             problems.append(_problem(tolerance, name, values[name]))
     if values["timeout"]:
         problems.append(_problem(timeout, "timeout", values["timeout"]))
-    for name in ("max-latency-regression", "max-memory-regression"):
+    for name in ("max-latency-regression", "max-memory-regression", "max-compile-time-regression"):
         if values[name]:
             problems.append(_problem(percent, name, values[name]))
             if not baseline:
@@ -138,7 +138,7 @@ def validate(values: Mapping[str, str]) -> list[str]:
     problems += [_problem(latency_limit, "max-latency-ms", item) for item in split_items(values["max-latency-ms"])]
     problems += _fail_on_problems(values["fail-on"])
     problems += _bisect_problems(values)
-    for name in ("job-summary", "cache", "bisect"):
+    for name in ("job-summary", "cache", "bisect", "compile-time"):
         if values[name].lower() not in (*TRUE, *FALSE):
             problems.append(f"input '{name}' must be true or false, got {values[name]!r}")
     if values["venv-cap"]:
@@ -240,7 +240,7 @@ def _install_flags(values: Mapping[str, str]) -> list[str]:
     argv += _repeat("--extra-requirement", split_items(values["extra-requirements"], commas=False))
     if values["venv-cap"]:
         argv += ["--venv-cap", values["venv-cap"]]
-    for name in ("max-latency-regression", "max-memory-regression"):
+    for name in ("max-latency-regression", "max-memory-regression", "max-compile-time-regression"):
         if values[name]:
             argv += [f"--{name}", values[name]]
     return argv
@@ -254,6 +254,8 @@ def _check_flags(values: Mapping[str, str], only: Sequence[str]) -> list[str]:
             argv += [f"--{name}", values[name]]
     argv += _repeat("--max-latency-ms", [item.replace(" ", "") for item in split_items(values["max-latency-ms"])])
     argv += ["--fail-on", ",".join(fail_on(values)) or "none"]
+    if values["compile-time"].lower() in TRUE:
+        argv.append("--compile-time")
     if values["job-summary"].lower() in FALSE:
         argv.append("--no-job-summary")
     return argv
@@ -329,8 +331,7 @@ def bisect_after_failure(values: Mapping[str, str], cwd: Path, environ: Mapping[
     candidate = next((r for r in doc if r.role == "candidate"), None)
     kinds = fail_on(values)  # the failures that failed the step: a latency failure under fail-on correctness did not
     failed = sorted({rerun_pattern(r.workload, r.dtype, r.aspect) for r in candidate.results
-                     if r.outcome is Outcome.FAILED and (r.aspect if r.aspect in ("latency", "memory", "warnings")
-                                                         else "correctness") in kinds}) if candidate else []
+                     if r.outcome is Outcome.FAILED and r.fail_kind in kinds}) if candidate else []
     if candidate is None or not failed:
         return _bisect_outputs(environ, "error", "the compare failed no check that a bisection could follow")
     argv = bisect_argv(values, candidate.label.split("+")[0], failed)

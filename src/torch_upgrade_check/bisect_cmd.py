@@ -27,11 +27,13 @@ from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, UsageError
 from torch_upgrade_check.model import Bisection, BisectStep, CheckResult, Outcome, Report
 from torch_upgrade_check.orchestrate import builds as listing
 from torch_upgrade_check.orchestrate import provision, session, store
+from torch_upgrade_check.orchestrate.compare import AB_ASPECTS
 from torch_upgrade_check.schema import SchemaError, read_reports, write_bisection
 
 # compare's flags that bisect hands on to every step as given (the rest are bisect's own)
 FORWARD_ONE = ("device", "timeout", "rtol", "atol", "config", "threads", "python", "torch_backend", "installer",
-               "venv_dir", "venv_cap", "max_latency_regression", "max_memory_regression", "ab_budget")
+               "venv_dir", "venv_cap", "max_latency_regression", "max_memory_regression",
+               "max_compile_time_regression", "ab_budget")
 FORWARD_MANY = ("max_latency_ms", "workload", "python_path", "extra_index_url", "find_links", "extra_requirement")
 GITHUB_COMPARE = "https://github.com/pytorch/pytorch/compare/{good}...{bad}"
 
@@ -161,7 +163,7 @@ def _compare_argv(args: argparse.Namespace, good: listing.Build, build: listing.
             argv += ["--" + name.replace("_", "-"), str(value)]
     for name in FORWARD_MANY:
         argv += [x for value in getattr(args, name, []) for x in ("--" + name.replace("_", "-"), value)]
-    return argv
+    return argv + (["--compile-time"] if getattr(args, "compile_time", False) else [])
 
 
 def _judge(args: argparse.Namespace, todo: Sequence[listing.Build], i: int, out: Path,
@@ -226,7 +228,7 @@ def _good_step(good: listing.Build, baseline: Report | None) -> BisectStep:
         return BisectStep(0, good.label, "good", "the baseline of every step", date=date)
     git = str(baseline.environment.get("torch_git") or "")
     failing = [r for r in baseline.results if r.outcome in (Outcome.FAILED, Outcome.ERROR)
-               and r.aspect not in ("latency", "memory")]  # a baseline's A/B figures only inform
+               and r.aspect not in AB_ASPECTS]  # a baseline's A/B figures only inform
     if failing:
         return BisectStep(0, good.label, "bad", f"the good build {good.label} fails the selected checks itself "
                           f"({_reasons(failing)}); pick an older good build, or narrow --only", date=date, git=git,

@@ -68,6 +68,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="what fails the command: a comma list of correctness, latency, memory, warnings (new "
                         "in the candidate; otherwise they warn), or none (report only) "
                         "(default: correctness,latency,memory)")
+    p.add_argument("--compile-time", action="store_true",
+                   help="also time cold compiles (a fresh Inductor cache each) of every workload compile checks; in "
+                        "compare, A/B like latency (slow: each sample is a whole compile)")
     p.add_argument("--no-job-summary", action="store_true", help="do not append to $GITHUB_STEP_SUMMARY")
     p.add_argument("--list", action="store_true", help="list the checks that would run, and exit")
 
@@ -97,6 +100,9 @@ def _add_install_args(p: argparse.ArgumentParser) -> None:
                           "(default: 20)")
     p.add_argument("--max-memory-regression", default=None, metavar="PCT",
                      help="peak-memory growth that fails (default: the config's, else 20%%)")
+    p.add_argument("--max-compile-time-regression", default=None, metavar="PCT",
+                     help="cold compile slowdown that fails when significant, with --compile-time (default: the "
+                          "config's, else 25%%)")
 
 
 def build_parser() -> argparse.ArgumentParser:

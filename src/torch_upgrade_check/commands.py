@@ -17,13 +17,13 @@ from typing import TypeVar
 
 from torch_upgrade_check import config, suite, values
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, UsageError
-from torch_upgrade_check.model import CheckSpec, Outcome, Report, Verdict
+from torch_upgrade_check.model import FAIL_ON, CheckSpec, Outcome, Report, Verdict
 from torch_upgrade_check.orchestrate import session
 from torch_upgrade_check.report import merged_verdict
 from torch_upgrade_check.schema import write_reports
 
 PROG = "torch-upgrade-check"
-FAIL_ON = ("correctness", "latency", "memory", "warnings")
+
 DEFAULT_TIMEOUT_S = 300.0
 INSTALL_LOG_TAIL_LINES = 30  # enough for pip's or uv's resolver explanation
 
@@ -108,6 +108,8 @@ def settings_from_args(args: argparse.Namespace, argv: Sequence[str], *, cross_v
         by_workload = {w.name: {**cfg.tolerances_for(w.name, rtol=rtol, atol=atol), **cfg.options_for(w.name)}
                        for w in workloads}
         python_path = [*cfg.resolved_python_path(), *python_path]
+    if getattr(args, "compile_time", False):
+        workloads = [suite.with_compile_time(w) for w in workloads]
     return session.Settings(
         out=Path(args.out), requested_device=args.device, only=tuple(args.only), workloads=tuple(workloads),
         timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s, threads=threads,
@@ -140,9 +142,12 @@ def repro_command(args: argparse.Namespace, head: Sequence[str], device: str, sp
             cmd += [f"--{name}", str(getattr(args, name))]
     if spec.aspect == "latency":
         cmd += [x for item in args.max_latency_ms for x in ("--max-latency-ms", item)]
+    if spec.aspect == "compile-time" and getattr(args, "compile_time", False):
+        cmd += ["--compile-time"]
     if spec.aspect == "warnings" and "warnings" in getattr(args, "fail_on_set", ()):
         cmd += ["--fail-on", args.fail_on]
-    regression = {"latency": "max_latency_regression", "memory": "max_memory_regression"}.get(spec.aspect)
+    regression = {"latency": "max_latency_regression", "memory": "max_memory_regression",
+                  "compile-time": "max_compile_time_regression"}.get(spec.aspect)
     if regression and getattr(args, regression, None) is not None:  # compare only
         cmd += ["--" + regression.replace("_", "-"), getattr(args, regression)]
     return shlex.join(cmd)
@@ -199,8 +204,7 @@ def exit_code(reports: Sequence[Report], fail_on: frozenset[str]) -> int:
             kinds.add("correctness")  # nothing ran
         for res in r.results:
             if res.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN):
-                kinds.add(res.aspect if res.aspect in ("latency", "memory", "warnings") and res.outcome is Outcome.FAILED
-                          else "correctness")
+                kinds.add(res.fail_kind)
     return EXIT_FAILED if kinds & fail_on else EXIT_PASSED
 
 

@@ -46,7 +46,8 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
         problems += e.problems
     ratios: dict[str, float | None] = {}
     cfg = getattr(args, "config_obj", None)
-    for flag, default in (("max_latency_regression", 0.10), ("max_memory_regression", 0.20)):
+    for flag, default in (("max_latency_regression", 0.10), ("max_memory_regression", 0.20),
+                          ("max_compile_time_regression", 0.25)):
         given = getattr(args, flag)
         if given is None:
             from_config = getattr(cfg.thresholds, flag) if cfg is not None else None
@@ -60,7 +61,8 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
                         else values.collect(problems, values.gigabytes, given_cap, "--venv-cap"))
     if problems:
         raise UsageError(*problems)
-    thresholds = compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"])
+    thresholds = compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"],
+                                    ratios["max_compile_time_regression"])
     return specs[0], specs[1], thresholds
 
 
@@ -167,7 +169,8 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         reports = {"baseline": session.new_report(settings, role="baseline"), **reports}
     budget_s = getattr(args, "ab_budget_s", None) or measure.DEFAULT_BUDGET_S
     reports = {k: replace(r, thresholds={**r.thresholds, "max_latency_regression": thresholds.latency,
-                                          "max_memory_regression": thresholds.memory, "threads": settings.threads,
+                                          "max_memory_regression": thresholds.memory,
+                                          "max_compile_time_regression": thresholds.compile_time, "threads": settings.threads,
                                           "ab_budget_s": budget_s}) for k, r in reports.items()}
     started = time.monotonic()
     pythons: dict[str, str] = {}
@@ -324,5 +327,6 @@ def _measure(args: argparse.Namespace, settings: session.Settings, device: str, 
         say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
 
     record()  # a run killed during the A/B rounds shows them as not-run
-    measure.measure(ab_specs, pair, {"latency": thresholds.latency, "memory": thresholds.memory},
+    measure.measure(ab_specs, pair, {"latency": thresholds.latency, "memory": thresholds.memory,
+                                     "compile-time": thresholds.compile_time},
                     timeout_s=settings.timeout_s, budget_s=budget_s, say=say, on_track=on_track, launched=launched)

@@ -21,12 +21,13 @@ SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
 # fsdp2 is left out: it trains the built-in transformer_block and never calls a factory.
 WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
-                    "training-curve", "amp", "latency", "memory", "warnings")
-DEFAULT_ASPECTS = WORKLOAD_ASPECTS
+                    "training-curve", "amp", "latency", "memory", "compile-time", "warnings")
+# compile-time is opt-in (--compile-time, or listed here): each sample is a whole cold compile
+DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a != "compile-time")
 DEFAULT_DTYPES = ("float32",)
 
 TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest")
-THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression")
+THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression", "max-compile-time-regression")
 WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks",
                  "training-steps")
 PYTEST_KEYS = ("args",)
@@ -46,6 +47,7 @@ class Thresholds:
     atol: float | None = None
     max_latency_regression: float | None = None
     max_memory_regression: float | None = None
+    max_compile_time_regression: float | None = None
 
 
 @dataclass(frozen=True)
@@ -314,7 +316,7 @@ class _Checker:
         keys = self.mapping(node, "thresholds", THRESHOLD_KEYS, "{rtol: 1.0e-4, max-latency-regression: 10%}") or {}
         values = {k: self.value(tolerance, keys[k], f"thresholds.{k}") for k in ("rtol", "atol") if k in keys}
         values.update({k.replace("-", "_"): self.value(percent, keys[k], f"thresholds.{k}")
-                       for k in ("max-latency-regression", "max-memory-regression") if k in keys})
+                       for k in THRESHOLD_KEYS[2:] if k in keys})
         return Thresholds(**values)
 
     def _workloads(self, node: yaml.Node) -> tuple[UserWorkload, ...]:

@@ -8,8 +8,11 @@ from typing import Any
 
 ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "determinism", "deterministic-backward", "latency",
            "memory", "fsdp2", "checkpoint", "training-curve", "sdpa-backends",
-           "amp", "warnings")
+           "amp", "compile-time", "warnings")
 DEVICES = ("cpu", "cuda", "mps")
+# what `--fail-on` (and the action's fail-on) can name, and the kind of each failing aspect; the rest is correctness
+FAIL_ON = ("correctness", "latency", "memory", "warnings")
+FAIL_KINDS = {"latency": "latency", "compile-time": "latency", "memory": "memory", "warnings": "warnings"}
 # tf32: float32 tensors computed with TF32 tensor-core math (CUDA, compute capability 8.0+); every other
 # float32 check runs in IEEE float32.
 DTYPES = ("float32", "float16", "bfloat16", "float64", "tf32")
@@ -104,6 +107,12 @@ class CheckResult:
     duration_s: float = 0.0
     repro: str = ""
     details: str = ""
+
+    @property
+    def fail_kind(self) -> str:
+        """The `--fail-on` kind this result counts as when it fails: its A/B aspect's (compile time counts as
+        latency) or warnings when it failed as such; correctness otherwise (every error and check not run too)."""
+        return FAIL_KINDS.get(self.aspect, "correctness") if self.outcome is Outcome.FAILED else "correctness"
 
     @property
     def id(self) -> str:

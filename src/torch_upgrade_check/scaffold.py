@@ -27,6 +27,7 @@ thresholds:
   # atol: 1.0e-5
   max-latency-regression: 10%    # compare: fail when a workload gets slower than this, significantly
   max-memory-regression: 20%     # compare: the same for peak memory
+  # max-compile-time-regression: 25%   # compare --compile-time: the same for cold compiles
 
 # Your own models. A factory returns (model, inputs) or a mapping {model, inputs, loss, tolerances,
 # checkpoint_extra}; if it takes device= and dtype= keyword arguments it is called with them.

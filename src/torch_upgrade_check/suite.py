@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torch_upgrade_check.model import CheckSpec
 
@@ -70,6 +70,14 @@ def plan(workloads: Sequence[Workload], device: str, only: Sequence[str] = ()) -
                 if not only or any(_matches(p, spec) for p in only):
                     specs.append(spec)
     return specs
+
+
+def with_compile_time(w: Workload) -> Workload:
+    """`--compile-time`: the workload also gets the opt-in compile-time aspect, where it has compile."""
+    if "compile" not in w.aspects or "compile-time" in w.aspects:
+        return w
+    at = w.aspects.index("compile") + 1
+    return replace(w, aspects=(*w.aspects[:at], "compile-time", *w.aspects[at:]))
 
 
 def rerun_pattern(workload: str, dtype: str, aspect: str) -> str:

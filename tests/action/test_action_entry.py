@@ -46,6 +46,14 @@ def test_versions_run_compare_with_every_install_option() -> None:
     assert p.fail_on == ("correctness", "latency")
 
 
+def test_compile_time_reaches_compare_with_its_threshold() -> None:
+    p = plan(_env(torch_version="2.13.0", baseline_torch_version="2.12.1", compile_time="true",
+                  max_compile_time_regression="40%"))
+    assert p.problems == ()
+    assert ("--max-compile-time-regression", "40%") == p.argv[p.argv.index("--max-compile-time-regression"):][:2]
+    assert "--compile-time" in p.argv and "--compile-time" not in plan(_env(torch_version="2.13.0")).argv
+
+
 def test_baseline_alone_compares_with_the_installed_torch_as_candidate() -> None:
     assert plan(_env(baseline_torch_version="2.12.1")).argv[:5] == ("compare", "--candidate", "current",
                                                                      "--baseline", "2.12.1")
@@ -75,6 +83,8 @@ def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
     ({"baseline_torch_version": "current", "max_latency_regression": "ten"},
      "input 'max-latency-regression' must be a percentage like 10% or a ratio like 0.10, got 'ten'"),
     ({"max_memory_regression": "20%"}, "input 'max-memory-regression' compares with a baseline"),
+    ({"max_compile_time_regression": "40%"}, "input 'max-compile-time-regression' compares with a baseline"),
+    ({"compile_time": "yes please"}, "input 'compile-time' must be true or false, got 'yes please'"),
     ({"max_latency_ms": "mlp"}, "input 'max-latency-ms' must be NAME=MS with MS a positive number of milliseconds"),
     ({"fail_on": "speed"}, "input 'fail-on' must be a comma-separated list of correctness, latency, memory, warnings, or none"),
     ({"fail_on": "none,latency"}, "input 'fail-on' must be a comma-separated list"),

@@ -30,7 +30,7 @@ from torch_upgrade_check.model import DEVICES, DTYPES
 
 W = "version: 1\nworkloads:\n  - name: tiny\n    factory: pkg.models:build\n"  # a good workload to break
 ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, amp, latency, "
-                   "memory, warnings")
+                   "memory, compile-time, warnings")
 
 # (id, file text, the one problem it must give); {file} is the config's path, {root} its folder.
 MALFORMED = [
@@ -57,7 +57,7 @@ MALFORMED = [
      "{file}:3: key 'suite' appears twice (first on line 2); keep one"),
     ("threshold-key-typo", "version: 1\nthresholds:\n  rtl: 1.0e-4\n",
      "{file}:3: thresholds: unknown key 'rtl' (did you mean 'rtol'?); allowed keys: rtol, atol, "
-     "max-latency-regression, max-memory-regression"),
+     "max-latency-regression, max-memory-regression, max-compile-time-regression"),
     ("thresholds-not-mapping", "version: 1\nthresholds: 10%\n",
      "{file}:2: thresholds must be a mapping like {rtol: 1.0e-4, max-latency-regression: 10%}, got '10%'"),
     ("percent-text", "version: 1\nthresholds:\n  max-latency-regression: ten%\n",

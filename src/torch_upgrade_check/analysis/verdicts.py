@@ -6,6 +6,7 @@ Rules (thresholds are recorded on each result):
   model that ran eagerly compared eager with eager.
 - determinism, deterministic-backward: two seeded training steps bitwise equal.
 - latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
+- compile-time: cold compiles (a fresh Inductor cache each) timed; passes (compare judges it A/B, as latency).
 - memory: recorded; passes when measured.
 - checkpoint: loads with the default torch.load and the resumed training step is bitwise equal to the
   uninterrupted one (compare's candidate: the baseline's file, its step within tolerance).
@@ -70,6 +71,12 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
         outcome, reason, thresholds = _bitwise(spec.aspect, m)
     elif spec.aspect == "latency":
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
+    elif spec.aspect == "compile-time":
+        samples = [float(x) for x in m.get("samples_ms", [])]
+        m["median_ms"], m["iqr_ms"] = stats.median(samples), stats.iqr(samples)
+        outcome, thresholds = (Outcome.PASSED if samples else Outcome.FAILED), {}
+        reason = (f"cold compile median {format_ms(m['median_ms'])} ({len(samples)} compiles, a fresh Inductor cache "
+                  f"each)" if samples else "no compile was timed")
     elif spec.aspect == "checkpoint":
         outcome, reason, thresholds = _checkpoint(m)
     elif spec.aspect == "sdpa-backends":

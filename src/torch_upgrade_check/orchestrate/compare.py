@@ -12,7 +12,7 @@ from torch_upgrade_check.analysis.verdicts import decide, plural_of, warning_ent
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Report
 from torch_upgrade_check.orchestrate import session
 
-AB_ASPECTS = ("latency", "memory")
+AB_ASPECTS = ("latency", "memory", "compile-time")
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Side:
 class Thresholds:
     latency: float = 0.10
     memory: float = 0.20
+    compile_time: float = 0.25
 
 
 # the baseline saves what the candidate loads: planned per side (cross-version apart: one per workload and dtype)

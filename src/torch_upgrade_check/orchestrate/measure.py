@@ -1,11 +1,13 @@
-"""compare's latency and memory A/B: batches of interleaved rounds, each batch in a freshly started worker pair.
+"""compare's latency, memory and compile-time A/B: batches of interleaved rounds, each batch in a freshly started
+worker pair.
 
 Loop batches outside, checks inside: batch 1 measures every A/B check in one new baseline/candidate
 pair; each later batch starts a new pair and measures only the checks still unsettled, until each is
 settled (analysis.ab) or has spent its time budget. Both sides run with the same explicit thread
 count, pinned to the same CPUs, OpenMP's passive waiting (an idle side's spinning threads would steal
 the other side's CPU), the garbage collector off while timing, and the same loop count per sample,
-calibrated once (batch 1, on the faster side) so that a sample lasts at least MIN_SAMPLE_S.
+calibrated once (batch 1, on the faster side) so that a sample lasts at least MIN_SAMPLE_S. A compile-time
+round is one cold compile a side (a fresh Inductor cache each), judged like latency.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ from torch_upgrade_check.orchestrate.live import LiveWorker
 
 LATENCY_ROUNDS, LATENCY_SAMPLES = 24, 1  # the first batch: ABBA rounds, samples per side per round
 MAX_ROUNDS = 96  # later batches size their rounds from the noise of the earlier ones, up to this
+COMPILE_ROUNDS = 6  # cold compiles a side in a first batch: the fewest a signed-rank test can call significant
 MEMORY_ROUNDS = 3  # peak memory is usually exact: identical rounds; a noisy series gets more in later pairs
 WARMUP_ROUNDS = 1  # per check per batch, discarded: caches, allocator and thread pools settle in a new process
 MIN_SAMPLE_S = 0.01  # a sample times enough calls to last this long (timer resolution, scheduler jitter)
 MEMORY_FLOOR_BYTES = 64 * 1024  # peak-memory changes are judged on (bytes + floor): 0 -> 0 is no change
 MAX_BATCHES = 6
 DEFAULT_BUDGET_S = 20.0  # measuring time per check (both sides, warm-ups apart) before an unsettled one is suspicious
+COMPILE_BUDGET_FACTOR = 10  # a compile-time check's budget, in latency budgets: one sample is a whole cold compile
+TIMED = ("latency", "compile-time")  # A/B aspects whose samples are times (judged as slowdowns)
 
 
 def usable_cpus() -> list[int]:
@@ -64,7 +69,8 @@ class Pair:
     cpus: tuple[int, ...] = ()
     warm: tuple[str, ...] = ()  # what each worker readies before it is pinned ("memory": the CPU profiler)
 
-    def launch(self, batch: int, aspects: Collection[str] = ("latency", "memory")) -> tuple[LiveWorker, LiveWorker]:
+    def launch(self, batch: int, aspects: Collection[str] = ("latency", "memory", "compile-time")
+               ) -> tuple[LiveWorker, LiveWorker]:
         """Start both workers now (they import torch side by side); `start` then measures with them. They ready
         what the batch's `aspects` need of `warm`."""
         env = {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
@@ -151,19 +157,20 @@ def measure(
                     on_track(t)
                     continue
                 per_batch = t.seconds / len(t.batches)
-                last = batch == MAX_BATCHES or t.seconds + per_batch > budget_s
+                check_budget = budget_s * (COMPILE_BUDGET_FACTOR if t.spec.aspect == "compile-time" else 1)
+                last = batch == MAX_BATCHES or t.seconds + per_batch > check_budget
                 floor = MEMORY_FLOOR_BYTES if t.spec.aspect == "memory" else 0.0
                 t.decision = ab.decide(t.batches, t.threshold, alpha=alpha, final=last, floor=floor,
-                                       increase="slowdown" if t.spec.aspect == "latency" else "growth")
+                                       increase="slowdown" if t.spec.aspect in TIMED else "growth")
                 if not t.open:
                     on_track(t)
 
 
 def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout_s: float) -> None:
     """Warm-up, then ABBA rounds; a failure on either side ends the check with both sides' observations."""
-    latency = t.spec.aspect == "latency"
-    floor = 0.0 if latency else MEMORY_FLOOR_BYTES
-    least = LATENCY_ROUNDS if latency else MEMORY_ROUNDS
+    latency, timed = t.spec.aspect == "latency", t.spec.aspect in TIMED
+    floor = 0.0 if timed else MEMORY_FLOOR_BYTES
+    least = {"latency": LATENCY_ROUNDS, "compile-time": COMPILE_ROUNDS}.get(t.spec.aspect, MEMORY_ROUNDS)
     seen_exact = bool(t.batches) and all(b.exact for b in t.batches)
     rounds = least if seen_exact else ab.rounds_for(t.batches, floor, least=least, most=MAX_ROUNDS)
     values: dict[str, list[float]] = {"b": [], "c": []}
@@ -173,7 +180,7 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
         order = (("b", baseline), ("c", candidate)) if r % 2 == 0 else (("c", candidate), ("b", baseline))
         warm = r < 0
         params = {"samples": 1 if warm else LATENCY_SAMPLES, "warmup": 3 if warm else 1, "inner": t.inner,
-                  "min_sample_s": MIN_SAMPLE_S} if latency else {}
+                  "min_sample_s": MIN_SAMPLE_S} if latency else {"samples": 1} if timed else {}
         once: list[float] = []
         for side, worker in order:
             obs = worker.request(replace(t.spec, params={**t.spec.params, **params}), timeout_s)
@@ -189,7 +196,7 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
             once.append(float(obs.metrics.get("once_ms") or 0.0))
             if warm:
                 continue
-            sample = [float(x) for x in obs.metrics.get("samples_ms", [])] if latency \
+            sample = [float(x) for x in obs.metrics.get("samples_ms", [])] if timed \
                 else [float(obs.metrics.get("peak_bytes", 0))]
             raw[side].append(sample)
             values[side].append(stats.median(sample))
@@ -214,13 +221,14 @@ def results(t: Track, max_latency_ms: dict[str, float]) -> tuple[CheckResult, Ch
     ab_metrics = {**d.metrics(), "threshold": t.threshold, "inner_loops": t.inner or None,
                   "batch_seconds": [round(b.seconds, 3) for b in t.batches]}
     b_vals, c_vals = t.samples["b"], t.samples["c"]
-    if spec.aspect == "latency":
+    if spec.aspect in TIMED:
         base = decide(spec, Observation(spec.id, "ok", {**t.metrics["b"], "samples_ms": b_vals},
                                         duration_s=t.seconds / 2), max_latency_ms=max_latency_ms)
         cand_m = {**t.metrics["c"], "samples_ms": c_vals, "baseline_samples_ms": b_vals,
                   "median_ms": stats.median(c_vals), "iqr_ms": stats.iqr(c_vals), **ab_metrics}
-        limit = latency_limit(spec, max_latency_ms)
-        thresholds = {"max_latency_regression": t.threshold, **({"max_latency_ms": limit} if limit else {})}
+        limit = latency_limit(spec, max_latency_ms) if spec.aspect == "latency" else None
+        key = "max_latency_regression" if spec.aspect == "latency" else "max_compile_time_regression"
+        thresholds = {key: t.threshold, **({"max_latency_ms": limit} if limit else {})}
         over_limit = limit is not None and stats.median(c_vals) > limit
         fmt = format_ms
     else:
@@ -232,7 +240,8 @@ def results(t: Track, max_latency_ms: dict[str, float]) -> tuple[CheckResult, Ch
         over_limit = False
         fmt = format_bytes
     outcome = {"regression": Outcome.FAILED, "suspicious": Outcome.SUSPICIOUS}.get(d.state, Outcome.PASSED)
-    reason = explain(d, t.threshold, fmt, "latency" if spec.aspect == "latency" else "peak memory")
+    reason = explain(d, t.threshold, fmt, {"latency": "latency", "compile-time": "cold compile time"}.get(spec.aspect,
+                                                                                                        "peak memory"))
     if over_limit:
         outcome, reason = Outcome.FAILED, f"{reason}; median over the --max-latency-ms limit {thresholds['max_latency_ms']:g} ms"
     cand = CheckResult(**common, outcome=outcome, reason=reason, metrics=cand_m, thresholds=thresholds,
@@ -248,9 +257,9 @@ def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what:
     if round(d.ratio, 2) == 1.0:
         size = "the same" if d.ci_low == d.ci_high else "1.00×"
     elif d.ratio > 1:
-        size = f"{d.ratio:.2f}× {'slower' if what == 'latency' else 'more'}"
+        size = f"{d.ratio:.2f}× {'more' if what == 'peak memory' else 'slower'}"
     else:
-        size = f"{1 / d.ratio:.2f}× {'faster' if what == 'latency' else 'less'}"
+        size = f"{1 / d.ratio:.2f}× {'less' if what == 'peak memory' else 'faster'}"
     interval = "" if d.ci_low == d.ci_high else f" (95% CI {d.ci_low:.2f}–{d.ci_high:.2f})"
     medians = f"{fmt(d.baseline_median)} → {fmt(d.candidate_median)}"
     more = f"; about {d.more_rounds} more rounds would settle it (raise --ab-budget)" if d.more_rounds else ""

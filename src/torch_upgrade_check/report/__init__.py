@@ -15,7 +15,8 @@ ATTENTION = FAILING | {Outcome.SUSPICIOUS}  # what the job summary shows open, b
 CORRECTNESS_ASPECTS = frozenset({"numerics", "cross-backend", "cross-version", "compile", "determinism", "checkpoint",
                                   "training-curve", "sdpa-backends", "amp",
                                   "deterministic-backward", "fsdp2"})
-AB_ASPECTS = {"latency": "ms", "memory": "bytes"}  # aspects a comparison measures A/B, and the unit of their medians
+# aspects a comparison measures A/B, and the unit of their medians
+AB_ASPECTS = {"latency": "ms", "memory": "bytes", "compile-time": "ms"}
 CHANGES = ("regression", "suspicious", "improved", "unchanged")  # the four A/B states, most urgent first
 TIME_UNITS = (("ns", 1e-6), ("µs", 1e-3), ("ms", 1.0), ("s", 1e3))  # factors in milliseconds
 BYTE_UNITS = (("B", 1.0), ("KiB", 1024.0), ("MiB", 1024.0**2), ("GiB", 1024.0**3))

@@ -176,6 +176,41 @@ def _compiled_step(inst: Instance, compiled: Any) -> dict[str, torch.Tensor]:
     return {f"grad:{name}": g.detach() for (name, _), g in zip(leaves, grads) if g is not None}
 
 
+def compile_time(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
+    """Cold compile time: torch.compile's first forward with Dynamo reset and a fresh, empty Inductor cache (on
+    disk and in memory), so that nothing compiled before helps; `samples` such compiles (compare's A/B asks
+    for one a round)."""
+    import torch._dynamo
+
+    fresh = _fresh_inductor_cache()
+    if isinstance(inst.model, torch.nn.Module):
+        inst.model.eval()
+    samples = []
+    for _ in range(int(spec.params.get("samples") or 3)):
+        torch._dynamo.reset()
+        with fresh():
+            compiled = torch.compile(inst.model)
+            device.synchronize()
+            start = time.perf_counter()
+            with torch.no_grad():
+                compiled(*inst.inputs)
+            device.synchronize()
+            samples.append((time.perf_counter() - start) * 1000.0)
+    torch._dynamo.reset()
+    return {"samples_ms": samples, "once_ms": samples[0], "inner_loops": 1, "cache": "fresh Inductor cache per sample"}
+
+
+def _fresh_inductor_cache() -> Callable[[], Any]:
+    """torch's own context manager for a temporary, empty Inductor cache (fresh_cache; before torch 2.7
+    fresh_inductor_cache)."""
+    from torch._inductor import utils
+
+    fresh = getattr(utils, "fresh_cache", None) or getattr(utils, "fresh_inductor_cache", None)
+    if fresh is None:
+        raise Skip(f"torch {torch.__version__} has no fresh Inductor cache to compile cold in")
+    return fresh
+
+
 def _dynamo_counts(counters: Any) -> dict[str, Any]:
     """Dynamo's process-wide counters (they survive reset): graphs compiled, graph breaks and skipped frames, their
     reasons normalised as warnings' are (first line, no venv paths or addresses) to compare across venvs."""
@@ -290,6 +325,7 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "numerics": numerics,
     "cross-backend": cross_backend,
     "compile": compile_,
+    "compile-time": compile_time,
     "cross-version": crossversion.run,
     "determinism": determinism,
     "deterministic-backward": flexdet.run,

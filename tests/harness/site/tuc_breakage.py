@@ -23,6 +23,8 @@ golden's dtype) is left exact, so a check that passes here passes on a broken to
   them (as the CUDA RNG state's size changed in 2.1, breaking resume from older checkpoints).
 - compiled-backward-5pct: nn.functional.gelu's gradient is 5% too large in a compiled backward only (as an
   Inductor or AOTAutograd miscompile of a backward is); eager, its forward and every float64 are exact.
+- compile-slower: Inductor's compile_fx takes 50% longer (it sleeps half its own time), as cold compiles did in
+  2.9 (about +40%); what it compiles is unchanged.
 - autocast-disabled: torch.autocast no longer offers its dtype here: it warns "…the target dtype is not
   supported. Disabling autocast." and the model runs in float32 (as bfloat16 autocast on MPS before 2.5
   and float16 on the CPU before 2.x did): nothing fails, the job only loses mixed precision.
@@ -165,6 +167,23 @@ def _compiled_backward_wrong(gelu):
     return wrapped
 
 
+def _slower_compile() -> None:
+    import time
+
+    from torch._inductor import compile_fx as module
+
+    original = module.compile_fx
+
+    def compile_fx(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            time.sleep(0.5 * (time.perf_counter() - started))
+
+    module.compile_fx = compile_fx
+
+
 def _autocast_disabled(autocast) -> None:
     import warnings
 
@@ -213,6 +232,8 @@ def install(names: str) -> None:
             torch.get_rng_state, torch.set_rng_state = _longer_rng_state(torch.get_rng_state, torch.set_rng_state)
         elif name == "compiled-backward-5pct":
             F.gelu = _compiled_backward_wrong(F.gelu)
+        elif name == "compile-slower":
+            _slower_compile()
         elif name == "autocast-disabled":
             _autocast_disabled(torch.amp.autocast_mode.autocast)
         elif name == "gradscaler-misses-inf":
