@@ -323,3 +323,18 @@ def test_cold_compile_time_is_opt_in_and_a_slower_compile_fails_compare_like_lat
     code, lenient = compared(torch_python, slower, tmp_path / "lenient", check,
                              extra=("--compile-time", "--max-compile-time-regression", "100%"))
     assert (code, lenient[check]["outcome"]) == (0, "passed"), lenient[check]["reason"]
+
+
+def test_a_warning_new_in_the_users_own_tests_is_judged_like_a_workloads(tmp_path: Path, torch_python: str) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_gelu.py").write_text(
+        "import torch\nimport torch.nn.functional as F\n\n\ndef test_gelu_is_finite():\n"
+        "    assert torch.isfinite(F.gelu(torch.randn(8))).all()\n")
+    (tmp_path / "torch-upgrade-check.yml").write_text("version: 1\nsuite: none\npytest:\n  args: [tests, -q]\n")
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["new-warning"]))
+    code, cand = compared(torch_python, broken, tmp_path / "out", cwd=tmp_path)
+    assert cand["tests/test_gelu.py::test_gelu_is_finite[-]/pytest"]["outcome"] == "passed"
+    warned = cand["pytest[-]/warnings"]
+    assert (code, warned["outcome"]) == (0, "suspicious"), warned["reason"]
+    assert warned["reason"].startswith("1 new warning (FutureWarning); first: FutureWarning from ")
+    assert warned["metrics"]["new_warnings"][0]["aspects"] == ["tests/test_gelu.py::test_gelu_is_finite"]

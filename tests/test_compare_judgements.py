@@ -115,3 +115,12 @@ def test_in_compare_an_autocast_step_twice_as_far_from_the_golden_as_the_baselin
     worse = amp("compare", error=0.05, ref=0.02)  # within 64 roundoffs, but 2.5x the baseline's error
     assert worse.outcome is Outcome.FAILED
     assert "further from the fp64 golden than baseline 2.13.0's autocast step" in worse.reason
+
+
+def test_a_training_step_that_no_longer_compiles_fails_compare() -> None:
+    base = result("mlp", "compile", graph_breaks=0, graphs_compiled=2, fullgraph=True, training_step=True)
+    lost = result("mlp", "compile", graph_breaks=0, graphs_compiled=1, fullgraph=True, training_step=False,
+                  training_step_error="Unsupported: using `torch.autograd.grad`")
+    out = judged([base], [lost])["mlp[float32]/compile"]
+    assert out.outcome is Outcome.FAILED and "the compiled training step raises Unsupported" in out.reason
+    assert judged([lost], [lost])["mlp[float32]/compile"].outcome is Outcome.PASSED  # not new: the baseline's too

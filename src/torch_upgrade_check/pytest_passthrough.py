@@ -6,11 +6,14 @@ workload is what was checked, as for every other result: the summary's per-aspec
 "pytest" table with a row per test, `--only pytest` selects them all, and the same test has the same id
 under every torch version (compare matches results by id). Problems with the pytest run itself (timeout,
 pytest missing, no JUnit file, nothing collected) become one error result with the id `pytest[-]/pytest`;
-no node id can clash with it, since node ids name a file.
+no node id can clash with it, since node ids name a file. Once tests ran, the warnings they raised are one
+more result, `pytest[-]/warnings` (recorded by the plugin worker.pytest_warnings inside the pytest run), which
+compare judges as it judges a workload's warnings.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -21,13 +24,18 @@ from pathlib import Path
 
 from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
+from torch_upgrade_check.analysis.verdicts import warnings_details, warnings_reason
 from torch_upgrade_check.model import CheckResult, Outcome
+from torch_upgrade_check.orchestrate.workers import package_path
+from torch_upgrade_check.worker.pytest_warnings import ENV as WARNINGS_ENV
 
 ASPECT = "pytest"
 DTYPE = "-"
 SESSION = "pytest"  # the workload name of the one result that speaks for the whole pytest run
 JUNIT_NAME = "pytest-junit.xml"
 LOG_NAME = "pytest.log"
+WARNINGS_NAME = "pytest-warnings.jsonl"
+WARNINGS_PLUGIN = "torch_upgrade_check.worker.pytest_warnings"
 TAIL_LINES = 40
 DETAILS_LIMIT = 20_000
 REASON_LIMIT = 300
@@ -46,7 +54,8 @@ def pytest_command(python: str, args: Sequence[str], junit: Path) -> list[str]:
     xunit1 puts `file` on each <testcase>, which the node id needs; no:cacheprovider keeps
     .pytest_cache out of the user's checkout.
     """
-    return [python, "-m", "pytest", *args, f"--junitxml={junit}", "-o", "junit_family=xunit1", "-p", "no:cacheprovider"]
+    return [python, "-m", "pytest", *args, f"--junitxml={junit}", "-o", "junit_family=xunit1", "-p", "no:cacheprovider",
+            "-p", WARNINGS_PLUGIN]
 
 
 def run_pytest(python: str, args: Sequence[str], *, cwd: Path, out_dir: Path, timeout_s: float,
@@ -60,14 +69,14 @@ def run_pytest(python: str, args: Sequence[str], *, cwd: Path, out_dir: Path, ti
     """
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    junit, log = out_dir / JUNIT_NAME, out_dir / LOG_NAME
+    junit, log, warned = out_dir / JUNIT_NAME, out_dir / LOG_NAME, out_dir / WARNINGS_NAME
     junit.unlink(missing_ok=True)
+    warned.unlink(missing_ok=True)
     cmd = pytest_command(python, args, junit)
     repro = f"cd {shlex.quote(str(cwd))} && {shlex.join([python, '-m', 'pytest', *args])}"
-    env = {**os.environ, "TORCH_UPGRADE_CHECK_DEVICE": device}
-    pythonpath = os.pathsep.join([*python_path, *filter(None, [os.environ.get("PYTHONPATH")])])
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath
+    env = {**os.environ, "TORCH_UPGRADE_CHECK_DEVICE": device, WARNINGS_ENV: str(warned)}
+    # the plugin's package comes last: the user's own modules win any name they share
+    env["PYTHONPATH"] = os.pathsep.join([*python_path, *filter(None, [os.environ.get("PYTHONPATH")]), str(package_path())])
     started = time.monotonic()
 
     def session_error(reason: str) -> list[CheckResult]:
@@ -100,7 +109,32 @@ def run_pytest(python: str, args: Sequence[str], *, cwd: Path, out_dir: Path, ti
                              f"{said or '; check the paths and -k/-m expressions'}")
     if code not in (0, 1) and not any(r.outcome in (Outcome.FAILED, Outcome.ERROR) for r in results):
         results += session_error(f"pytest ended with {_exit(code)}{said}")
-    return results
+    return [*results, warnings_result(warned, device=device, repro=repro)]
+
+
+def warnings_result(path: Path, *, device: str, repro: str) -> CheckResult:
+    """`pytest[-]/warnings`: the distinct warnings the tests raised, most frequent first, with the tests that
+    raised each (up to 3) in place of a workload's aspects."""
+    found: dict[tuple[str, str, str], dict] = {}
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            w = json.loads(line)
+        except ValueError:
+            continue
+        key = (str(w.get("category")), str(w.get("message")), str(w.get("module")))
+        entry = found.setdefault(key, {"category": key[0], "message": key[1], "module": key[2], "count": 0,
+                                       "aspects": []})
+        entry["count"] += 1
+        if len(entry["aspects"]) < 3 and w.get("test") not in entry["aspects"]:
+            entry["aspects"].append(str(w.get("test")))
+    listed = sorted(found.values(), key=lambda e: (-e["count"], e["category"], e["module"], e["message"]))
+    return CheckResult(workload=SESSION, aspect="warnings", device=device, dtype=DTYPE, outcome=Outcome.PASSED,
+                       reason=warnings_reason(listed), metrics={"warnings": listed}, details=warnings_details(listed),
+                       repro=repro)
 
 
 def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Path, timeout_s: float) -> int | None:

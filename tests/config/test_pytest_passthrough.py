@@ -56,6 +56,7 @@ def test_example_project_passes(tmp_path: Path) -> None:
     out = tmp_path / "out"
     had_cache = (EXAMPLE / ".pytest_cache").exists()
     by_id = _run(EXAMPLE, ["tests/", "-q"], out, device="cpu")
+    assert by_id.pop("pytest[-]/warnings").outcome is Outcome.PASSED
     assert sorted(by_id) == [
         "tests/test_models.py::test_classifier_gives_finite_logits[-]/pytest",
         "tests/test_models.py::test_classifier_learns[-]/pytest",
@@ -76,7 +77,7 @@ def test_failures_skips_and_errors_are_each_reported(tmp_path: Path) -> None:
     def get(test: str) -> CheckResult:
         return by_id[check_id(f"tests/test_extra.py::{test}", "-", "pytest")]
 
-    assert len(by_id) == 3 + 5
+    assert len(by_id) == 3 + 5 + 1  # and pytest[-]/warnings
     assert all(r.outcome is Outcome.PASSED for k, r in by_id.items() if "test_models" in k)
     fails = get("test_fails")
     assert fails.outcome is Outcome.FAILED and fails.reason == "AssertionError: arithmetic changed assert (1 + 1) == 3"
@@ -96,7 +97,7 @@ def test_collection_error_names_the_file(tmp_path: Path) -> None:
     r = by_id["tests/test_broken.py[-]/pytest"]
     assert r.outcome is Outcome.ERROR
     assert r.reason == "collection failure: E   ModuleNotFoundError: No module named 'no_such_module_here'"
-    assert len(by_id) == 1  # pytest stops at collection errors: the one error says why nothing else ran
+    assert sorted(by_id) == ["pytest[-]/warnings", "tests/test_broken.py[-]/pytest"]  # pytest stops at collection errors
 
 
 def test_python_path_reaches_the_tests(tmp_path: Path) -> None:
@@ -108,7 +109,26 @@ def test_python_path_reaches_the_tests(tmp_path: Path) -> None:
         "    assert os.environ['TORCH_UPGRADE_CHECK_DEVICE'] == 'mps'\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     by_id = _run(tmp_path, ["tests"], tmp_path / "out", python_path=[str(tmp_path / "src")], device="mps")
-    assert [(k, r.outcome) for k, r in by_id.items()] == [("tests/test_it.py::test_it[-]/pytest", Outcome.PASSED)]
+    assert [(k, r.outcome) for k, r in by_id.items()] == [("tests/test_it.py::test_it[-]/pytest", Outcome.PASSED),
+                                                          ("pytest[-]/warnings", Outcome.PASSED)]
+
+
+def test_the_warnings_the_tests_raise_are_one_result_with_their_tests(tmp_path: Path) -> None:
+    """What the user's own tests see warned under this torch: compare judges it as a workload's warnings."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_warns.py").write_text(
+        "import warnings\n\n"
+        "def old_api():\n    warnings.warn('old_api is deprecated at 0x7f00deadbeef', FutureWarning, stacklevel=2)\n\n"
+        "def test_a():\n    old_api()\n    old_api()\n\n"
+        "def test_b():\n    old_api()\n\n"
+        "def test_quiet():\n    pass\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    by_id = _run(tmp_path, ["tests"], tmp_path / "out")
+    r = by_id["pytest[-]/warnings"]
+    assert r.outcome is Outcome.PASSED and r.reason.startswith("1 warning (FutureWarning); first: FutureWarning from ")
+    [w] = [w for w in r.metrics["warnings"] if w["category"] == "FutureWarning"]
+    assert w["message"] == "old_api is deprecated at 0x…" and w["module"].endswith("test_warns")
+    assert w["count"] == 3 and w["aspects"] == ["tests/test_warns.py::test_a", "tests/test_warns.py::test_b"]
 
 
 def _session(by_id: dict[str, CheckResult]) -> CheckResult:

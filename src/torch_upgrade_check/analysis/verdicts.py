@@ -59,6 +59,8 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
         if spec.aspect == "compile" and m.get("graph_breaks"):
             reason += (f"; {plural_of(int(m['graph_breaks']), 'graph break')}: "
                        f"{'; '.join(m.get('graph_break_reasons') or ['no reason recorded'])[:200]}")
+        if spec.aspect == "compile" and m.get("training_step_error"):
+            reason += f"; forward only: the compiled training step raised {str(m['training_step_error'])[:160]}"
         if spec.aspect == "compile" and m.get("fullgraph_error"):
             reason += f"; fullgraph=True fails: {str(m['fullgraph_error'])[:160]}"
         if spec.aspect == "compile" and spec.params.get("allow_graph_breaks"):

@@ -166,7 +166,8 @@ def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> Ch
     breaks, was = int(m.get("graph_breaks") or 0), int(b.get("graph_breaks") or 0)
     graphs, graphs_was = int(m.get("graphs_compiled") or 0), int(b.get("graphs_compiled") or 0)
     lost_fullgraph = b.get("fullgraph") is True and m.get("fullgraph") is False
-    if breaks <= was and graphs <= graphs_was and not lost_fullgraph:
+    lost_step = b.get("training_step") is True and m.get("training_step") is False
+    if breaks <= was and graphs <= graphs_was and not lost_fullgraph and not lost_step:
         return after  # the same number of breaks with other words for them is not news
     new_reasons = [x for x in m.get("graph_break_reasons") or [] if x not in (b.get("graph_break_reasons") or [])]
     found = []
@@ -179,6 +180,8 @@ def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> Ch
         found.append(f"no longer one graph (fullgraph=True fails{why})" + (f"; skipped: {skipped[0]}" if skipped else ""))
     if graphs > graphs_was:
         found.append(f"{graphs} graphs compiled, baseline {graphs_was} (a new break or a recompile)")
+    if lost_step:
+        found.append(f"the compiled training step raises {str(m.get('training_step_error'))[:160]}")
     metrics = {**m, "baseline_graph_breaks": was, "baseline_graphs_compiled": graphs_was, "new_graph_break_reasons": new_reasons}
     if after.thresholds.get("allow_graph_breaks"):
         return replace(after, metrics=metrics, reason=f"{after.reason}; new in the candidate, allowed by the "

@@ -135,9 +135,13 @@ def compile_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, devic
     if training:
         device.synchronize()
         start = time.perf_counter()
-        result = {**result, **_compiled_step(inst, compiled)}
-        device.synchronize()
-        backward = {"compile_backward_time_s": time.perf_counter() - start, "training_step": True}
+        try:
+            result = {**result, **_compiled_step(inst, compiled)}
+            device.synchronize()
+            backward = {"compile_backward_time_s": time.perf_counter() - start, "training_step": True}
+        except Exception as e:  # e.g. an autograd.Function whose backward Dynamo cannot trace: the forward is judged
+            training = False
+            backward = {"training_step": False, "training_step_error": f"{type(e).__name__}: {first_line(e)}"[:300]}
     after = _dynamo_counts(counters)
     if training:
         gold = golden(factory, inst)
