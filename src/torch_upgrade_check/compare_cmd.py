@@ -303,9 +303,12 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def _measure(args: argparse.Namespace, settings: session.Settings, device: str, ab_specs: list[CheckSpec],
              pair: measure.Pair, launched: tuple[LiveWorker, LiveWorker] | None, thresholds: compare.Thresholds,
              budget_s: float, reports: dict[str, Report], write: Callable[[], None]) -> None:
-    """The latency and memory A/B, each result written to both sides' reports as it is decided."""
-    say(f"latency and memory: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "
-        f"pair of workers ({settings.threads} CPU threads each; up to {budget_s:g} s a check)")
+    """The latency, memory and compile-time A/B, each result written to both sides' reports as it is decided."""
+    kinds = [a for a in compare.AB_ASPECTS if any(s.aspect == a for s in ab_specs)]
+    cold = (f", {budget_s * measure.COMPILE_BUDGET_FACTOR:g} s a compile-time check"
+            if "compile-time" in kinds else "")
+    say(f"{', '.join(kinds)}: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "
+        f"pair of workers ({settings.threads} CPU threads each; up to {budget_s:g} s a check{cold})")
     repro_of = {s.id: repro(args, device, s) for s in ab_specs}
     pending = {role: {s.id: CheckResult(s.workload, s.aspect, s.device, s.dtype, Outcome.NOT_RUN,
                                         reason="not started", repro=repro_of[s.id]) for s in ab_specs}
