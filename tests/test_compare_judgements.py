@@ -124,3 +124,8 @@ def test_a_training_step_that_no_longer_compiles_fails_compare() -> None:
     out = judged([base], [lost])["mlp[float32]/compile"]
     assert out.outcome is Outcome.FAILED and "the compiled training step raises Unsupported" in out.reason
     assert judged([lost], [lost])["mlp[float32]/compile"].outcome is Outcome.PASSED  # not new: the baseline's too
+
+
+def test_an_autocast_step_with_nothing_compared_never_passes() -> None:
+    empty = amp(bf16={"per_tensor": []})
+    assert empty.outcome is Outcome.FAILED and "nothing was compared with the golden" in empty.reason

@@ -28,6 +28,7 @@ from torch_upgrade_check.analysis.verdicts import warnings_details, warnings_rea
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.orchestrate.workers import package_path
 from torch_upgrade_check.worker.pytest_warnings import ENV as WARNINGS_ENV
+from torch_upgrade_check.worker.warned import tally
 
 ASPECT = "pytest"
 DTYPE = "-"
@@ -115,23 +116,18 @@ def run_pytest(python: str, args: Sequence[str], *, cwd: Path, out_dir: Path, ti
 def warnings_result(path: Path, *, device: str, repro: str) -> CheckResult:
     """`pytest[-]/warnings`: the distinct warnings the tests raised, most frequent first, with the tests that
     raised each (up to 3) in place of a workload's aspects."""
-    found: dict[tuple[str, str, str], dict] = {}
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
     except OSError:
         lines = []
+    raised = []
     for line in lines:
         try:
             w = json.loads(line)
         except ValueError:
             continue
-        key = (str(w.get("category")), str(w.get("message")), str(w.get("module")))
-        entry = found.setdefault(key, {"category": key[0], "message": key[1], "module": key[2], "count": 0,
-                                       "aspects": []})
-        entry["count"] += 1
-        if len(entry["aspects"]) < 3 and w.get("test") not in entry["aspects"]:
-            entry["aspects"].append(str(w.get("test")))
-    listed = sorted(found.values(), key=lambda e: (-e["count"], e["category"], e["module"], e["message"]))
+        raised.append((str(w.get("category")), str(w.get("message")), str(w.get("module")), str(w.get("test"))))
+    listed = tally(raised, most=3)
     return CheckResult(workload=SESSION, aspect="warnings", device=device, dtype=DTYPE, outcome=Outcome.PASSED,
                        reason=warnings_reason(listed), metrics={"warnings": listed}, details=warnings_details(listed),
                        repro=repro)

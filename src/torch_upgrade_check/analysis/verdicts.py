@@ -257,6 +257,8 @@ def _amp_problems(name: str, sub: Mapping[str, Any], against: str) -> list[str]:
                 break
     if sub.get("uncompared"):
         found.append(f"tensors without a golden: {', '.join(sub['uncompared'][:3])}")
+    if not sub.get("per_tensor"):
+        found.append("nothing was compared with the golden")
     return found
 
 

@@ -15,7 +15,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,15 +38,20 @@ def capture(spec: CheckSpec) -> Iterator[None]:
 
 def seen(spec: CheckSpec) -> list[dict[str, Any]]:
     """The distinct warnings recorded so far for `spec`'s workload and dtype, most frequent first."""
+    return tally((w.category.__name__, normalise(str(w.message)), module_of(w.filename), aspect)
+                 for aspect, log in _logs.get((spec.workload, spec.dtype), []) for w in log)
+
+
+def tally(raised: Iterable[tuple[str, str, str, str]], most: int | None = None) -> list[dict[str, Any]]:
+    """(category, normalised message, module, where) for each warning raised -> the distinct warnings, most frequent
+    first, each with its count and where it was raised (`aspects`: the aspects, or the tests; at most `most`)."""
     found: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for aspect, log in _logs.get((spec.workload, spec.dtype), []):
-        for w in log:
-            key = (w.category.__name__, normalise(str(w.message)), module_of(w.filename))
-            entry = found.setdefault(key, {"category": key[0], "message": key[1], "module": key[2], "count": 0,
-                                           "aspects": []})
-            entry["count"] += 1
-            if aspect not in entry["aspects"]:
-                entry["aspects"].append(aspect)
+    for category, message, module, where in raised:
+        entry = found.setdefault((category, message, module), {"category": category, "message": message,
+                                                               "module": module, "count": 0, "aspects": []})
+        entry["count"] += 1
+        if where not in entry["aspects"] and (most is None or len(entry["aspects"]) < most):
+            entry["aspects"].append(where)
     return sorted(found.values(), key=lambda e: (-e["count"], e["category"], e["module"], e["message"]))
 
 
