@@ -338,3 +338,24 @@ def test_a_warning_new_in_the_users_own_tests_is_judged_like_a_workloads(tmp_pat
     assert (code, warned["outcome"]) == (0, "suspicious"), warned["reason"]
     assert warned["reason"].startswith("1 new warning (FutureWarning); first: FutureWarning from ")
     assert warned["metrics"]["new_warnings"][0]["aspects"] == ["tests/test_gelu.py::test_gelu_is_finite"]
+
+
+def test_a_kernel_changed_in_every_dtype_fails_cross_version_and_the_same_torch_passes_bitwise(
+        tmp_path: Path, torch_python: str) -> None:
+    """Issue 20: a gelu 0.1% off in every dtype, float64 included, changes the candidate's own golden with it; the
+    check passed when it judged the candidate by that golden. Judged by the baseline's golden, it fails, and the
+    changed fp64 golden is named."""
+    check, amp = "mlp[float32]/cross-version", "mlp[float32]/amp"
+    code, cand = compared(torch_python, torch_python, tmp_path / "aa", check, amp)
+    same = cand[check]
+    assert (code, same["outcome"], cand[amp]["outcome"]) == (0, "passed", "passed"), same["reason"]
+    assert same["metrics"]["bitwise_equal_to_baseline"] is True and same["metrics"]["fp64_vs_baseline"]["bitwise_equal"]
+    assert cand[amp]["metrics"]["fp64_vs_baseline"]["bitwise_equal"]
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["gelu-every-dtype"]))
+    code, cand = compared(torch_python, broken, tmp_path / "ab", check, amp)
+    assert cand[amp]["outcome"] == "failed" and "fp64 step: the fp64 golden itself changed" in cand[amp]["reason"]
+    result = cand[check]
+    assert (code, result["outcome"]) == (1, "failed"), result["reason"]
+    assert "× the baseline's" in result["reason"] and "the fp64 golden itself changed" in result["reason"]
+    assert result["metrics"]["fp64_vs_baseline"]["mismatched_count"] > 0
+    assert result["metrics"]["first_divergent_module"]["module"] == "1"  # the GELU after the first Linear

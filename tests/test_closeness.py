@@ -143,3 +143,16 @@ def test_the_worker_says_bitwise_equal_only_for_the_same_bits(torch_python: str)
     for result, equal in ((base.clone(), True), (one_ulp, False), (negative_zero, False), (base.bfloat16(), False)):
         m = compare({"output": result}, golden, reference={"output": base}, rtol=0.0, atol=0.0)
         assert m["per_tensor"][0]["ref_equal"] is equal, (result, m["per_tensor"][0])
+
+
+def test_a_changed_fp64_golden_fails_cross_version_even_where_every_output_is_close() -> None:
+    """Issue 20: the candidate's fp64 golden against the baseline's is a finding of its own; equal, it passes."""
+    changed = {"rtol": 1e-7, "atol": 1e-7, "numel": 200, "mismatched_count": 150, "max_abs_err": 5e-3,
+               "max_rel_err": 1e-3, "worst": "output", "bitwise_equal": False}
+    outcome, reason = judge("cross-version", metrics(tensor("output"), fp64_vs_baseline=changed))
+    assert outcome is Outcome.FAILED and reason.startswith("the fp64 golden itself changed: 150 of 200 elements")
+    same = {**changed, "mismatched_count": 0, "max_abs_err": 0.0, "bitwise_equal": True}
+    outcome, reason = judge("cross-version", metrics(tensor("output"), fp64_vs_baseline=same))
+    assert outcome is Outcome.PASSED, reason
+    outcome, _ = judge("numerics", metrics(tensor("output"), fp64_vs_baseline=changed))  # cross-version's rule alone
+    assert outcome is Outcome.PASSED

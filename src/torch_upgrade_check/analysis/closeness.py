@@ -8,7 +8,8 @@ reference (`ref_rmse`) and the dtype's own rounding error of the golden (`floor_
 A tensor passes when every element is within tolerance; when rtol = atol = 0 (bitwise equality), also
 when it equals its reference bitwise (the baseline's output, the CPU's, eager's); or else, with tolerances:
 - for a tensor the reference has: RMSE at most MULTIPLIER x the reference's RMSE (+ atol*scale/10).
-  The reference is the CPU (cross-backend), the baseline torch (cross-version), eager (compile) in
+  The reference is the CPU (cross-backend), the baseline torch (cross-version: there the golden is the
+  baseline's fp64 golden too, so a kernel changed in every dtype cannot move the yardstick), eager (compile) in
   the same dtype, or for tf32 numerics the CPU with TF32 operand rounding simulated:
   torch._dynamo's `same(fp64_ref=...)` rule, so harmless reorderings pass and a real loss of
   accuracy fails;
@@ -89,6 +90,20 @@ def judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str, 
     how = f"; nearest the bound: {close[0]}" if close else f" (max abs err {short(m.get('max_abs_err'))})"
     every = "the one tensor is" if len(tensors) == 1 else f"all {len(tensors)} tensors are"
     return Outcome.PASSED, f"{every} within tolerance{how}{notes}", thresholds
+
+
+def fp64_change(m: Mapping[str, Any]) -> str:
+    """What changed in this torch's fp64 golden against the baseline's (cross-version and amp in compare), or "":
+    beyond float64's tolerances the two torches compute different functions, whatever the dtype under test does."""
+    sub = m.get("fp64_vs_baseline") or {}
+    if not sub.get("mismatched_count") and not sub.get("uncompared"):
+        return ""
+    if not sub.get("mismatched_count"):
+        return f"the fp64 golden has tensors the baseline's has not, or lacks some: {', '.join(sub['uncompared'][:3])}"
+    return (f"the fp64 golden itself changed: {sub['mismatched_count']} of {sub.get('numel')} elements differ from "
+            f"the baseline's beyond rtol = atol = {short(sub.get('rtol'))} (worst {sub.get('worst')}, max abs err "
+            f"{short(sub.get('max_abs_err'))}, max rel err {short(sub.get('max_rel_err'))}): this torch computes a "
+            f"different function")
 
 
 def _notes(m: Mapping[str, Any]) -> str:

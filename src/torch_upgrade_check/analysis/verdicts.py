@@ -2,7 +2,8 @@
 
 Rules (thresholds are recorded on each result):
 - numerics, cross-backend, cross-version, compile: closeness to the fp64 CPU golden, tensor by tensor
-  (analysis.closeness has the rule). compile also fails when torch.compile compiled no graph: a
+  (analysis.closeness has the rule); cross-version's golden is the baseline's, and its own fp64 golden
+  differing from the baseline's beyond float64's tolerances fails it too. compile also fails when torch.compile compiled no graph: a
   model that ran eagerly compared eager with eager.
 - determinism, deterministic-backward: two seeded training steps bitwise equal.
 - latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
@@ -14,7 +15,8 @@ Rules (thresholds are recorded on each result):
 - training-curve: finite losses; in compare every step within the band around the baseline's (CURVE_*).
 - amp: per autocast dtype, autocast took effect, the GradScaler skipped an overflowed step and then applied one,
   and each tensor of the step within AMP_ROUNDOFFS unit roundoffs (relative RMS) of the fp64 golden; in compare
-  also within the cross-version rule of the baseline's autocast step.
+  the baseline's golden, within the cross-version rule of the baseline's autocast step, and the fp64 step's
+  golden unchanged from the baseline's.
 - warnings: listed; passes (compare judges what is new in the candidate: orchestrate.compare).
 - fsdp2: parameters after the sharded steps within FSDP2_ATOL + FSDP2_RTOL*|unsharded|.
 """
@@ -56,6 +58,10 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
     m = dict(obs.metrics)
     if spec.aspect in ("numerics", "cross-backend", "cross-version", "compile"):
         outcome, reason, thresholds = closeness.judge(m, spec.aspect, spec.dtype)
+        changed = closeness.fp64_change(m) if spec.aspect == "cross-version" else ""
+        if changed:
+            reason = f"{changed}; {reason}" if outcome is Outcome.PASSED else f"{reason}; {changed}"
+            outcome = Outcome.FAILED
         if spec.aspect == "compile" and m.get("graph_breaks"):
             reason += (f"; {plural_of(int(m['graph_breaks']), 'graph break')}: "
                        f"{'; '.join(m.get('graph_break_reasons') or ['no reason recorded'])[:200]}")
@@ -220,6 +226,9 @@ def _amp(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
     tail = f"; {offered}" if offered else ""
     if not checked:
         return Outcome.FAILED, f"no autocast step ran{tail}", thresholds
+    changed = closeness.fp64_change(m)
+    if changed:
+        problems.append(f"fp64 step: {changed}")
     if problems:
         return Outcome.FAILED, f"{'; '.join(problems)}{tail}", thresholds
     return Outcome.PASSED, f"one {m.get('optimizer', 'SGD')} step each: {'; '.join(passed)}{tail}", thresholds

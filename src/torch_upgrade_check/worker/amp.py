@@ -14,8 +14,9 @@ from the same weights and inputs, and records:
 - float16 only: a step at a scale that must overflow (2**40), which the GradScaler must skip (the weights
   bitwise unchanged, the scale backed off), then steps at the default scale until one is applied.
 
-Mode "save" (the baseline in `compare`) also writes its weights, inputs and results; mode "compare" (the
-candidate) takes the baseline's weights and inputs and records the baseline's results as the reference.
+Mode "save" (the baseline in `compare`) also writes its weights, inputs, results and fp64 golden; mode "compare"
+(the candidate) takes the baseline's weights and inputs, is judged against the baseline's golden with the
+baseline's results as the reference, and compares its own golden with the baseline's (`fp64_vs_baseline`).
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
         results[name] = got
         reference = saved["results"].get(name) if saved is not None else None
         rtol, atol = tensors.DEFAULT_TOLERANCES[name]
-        checked[name] = {**tensors.compare(got, gold, reference=reference, rtol=rtol, atol=atol, dtype=name),
+        judged_by = saved["golden"] if saved is not None else gold  # the baseline's function, not this torch's
+        checked[name] = {**tensors.compare(got, judged_by, reference=reference, rtol=rtol, atol=atol, dtype=name),
                          "rtol": rtol, "atol": atol, **low, **overflow, "loss": _finite(float(got["loss"]))}
     if not checked:
         raise Skip("no autocast dtype is offered here: " + "; ".join(f"{k}: {v}" for k, v in not_offered.items()))
@@ -78,10 +80,12 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
                                "autocast_device": device.name}
     if saved is not None:
         metrics["baseline_torch"] = saved["torch"]
+        metrics["fp64_vs_baseline"] = crossversion.fp64_change(gold, saved["golden"])
     if path is not None and mode == "save":
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"torch": str(torch.__version__), **crossversion.saved_weights_and_inputs(inst),
-                    "results": {n: {k: tensors.host(v) for k, v in r.items()} for n, r in results.items()}}, path)
+                    "results": {n: {k: tensors.host(v) for k, v in r.items()} for n, r in results.items()},
+                    "golden": {k: tensors.host(v) for k, v in gold.items()}}, path)
     return metrics
 
 

@@ -1,7 +1,8 @@
 """A torch broken on purpose, in exactly the ways real upgrades broke: each checks claim is tested against one.
 
 TUC_BREAK names breakages, comma-separated. Each alters only the computation under test: float64 (the
-golden's dtype) is left exact, so a check that passes here passes on a broken torch.
+golden's dtype) is left exact, so a check that passes here passes on a broken torch; gelu-every-dtype alone
+changes float64 too, as a real kernel change does.
 
 - sdpa-zero-grad: scaled_dot_product_attention's backward returns zero gradients; outputs are exact.
 - linear-grad-5pct: nn.functional.linear's input gradient is 5% too large; outputs are exact.
@@ -31,6 +32,9 @@ golden's dtype) is left exact, so a check that passes here passes on a broken to
 - gradscaler-misses-inf: the GradScaler's unscale never reports an inf or NaN gradient (its overflow check,
   torch._amp_foreach_non_finite_check_and_unscale_, as on a backend where that kernel was wrong): a step
   whose float16 gradients overflowed is applied.
+- gelu-every-dtype: aten.gelu's CPU kernel, replaced through torch.library by its torch._decomp decomposition,
+  returns its output x(1+1e-3) in every dtype, float64 included (as a new decomposition, vectorised path or
+  formula changes a kernel for all dtypes alike); its backward (aten.gelu_backward) is untouched.
 """
 
 from __future__ import annotations
@@ -110,6 +114,23 @@ def _flash_wrong_at_odd_lengths() -> None:
         return out.to(query.dtype), torch.logsumexp(scores, dim=-1)
 
     lib.impl("_scaled_dot_product_flash_attention_for_cpu", flash, "CPU")
+
+
+def _gelu_every_dtype() -> None:
+    from torch._decomp import decomposition_table
+
+    decomposed = decomposition_table[torch.ops.aten.gelu.default]
+    lib = torch.library.Library("aten", "IMPL")
+    _LIBRARIES.append(lib)
+
+    def gelu(x, approximate="none"):
+        return decomposed(x, approximate=approximate) * (1 + 1e-3)
+
+    import warnings
+
+    with warnings.catch_warnings():  # torch warns that a kernel is overridden: a real release would not
+        warnings.simplefilter("ignore")
+        lib.impl("gelu", gelu, "CPU")
 
 
 def _larger_steps(optimizer, factor: float):
@@ -222,6 +243,8 @@ def install(names: str) -> None:
             F.gelu = _graph_break(F.gelu)
         elif name == "sdpa-flash-odd-lengths":
             _flash_wrong_at_odd_lengths()
+        elif name == "gelu-every-dtype":
+            _gelu_every_dtype()
         elif name == "sdpa-default-math":
             torch.backends.cuda.enable_flash_sdp(False)  # the global flag the CPU dispatch reads too
         elif name == "adamw-update-2pct":
