@@ -359,3 +359,18 @@ def test_a_kernel_changed_in_every_dtype_fails_cross_version_and_the_same_torch_
     assert "× the baseline's" in result["reason"] and "the fp64 golden itself changed" in result["reason"]
     assert result["metrics"]["fp64_vs_baseline"]["mismatched_count"] > 0
     assert result["metrics"]["first_divergent_module"]["module"] == "1"  # the GELU after the first Linear
+
+
+def test_a_reduce_scatter_off_by_a_tenth_of_a_percent_fails_fsdp2(tmp_path: Path, torch_python: str) -> None:
+    """Issue 20: every rank's reduced gradient shard x0.999 left the parameters after 3 steps within tolerance;
+    each step's shards against the unsharded model's gradients see it."""
+    check = "transformer_block[float32]/fsdp2"
+    real = outcomes(torch_python, tmp_path / "real", check)[check]
+    assert real["outcome"] == "passed", real["reason"]
+    assert real["metrics"]["max_grad_err"] < real["thresholds"]["grad_tol"] / 10  # float32 rounding, far inside
+    assert real["metrics"]["grad_shards_compared"] == 2 * 3 * 12  # 2 ranks, 3 steps, 12 parameters
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["reduce-scatter-0.999"]))
+    result = outcomes(broken, tmp_path / "out", check)[check]
+    assert result["outcome"] == "failed", result["reason"]
+    assert result["reason"].startswith("the reduced gradients differ from the unsharded model's on 2 ranks (gloo)")
+    assert result["metrics"]["max_abs_err"] <= 1e-5  # the parameters alone would still pass

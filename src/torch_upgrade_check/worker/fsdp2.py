@@ -1,4 +1,5 @@
-"""FSDP2 check: `fully_shard` training steps across ranks must match the unsharded model.
+"""FSDP2 check: `fully_shard` training steps across ranks must match the unsharded model: each step's reduced
+gradient shards against the same rows of the unsharded model's gradients, and the parameters after the steps.
 
 `run` (inside the worker) starts one process per rank running this module's `main`; gloo on CPU,
 NCCL on CUDA. Rank 0 writes the comparison to a JSON file.
@@ -89,21 +90,37 @@ def main(backend: str, device: str, dtype_name: str, out: str) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
     max_loss_err = 0.0
+    worst = {"grad_err": 0.0, "grad_index": -1, "grad_step": 0, "grad_shards": 0}
     for step in range(STEPS):
         gen = torch.Generator().manual_seed(1000 + step)
         batch = torch.randn(world * 2, 16, 64, generator=gen).to(device, dtype)
-        local = batch[rank * 2 : (rank + 1) * 2]
-        loss = model(local).float().pow(2).mean()
+        # a projection on fixed random weights (as the workloads' loss): a mean of squares after the layer's
+        # final LayerNorm is ~1 whatever the weights, and its gradients are rounding noise
+        project = torch.randn(batch.shape, generator=gen).to(device, dtype)
+        rows = slice(rank * 2, (rank + 1) * 2)
+        loss = (model(batch[rows]).float() * project[rows].float()).mean()
         loss.backward()
+        # the mean over every rank's data = the mean of the ranks' means, which FSDP's averaged gradient is
+        ref_loss = (ref(batch).float() * project.float()).mean()
+        ref_loss.backward()
+        _worst_shard(model, ref, rank, world, step, worst)
         opt.step()
         opt.zero_grad()
-        ref_loss = ref(batch).float().pow(2).mean()  # mean over all ranks' data = FSDP's averaged gradient
-        ref_loss.backward()
         ref_opt.step()
         ref_opt.zero_grad()
         global_loss = loss.detach().clone()
         dist.all_reduce(global_loss)
         max_loss_err = max(max_loss_err, abs(float(global_loss) / world - float(ref_loss)))
+    # rank 0 reports every rank's worst shard (as numbers: all_gather_object needs NumPy)
+    mine = torch.tensor([worst["grad_err"], worst["grad_index"], worst["grad_step"], worst["grad_shards"]],
+                        dtype=torch.float64, device=device)
+    every_rank = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(every_rank, mine)
+    found = [t.tolist() for t in every_rank]
+    err, index, step_no, _ = max(found, key=lambda row: row[0])
+    names = [n for n, _ in model.named_parameters()]
+    worst = {"grad_err": err, "grad_worst": names[int(index)] if index >= 0 else "", "grad_step": int(step_no),
+             "rank": max(range(world), key=lambda r: found[r][0]), "grad_shards": int(sum(row[3] for row in found))}
     max_err, max_rel = 0.0, 0.0
     for p, rp in zip(model.parameters(), ref.parameters()):
         full = p.full_tensor() if hasattr(p, "full_tensor") else p
@@ -113,10 +130,33 @@ def main(backend: str, device: str, dtype_name: str, out: str) -> None:
     if rank == 0:
         tmp = out + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"max_abs_err": max_err, "max_rel_err": max_rel, "max_loss_err": max_loss_err}, f)
+            json.dump({"max_abs_err": max_err, "max_rel_err": max_rel, "max_loss_err": max_loss_err,
+                       "max_grad_err": worst["grad_err"], "worst_grad": worst["grad_worst"],
+                       "worst_grad_step": worst["grad_step"], "worst_grad_rank": worst["rank"],
+                       "grad_shards_compared": worst["grad_shards"]}, f)
         os.replace(tmp, out)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _worst_shard(model: torch.nn.Module, ref: torch.nn.Module, rank: int, world: int, step: int,
+                 worst: dict[str, Any]) -> None:
+    """Each parameter's reduced gradient shard on this rank (what the reduce-scatter left there) against the same
+    rows of the unsharded model's gradient, as max |shard - expected| / RMS(the whole unsharded gradient): the
+    error a collective adds shows at its own size, before three optimizer steps blur it."""
+    for index, (p, rp) in enumerate(zip(model.parameters(), ref.parameters())):
+        if p.grad is None or rp.grad is None:
+            continue
+        shard = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+        chunks = torch.chunk(rp.grad, world, dim=0)  # FSDP2 shards dim 0 as torch.chunk does
+        expected = chunks[rank] if rank < len(chunks) else rp.grad.new_empty((0, *rp.grad.shape[1:]))
+        if tuple(shard.shape) != tuple(expected.shape) or not shard.numel():
+            continue
+        scale = float(rp.grad.double().pow(2).mean().sqrt()) or 1.0
+        err = float((shard.double() - expected.double()).abs().max()) / scale
+        worst["grad_shards"] += 1
+        if err > worst["grad_err"]:
+            worst.update(grad_err=err, grad_index=index, grad_step=step + 1)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ changes float64 too, as a real kernel change does.
 - gelu-every-dtype: aten.gelu's CPU kernel, replaced through torch.library by its torch._decomp decomposition,
   returns its output x(1+1e-3) in every dtype, float64 included (as a new decomposition, vectorised path or
   formula changes a kernel for all dtypes alike); its backward (aten.gelu_backward) is untouched.
+- reduce-scatter-0.999: torch.distributed.reduce_scatter_single's result is x0.999 (every rank's reduced
+  gradient shard under FSDP2, as a collective with a wrong scaling or a lossy reduction would leave it).
 """
 
 from __future__ import annotations
@@ -131,6 +133,18 @@ def _gelu_every_dtype() -> None:
     with warnings.catch_warnings():  # torch warns that a kernel is overridden: a real release would not
         warnings.simplefilter("ignore")
         lib.impl("gelu", gelu, "CPU")
+
+
+def _scaled_reduce_scatter(reduce_scatter_single, factor: float):
+    def scaled(output, input, op=None, group=None, async_op=False):
+        kwargs = {"group": group} if op is None else {"op": op, "group": group}
+        work = reduce_scatter_single(output, input, **kwargs, async_op=async_op)
+        if work is not None:
+            work.wait()
+        output.mul_(factor)
+        return work
+
+    return scaled
 
 
 def _larger_steps(optimizer, factor: float):
@@ -245,6 +259,10 @@ def install(names: str) -> None:
             _flash_wrong_at_odd_lengths()
         elif name == "gelu-every-dtype":
             _gelu_every_dtype()
+        elif name == "reduce-scatter-0.999":
+            import torch.distributed as dist
+
+            dist.reduce_scatter_single = _scaled_reduce_scatter(dist.reduce_scatter_single, 0.999)
         elif name == "sdpa-default-math":
             torch.backends.cuda.enable_flash_sdp(False)  # the global flag the CPU dispatch reads too
         elif name == "adamw-update-2pct":
