@@ -5,6 +5,7 @@ counted, compile checks past the recompile limit passed in 0.0 s, eager against 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -359,6 +360,20 @@ def test_a_kernel_changed_in_every_dtype_fails_cross_version_and_the_same_torch_
     assert "× the baseline's" in result["reason"] and "the fp64 golden itself changed" in result["reason"]
     assert result["metrics"]["fp64_vs_baseline"]["mismatched_count"] > 0
     assert result["metrics"]["first_divergent_module"]["module"] == "1"  # the GELU after the first Linear
+    # the first aten op that changed on the baseline's inputs is named first, with a repro that runs alone
+    assert result["reason"].startswith("first aten op that changed: aten.gelu.default in 1 (op 3 of 46; inputs "
+                                       "float32[32, 128] -> float32[32, 128]): output 0 off by max abs err"), result["reason"]
+    op = result["metrics"]["first_divergent_op"]
+    assert op["op"] == "aten.gelu.default" and 1e-3 < op["max_abs_err"] < 1e-2
+    repro = op["repro"].removeprefix("python ")
+    assert op["repro"].startswith("python -c ") and "# the first aten op that changed" in result["repro"]
+    for python, changed in ((torch_python, False), (broken, True)):
+        ran = subprocess.run(f"{python} {repro}", shell=True, cwd=tmp_path / "ab", capture_output=True, text=True)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        diff = float(ran.stdout.rsplit("tensor(", 1)[1].split(",")[0])
+        assert (diff > 1e-3) is changed, ran.stdout
+    saved = next(r for r in load_report(tmp_path / "ab")["reports"][0]["results"] if r["id"] == check)["metrics"]
+    assert saved["ops_recorded"] == 46 and not saved["ops_truncated"]  # the baseline's recording and its cost
 
 
 def test_a_reduce_scatter_off_by_a_tenth_of_a_percent_fails_fsdp2(tmp_path: Path, torch_python: str) -> None:

@@ -66,6 +66,9 @@ def test_numeric_drift_fails_cross_version_and_names_the_module(tmp_path: Path, 
     assert cv["outcome"] == "failed"
     assert cv["metrics"]["first_divergent_module"]["module"] == "0"  # the first Linear of the Sequential
     assert "first divergent module: 0" in cv["reason"] and "× the baseline's" in cv["reason"]
+    # the drift is Python code around the Linear's addmm: no kernel changed, the ops it calls did
+    assert cv["reason"].startswith("no aten op's kernel changed on the baseline's inputs"), cv["reason"]
+    assert "the baseline called aten.gelu.default in 1, the candidate aten.mul.Tensor in 0" in cv["reason"], cv["reason"]
 
 
 def test_candidate_compares_with_this_runs_baseline_even_when_it_saves_late(tmp_path: Path, torch_python: str) -> None:

@@ -96,7 +96,30 @@ def decide_side(spec: CheckSpec, obs: Observation, repro: str, limits: dict[str,
     if result.outcome is Outcome.FAILED and first:
         result = replace(result, reason=f"{result.reason}; first divergent module: {first['module']} "
                                         f"(max abs err {first['max_abs_err']:.3g})")
+    op = result.metrics.get("first_divergent_op")
+    if result.outcome is Outcome.FAILED and isinstance(op, dict):
+        result = replace(result, reason=f"{first_op_line(op)}; {result.reason}")
+        if op.get("repro"):
+            result = replace(result, repro=(f"{repro.rstrip()}\n# the first aten op that changed, alone (in the report "
+                                            f"folder, with the baseline's inputs):\n{op['repro']}").lstrip("\n"))
     return result
+
+
+def first_op_line(op: Mapping[str, Any]) -> str:
+    """The first aten op whose output, on the baseline's recorded inputs, left the tolerance: what a reader of a
+    failed cross-version check needs first."""
+    if not op.get("op"):
+        bound = " (the recording was truncated: a later op may have changed)" if op.get("truncated") else ""
+        calls = op.get("calls_changed")
+        where = (f"; the ops called changed at op {int(calls.get('index', 0)) + 1}: the baseline called "
+                 f"{calls.get('baseline')}, the candidate {calls.get('candidate')}" if isinstance(calls, dict) else "")
+        return (f"no aten op's kernel changed on the baseline's inputs ({op.get('replayed')} of {op.get('of')} "
+                f"replayed){bound}{where}")
+    how = (f"raises {op['error']}" if op.get("error") else
+           f"output {op.get('output')} off by max abs err {op.get('max_abs_err', float('nan')):.3g}")
+    return (f"first aten op that changed: {op['op']} in {op.get('module')} (op {int(op.get('index', 0)) + 1} of "
+            f"{op.get('of')}; inputs {', '.join(op.get('inputs') or []) or 'none'} -> "
+            f"{', '.join(op.get('outputs') or []) or 'none'}): {how}")
 
 
 def mark_preexisting(baseline: Report, candidate: Report) -> Report:

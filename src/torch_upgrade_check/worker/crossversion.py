@@ -1,6 +1,7 @@
 """Cross-version numerics: the baseline saves its inputs, weights, outputs and fp64 golden; the candidate loads
 them, computes the same function and is judged against the baseline's golden (its noise floor: the baseline's
-own error), naming the first module whose output diverges.
+own error), naming the first module whose output diverges and, where it is out of tolerance, the first aten op
+whose kernel changed (`opreplay`: the baseline records its ops, the candidate replays them).
 
 The candidate's own golden is never the yardstick: a kernel that changed in every dtype changes the candidate's
 golden with it (issue 20: a gelu 0.1% off everywhere passed). It is compared with the baseline's instead, and a
@@ -16,13 +17,22 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import tensors
+from torch_upgrade_check.worker import opreplay, tensors
 from torch_upgrade_check.worker.instance import Instance, Skip, forward_backward, golden, not_checked, tolerances
 
 
 def store_path(spec: CheckSpec) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.workload}-{spec.dtype}-{spec.device}")
-    return Path(spec.params["store"]) / f"{safe}.pt"
+    return Path(spec.params["store"]) / f"{_safe(spec)}.pt"
+
+
+def _safe(spec: CheckSpec) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.workload}-{spec.dtype}-{spec.device}")
+
+
+def repro_dir(spec: CheckSpec) -> Path:
+    """Where the first changed op's inputs go: beside report.json (the store is the report folder's
+    baseline-outputs/)."""
+    return Path(spec.params["store"]).parent / "first-divergent-op"
 
 
 def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Any) -> dict[str, Any]:
@@ -40,7 +50,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
             },
             path,
         )
-        return {"saved": str(path), "tensors": len(outputs)}
+        return {"saved": str(path), "tensors": len(outputs), **opreplay.record(inst, path.with_suffix(".ops.pt"))}
     if not path.exists():
         raise Skip("the baseline saved no outputs for this check (it did not run there, or failed there)")
     saved = torch.load(path, map_location="cpu", weights_only=True)
@@ -62,6 +72,14 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
     first = _first_divergent(modules, saved["modules"], rtol, atol)
     if first:
         metrics["first_divergent_module"] = first
+    ops = path.with_suffix(".ops.pt")
+    if (not metrics["bitwise_equal_to_baseline"] or metrics["fp64_vs_baseline"]["mismatched_count"]) and ops.exists():
+        own = {("float32" if spec.dtype == "tf32" else spec.dtype): (rtol, atol)}
+        op = opreplay.first_changed(ops, spec.device, {**tensors.DEFAULT_TOLERANCES, **own}, repro_dir(spec),
+                                    _safe(spec))
+        if op["op"] is None:
+            op["calls_changed"] = opreplay.first_call_changed(inst, ops)
+        metrics["first_divergent_op"] = op
     return metrics
 
 
