@@ -227,3 +227,27 @@ def test_an_autocast_step_runs_on_the_device_with_its_own_grad_scaler(tmp_path: 
         assert result["metrics"]["autocast_device"] == device
         assert set(result["metrics"]["checked"]) == {"bfloat16", "float16"}
         assert result["metrics"]["checked"]["float16"]["overflow_skipped"] is True
+
+
+@pytest.mark.parametrize("device", ["cuda", "mps"])
+def test_a_kernel_changed_in_every_dtype_is_named_on_the_device(tmp_path: Path, torch_python: str, device: str) -> None:
+    """cross-version on an accelerator: the baseline's fp64 golden (MPS has none on the device: computed on the
+    CPU), and the baseline's recorded ops replayed on the candidate's device, tensors to the host through
+    tensors.host; the same torch on both sides passes bitwise."""
+    check = "mlp[float32]/cross-version"
+
+    def compared(baseline: str, candidate: str, out: Path) -> tuple[int, dict[str, dict]]:
+        proc = run_cli("compare", "--baseline-python", baseline, "--candidate-python", candidate, "--device", device,
+                       "--threads", "1", "--out", str(out), "--no-job-summary", "--only", check)
+        assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc.returncode, results_by_id(load_report(out)["reports"][1])
+
+    base = emulated(torch_python, tmp_path / "b", device)
+    code, cand = compared(base, base, tmp_path / "aa")
+    assert (code, cand[check]["outcome"]) == (0, "passed"), cand[check]["reason"]
+    assert cand[check]["metrics"]["bitwise_equal_to_baseline"] is True
+    broken = str(interpreter(torch_python, tmp_path / "c", emulate=device, breaks=["gelu-every-dtype"]))
+    code, cand = compared(base, broken, tmp_path / "ab")
+    assert (code, cand[check]["outcome"]) == (1, "failed"), cand[check]["reason"]
+    assert cand[check]["reason"].startswith("first aten op that changed: aten.gelu.default in 1"), cand[check]["reason"]
+    assert (tmp_path / "ab" / "first-divergent-op" / f"mlp-float32-{device}.pt").exists()
