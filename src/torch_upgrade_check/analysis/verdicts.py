@@ -12,7 +12,8 @@ Rules (thresholds are recorded on each result):
 - checkpoint: loads with the default torch.load and the resumed training step is bitwise equal to the
   uninterrupted one (compare's candidate: the baseline's file, its step within tolerance).
 - sdpa-backends: every backend that runs, on every case, by the numerics rule.
-- training-curve: finite losses; in compare every step within the band around the baseline's (CURVE_*).
+- training-curve: finite losses; in compare every step within the band around the baseline's (CURVE_*); a failure
+  says first when the seeded random stream changed (worker.randomness), which explains it without numerics.
 - amp: per autocast dtype, autocast took effect, the GradScaler skipped an overflowed step and then applied one,
   and each tensor of the step within AMP_ROUNDOFFS unit roundoffs (relative RMS) of the fp64 golden; in compare
   the baseline's golden, within the cross-version rule of the baseline's autocast step, and the fp64 step's
@@ -221,13 +222,23 @@ def _training_curve(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
     if first_out is not None:
         i, c, b, band = first_out
         m["first_step_out"] = i + 1
-        return Outcome.FAILED, (f"the candidate's loss leaves the baseline's band at step {i + 1} of {steps}: {c:.6g} vs "
+        return Outcome.FAILED, (f"{random_stream_line(m)}the candidate's loss leaves the baseline's band at step {i + 1} of {steps}: {c:.6g} vs "
                                 f"{b:.6g} (band ±{short(band)}); at step {steps}: {losses[-1]:.6g} vs {base[-1]:.6g}"), \
             thresholds
     if worst[0] == 0:
         return Outcome.PASSED, f"the candidate's {steps}-step loss curve is bitwise the baseline's", thresholds
     return Outcome.PASSED, (f"the candidate's {steps}-step loss curve stays within the baseline's band (closest to its "
                             f"edge at step {worst[1] + 1}: deviation {short(worst[0])}, band ±{short(worst[2])})"), thresholds
+
+
+def random_stream_line(m: Mapping[str, Any]) -> str:
+    """Where the candidate's seeded random ops draw other numbers than the baseline's: said first, since the
+    difference that follows is the random stream's, not the numerics'."""
+    changed = m.get("random_stream_changed")
+    if not isinstance(changed, dict):
+        return ""
+    return (f"the random stream changed, not the numerics: {changed.get('how')} (draw {changed.get('call')} of "
+            f"{changed.get('of')}); so ")
 
 
 def _amp(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:

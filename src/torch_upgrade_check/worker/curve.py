@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import crossversion, training
+from torch_upgrade_check.worker import crossversion, randomness, training
 from torch_upgrade_check.worker.devices import Device
 from torch_upgrade_check.worker.instance import Instance, Skip, require_training
 
@@ -32,10 +32,11 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
                                "losses": _curve(factory, spec, device, steps, inst.loss),
                                "second_run": _curve(factory, spec, device, steps, inst.loss)}
     path = crossversion.store_path(spec).with_suffix(".curve.json") if mode != "alone" else None
+    stream = _random_stream(factory, spec, inst.loss) if mode != "alone" else []
     if mode == "save" and path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"torch": str(torch.__version__), "losses": metrics["losses"],
-                                    "second_run": metrics["second_run"]}))
+                                    "second_run": metrics["second_run"], "random_stream": stream}))
     elif mode == "compare" and path is not None:
         if not path.exists():
             raise Skip("the baseline saved no training curve for this check (it did not run there, or failed there)")
@@ -43,8 +44,21 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
         if len(saved["losses"]) != steps:
             raise Skip(f"the baseline's curve has {len(saved['losses'])} steps, this one {steps}")
         metrics.update(baseline_torch=saved["torch"], baseline_losses=saved["losses"],
-                       baseline_second_run=saved["second_run"])
+                       baseline_second_run=saved["second_run"], random_draws=len(stream))
+        changed = randomness.first_change(saved.get("random_stream") or [], stream)
+        if changed:
+            metrics["random_stream_changed"] = changed
     return metrics
+
+
+def _random_stream(factory: Callable[..., Any], spec: CheckSpec, loss: Any) -> list[dict[str, Any]]:
+    """The random stream's fingerprint of the curve's start: the seeded build and two steps (their jitter)."""
+    def start() -> None:
+        model, optimizer, inputs = training.trainable(factory, spec)
+        for _ in range(2):
+            training.step(model, optimizer, loss, inputs)
+
+    return randomness.fingerprint(start)
 
 
 def _curve(factory: Callable[..., Any], spec: CheckSpec, device: Device, steps: int, loss: Any) -> list[float | None]:

@@ -35,6 +35,9 @@ changes float64 too, as a real kernel change does.
 - gelu-every-dtype: aten.gelu's CPU kernel, replaced through torch.library by its torch._decomp decomposition,
   returns its output x(1+1e-3) in every dtype, float64 included (as a new decomposition, vectorised path or
   formula changes a kernel for all dtypes alike); its backward (aten.gelu_backward) is untouched.
+- uniform-stream-changed: aten.uniform_'s CPU kernel draws other numbers for the same seed (from torch.randint's
+  stream, through torch.library), as torch 2.7 changed torch.multinomial's samples: the same distribution, every
+  number right, a seeded initialiser (nn.Linear's kaiming_uniform_) and so a seeded training run different.
 - reduce-scatter-0.999: torch.distributed.reduce_scatter_single's result is x0.999 (every rank's reduced
   gradient shard under FSDP2, as a collective with a wrong scaling or a lossy reduction would leave it).
 """
@@ -133,6 +136,22 @@ def _gelu_every_dtype() -> None:
     with warnings.catch_warnings():  # torch warns that a kernel is overridden: a real release would not
         warnings.simplefilter("ignore")
         lib.impl("gelu", gelu, "CPU")
+
+
+def _uniform_from_another_stream() -> None:
+    import warnings
+
+    lib = torch.library.Library("aten", "IMPL")
+    _LIBRARIES.append(lib)
+
+    def uniform_(self, low=0.0, high=1.0, *, generator=None):
+        # not 2**24 steps: randint's 32-bit draw modulo 2**24 would equal uniform_'s 24 bits, number for number
+        steps = torch.randint(0, 1_000_003, self.shape, generator=generator, dtype=torch.int64)
+        return self.copy_(low + (high - low) * (steps.double() / 1_000_003))
+
+    with warnings.catch_warnings():  # torch warns that a kernel is overridden: a real release would not
+        warnings.simplefilter("ignore")
+        lib.impl("uniform_", uniform_, "CPU")
 
 
 def _scaled_reduce_scatter(reduce_scatter_single, factor: float):
@@ -259,6 +278,8 @@ def install(names: str) -> None:
             _flash_wrong_at_odd_lengths()
         elif name == "gelu-every-dtype":
             _gelu_every_dtype()
+        elif name == "uniform-stream-changed":
+            _uniform_from_another_stream()
         elif name == "reduce-scatter-0.999":
             import torch.distributed as dist
 
