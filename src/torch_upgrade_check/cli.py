@@ -88,6 +88,11 @@ def _add_install_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--find-links", action="append", default=[], metavar="PATH", help="wheel folder (repeatable)")
     p.add_argument("--extra-requirement", action="append", default=[], metavar="REQ",
                      help="another package for both venvs, e.g. numpy (repeatable)")
+    p.add_argument("--requirements", action="append", default=[], metavar="FILE",
+                     help="the team's stack for both venvs, each side's torch pinned: a requirements*.txt, "
+                          "pyproject.toml, uv.lock or poetry.lock (repeatable; adds to the config's 'requirements:')")
+    p.add_argument("--extras", action="append", default=[], metavar="LIST",
+                     help="pyproject.toml optional-dependencies or dependency-groups to install too (comma list)")
     p.add_argument("--venv-dir", default=None, metavar="DIR",
                      help="where venvs live (default: $XDG_CACHE_HOME or ~/.cache, /torch-upgrade-check/venvs)")
     p.add_argument("--venv-cap", default=None, metavar="GB",

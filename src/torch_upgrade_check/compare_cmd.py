@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from torch_upgrade_check import __version__, values
+from torch_upgrade_check import __version__, stack, values
 from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
@@ -59,6 +59,7 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
     given_cap = getattr(args, "venv_cap", None)
     args.venv_cap_gb = (store.DEFAULT_CAP_GB if given_cap is None
                         else values.collect(problems, values.gigabytes, given_cap, "--venv-cap"))
+    args.stack = values.collect(problems, stack.from_args, args) or stack.Stack()
     if problems:
         raise UsageError(*problems)
     thresholds = compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"],
@@ -116,7 +117,7 @@ def pythons_for(sides: dict[str, tuple[provision.TorchSpec | None, str | None]],
         opts = provision.Options(
             base_python=base_python, root=store.store_root(venv_dir, os.environ), backend=args.torch_backend,
             index_url=args.index_url, extra_index_urls=tuple(args.extra_index_url), find_links=tuple(args.find_links),
-            extra_requirements=tuple(args.extra_requirement), installer=provision.choose_installer(args.installer),
+            extra_requirements=(*args.extra_requirement, *getattr(args, "stack", stack.Stack()).requirements), installer=provision.choose_installer(args.installer),
             logs=out / "logs",
         )
         title = "torch-upgrade-check: preparing " + " and ".join(f"{role} torch {spec.text}" for role, spec in installs.items())
@@ -145,7 +146,7 @@ def compare_head(args: argparse.Namespace) -> list[str]:
     for flag, default in (("torch_backend", "auto"), ("installer", "auto"), ("index_url", ""), ("venv_dir", None)):
         if getattr(args, flag) != default:
             head += ["--" + flag.replace("_", "-"), getattr(args, flag)]
-    for flag in ("extra_index_url", "find_links", "extra_requirement"):
+    for flag in ("extra_index_url", "find_links", "extra_requirement", "requirements", "extras"):
         head += [x for item in getattr(args, flag) for x in ("--" + flag.replace("_", "-"), item)]
     return head
 
