@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from torch_upgrade_check import __version__, stack, values
+from torch_upgrade_check import __version__, stack, stack_cmd, values
 from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
@@ -177,9 +177,16 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     pythons: dict[str, str] = {}
     try:
         tool_python = session.resolve_python(args.python)
-        pythons = pythons_for({role: (spec, prepared) for role, spec, prepared in (
+        sides = {role: (spec, prepared) for role, spec, prepared in (
             ("baseline", base_spec, args.baseline_python), ("candidate", cand_spec, args.candidate_python))
-            if role in reports}, args, tool_python, out)
+            if role in reports}
+        if not args.list:  # the team's stack resolved with each side's torch before anything is installed
+            reports, stop = stack_cmd.resolve_first(args, settings.only, sides, tool_python, out, reports,
+                                                    repro=lambda device, spec: repro(args, device, spec), say=say)
+            if stop:
+                write_reports(list(reports.values()), out / "report.json")
+                return finish(args, list(reports.values()), out, out / "report.json", time.monotonic() - started)
+        pythons = pythons_for(sides, args, tool_python, out)
         probes = in_parallel({role: (lambda python=python, role=role: session.probe(python, settings, name=f"probe-{role}"))
                               for role, python in pythons.items()})
     except InfrastructureError as e:
@@ -207,10 +214,14 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         side_specs["candidate"] += [*session.plan(settings, device, aspects=list(compare.TRAINING_ASPECTS)), *last,
                                     *ab_specs]
     planned = [*side_specs["candidate"], *(ab_specs if has_baseline else [])]
-    session.require_checks(planned, settings)
+    stack_ids = stack_cmd.planned_ids(args, settings.only)
+    if not stack_ids:
+        session.require_checks(planned, settings)
     if args.list:
         for s in planned:
             print(s.id)
+        for check in stack_ids:
+            print(check)
         return EXIT_PASSED
     say(f"{PROG} {__version__}: " + " vs ".join(f"{role} torch {r.label}" for role, r in reports.items())
         + f" on {device}; results -> {out}/")
