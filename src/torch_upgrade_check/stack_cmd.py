@@ -15,7 +15,7 @@ from pathlib import Path
 
 from torch_upgrade_check import stack, suite
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import installer, provision, resolve, session
+from torch_upgrade_check.orchestrate import imports, installer, provision, resolve, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
 Sides = Mapping[str, tuple[provision.TorchSpec | None, str | None]]  # role -> (SPEC, prepared interpreter)
@@ -25,11 +25,20 @@ def selected(only: Sequence[str], workload: str, aspect: str) -> bool:
     return not only or suite.selected(CheckSpec(workload=workload, aspect=aspect, device="", dtype="-"), only)
 
 
+def imports_wanted(args: argparse.Namespace, only: Sequence[str]) -> bool:
+    """imports runs with a stack (unless --only leaves it out), or without one when --only asks for it."""
+    if not selected(only, imports.WORKLOAD, imports.ASPECT):
+        return False
+    return bool(getattr(args, "stack", None)) or bool(only)
+
+
 def planned_ids(args: argparse.Namespace, only: Sequence[str]) -> list[str]:
-    """The stack checks `--list` shows: resolve with a stack, imports always (per distribution: `*[-]/imports`)."""
+    """The stack checks `--list` shows: resolve with a stack, imports with a stack or when --only asks for it."""
     ids = []
     if getattr(args, "stack", None) and selected(only, resolve.WORKLOAD, resolve.ASPECT):
         ids.append(f"{resolve.WORKLOAD}[-]/{resolve.ASPECT}")
+    if imports_wanted(args, only):
+        ids.append(f"{imports.WORKLOAD}[-]/{imports.ASPECT}")
     return ids
 
 
@@ -107,3 +116,18 @@ def resolve_first(args: argparse.Namespace, only: Sequence[str], sides: Sides, b
     return {role: replace(r, finished=session.now(), complete=True, device=device,
                           label=str(results[role].metrics.get("torch", "?")) if role in results else "?")
             for role, r in reports.items()}, True
+
+
+def imports_stage(args: argparse.Namespace, only: Sequence[str], pythons: Mapping[str, str], reports: dict[str, Report],
+                  device: str, *, timeout_s: float, repro: Callable[[CheckSpec], str],
+                  say: Callable[[str], None]) -> dict[str, Report]:
+    """The reports with each side's imports result, when it is wanted (imports_wanted)."""
+    if not imports_wanted(args, only):
+        return reports
+    base = reports.get("baseline")
+    results = imports.check(pythons, device=device, timeout_s=min(timeout_s, imports.TIMEOUT_S),
+                            repro=repro(CheckSpec(imports.WORKLOAD, imports.ASPECT, device, imports.DTYPE)),
+                            baseline_label=base.label if base is not None else "", say=say)
+    for role, r in results.items():
+        say(f"{role}: imports {r.outcome.value}: {r.reason[:300]}")
+    return with_results(reports, results)
