@@ -49,22 +49,27 @@ def _torch_and_its_dependencies() -> list[metadata.Distribution]:
     return list(found.values())
 
 
-def build_env(folder: Path) -> Path:
+def build_env(folder: Path, packages: dict[str, str] = PACKAGES, files: dict[str, Path] | None = None) -> Path:
     """A real venv whose site-packages holds torch and its dependencies (linked from this interpreter's) and the
-    two packages above, each with its .dist-info, as pip would have installed them."""
+    packages given (name -> __init__.py, and name -> a file it ships beside it), each with its .dist-info, as pip
+    would have installed them."""
     venv.create(folder, with_pip=False, symlinks=True)
     site = next(folder.glob("lib/python3*/site-packages"))
     for dist in _torch_and_its_dependencies():
         for top in sorted({str(f).split("/")[0] for f in dist.files or [] if not str(f).startswith("..")}):
             if top != "__pycache__" and not (site / top).exists():
                 (site / top).symlink_to(dist.locate_file(top))
-    for name, code in PACKAGES.items():
+    for name, code in packages.items():
         (site / name).mkdir()
         (site / name / "__init__.py").write_text(code)
+        shipped = [f"{name}/__init__.py"]
+        if files and name in files:
+            (site / name / files[name].name).write_bytes(files[name].read_bytes())
+            shipped.append(f"{name}/{files[name].name}")
         info = site / f"{name}-1.0.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: 1.0\n")
-        (info / "RECORD").write_text(f"{name}/__init__.py,,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n")
+        (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*shipped, f"{info.name}/METADATA", f"{info.name}/RECORD"]))
     return folder / "bin" / "python"
 
 
@@ -135,3 +140,22 @@ def test_judgement_names_what_broke_and_what_was_already_broken() -> None:
                                   "d (D 1) is no longer installed; 1 fail with baseline 2.13.0 too: c (C 1) raised: boom")
     alone = imports.judge({"candidate": done["candidate"]}, device="cpu", repro="")["candidate"]
     assert alone.outcome.value == "suspicious"  # nothing says they ever imported
+
+
+@pytest.mark.slow
+def test_the_stack_goes_into_both_venvs_beside_each_sides_torch(tmp_path: Path) -> None:
+    """A/A with a real stack: resolved, installed beside torch 2.13.0 (the venv named after the stack too) and
+    every module imported on both sides."""
+    (tmp_path / "requirements.txt").write_text("iniconfig==2.3.1\ntorch==2.12.0  # set aside: each side pins its own\n")
+    venvs = tmp_path / "venvs"
+    proc = run_cli("compare", "--baseline", "2.13.0", "--candidate", "2.13.0", "--installer", "pip",
+                   "--torch-backend", "pypi", "--venv-dir", str(venvs), "--device", "cpu", "--only", "stack",
+                   "--requirements", str(tmp_path / "requirements.txt"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    base, cand = json.loads((tmp_path / "out" / "report.json").read_text())["reports"]
+    got = {r["id"]: r for r in cand["results"]}
+    assert got["stack[-]/resolve"]["outcome"] == "passed" and got["stack[-]/imports"]["outcome"] == "passed"
+    assert got["stack[-]/imports"]["metrics"]["modules"]["iniconfig"]["status"] == "ok"
+    assert cand["label"].startswith("2.13.0")
+    (record,) = [json.loads(p.read_text()) for p in venvs.glob("torch-2.13.0-*/torch-upgrade-check-env.json")]
+    assert record["plan"]["extra_requirements"] == ["iniconfig==2.3.1"]

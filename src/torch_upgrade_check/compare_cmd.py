@@ -225,8 +225,8 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return EXIT_PASSED
     say(f"{PROG} {__version__}: " + " vs ".join(f"{role} torch {r.label}" for role, r in reports.items())
         + f" on {device}; results -> {out}/")
-    reports = stack_cmd.imports_stage(args, settings.only, pythons, reports, device, timeout_s=settings.timeout_s,
-                                      repro=lambda s: repro(args, device, s), say=say)
+    reports = stack_cmd.installed_stage(args, settings.only, pythons, reports, device, timeout_s=settings.timeout_s,
+                                        repro=lambda s: repro(args, device, s), say=say)
 
     lock = threading.Lock()
 

@@ -8,7 +8,7 @@ from typing import Any
 
 ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "determinism", "deterministic-backward", "latency",
            "memory", "fsdp2", "checkpoint", "training-curve", "sdpa-backends",
-           "amp", "compile-time", "warnings", "resolve", "imports")  # resolve, imports: compare's stack checks (stack_cmd)
+           "amp", "compile-time", "warnings", "resolve", "imports", "abi")  # the last three: compare's stack checks (stack_cmd)
 DEVICES = ("cpu", "cuda", "mps")
 # what `--fail-on` (and the action's fail-on) can name, and the kind of each failing aspect; the rest is correctness
 FAIL_ON = ("correctness", "latency", "memory", "warnings")

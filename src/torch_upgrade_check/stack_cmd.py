@@ -15,9 +15,10 @@ from pathlib import Path
 
 from torch_upgrade_check import stack, suite
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import imports, installer, provision, resolve, session
+from torch_upgrade_check.orchestrate import abi, imports, installer, provision, resolve, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
+WORKLOAD = "stack"  # the workload name of every stack check: stack[-]/resolve, stack[-]/imports, stack[-]/abi
 Sides = Mapping[str, tuple[provision.TorchSpec | None, str | None]]  # role -> (SPEC, prepared interpreter)
 
 
@@ -25,9 +26,9 @@ def selected(only: Sequence[str], workload: str, aspect: str) -> bool:
     return not only or suite.selected(CheckSpec(workload=workload, aspect=aspect, device="", dtype="-"), only)
 
 
-def imports_wanted(args: argparse.Namespace, only: Sequence[str]) -> bool:
-    """imports runs with a stack (unless --only leaves it out), or without one when --only asks for it."""
-    if not selected(only, imports.WORKLOAD, imports.ASPECT):
+def wanted(args: argparse.Namespace, only: Sequence[str], aspect: str) -> bool:
+    """imports and abi run with a stack (unless --only leaves them out), or without one when --only asks for them."""
+    if not selected(only, WORKLOAD, aspect):
         return False
     return bool(getattr(args, "stack", None)) or bool(only)
 
@@ -37,8 +38,7 @@ def planned_ids(args: argparse.Namespace, only: Sequence[str]) -> list[str]:
     ids = []
     if getattr(args, "stack", None) and selected(only, resolve.WORKLOAD, resolve.ASPECT):
         ids.append(f"{resolve.WORKLOAD}[-]/{resolve.ASPECT}")
-    if imports_wanted(args, only):
-        ids.append(f"{imports.WORKLOAD}[-]/{imports.ASPECT}")
+    ids += [f"{WORKLOAD}[-]/{aspect}" for aspect in (imports.ASPECT, abi.ASPECT) if wanted(args, only, aspect)]
     return ids
 
 
@@ -118,16 +118,24 @@ def resolve_first(args: argparse.Namespace, only: Sequence[str], sides: Sides, b
             for role, r in reports.items()}, True
 
 
-def imports_stage(args: argparse.Namespace, only: Sequence[str], pythons: Mapping[str, str], reports: dict[str, Report],
-                  device: str, *, timeout_s: float, repro: Callable[[CheckSpec], str],
-                  say: Callable[[str], None]) -> dict[str, Report]:
-    """The reports with each side's imports result, when it is wanted (imports_wanted)."""
-    if not imports_wanted(args, only):
-        return reports
-    base = reports.get("baseline")
-    results = imports.check(pythons, device=device, timeout_s=min(timeout_s, imports.TIMEOUT_S),
-                            repro=repro(CheckSpec(imports.WORKLOAD, imports.ASPECT, device, imports.DTYPE)),
-                            baseline_label=base.label if base is not None else "", say=say)
-    for role, r in results.items():
-        say(f"{role}: imports {r.outcome.value}: {r.reason[:300]}")
-    return with_results(reports, results)
+def installed_stage(args: argparse.Namespace, only: Sequence[str], pythons: Mapping[str, str],
+                    reports: dict[str, Report], device: str, *, timeout_s: float, repro: Callable[[CheckSpec], str],
+                    say: Callable[[str], None]) -> dict[str, Report]:
+    """The reports with each side's imports and abi results, each when it is wanted."""
+    labels = {role: r.label for role, r in reports.items()}
+    if wanted(args, only, imports.ASPECT):
+        results = imports.check(pythons, device=device, timeout_s=min(timeout_s, imports.TIMEOUT_S),
+                                repro=repro(CheckSpec(WORKLOAD, imports.ASPECT, device, imports.DTYPE)),
+                                baseline_label=labels.get("baseline", ""), say=say)
+        for role, r in results.items():
+            say(f"{role}: imports {r.outcome.value}: {r.reason[:300]}")
+        reports = with_results(reports, results)
+    if wanted(args, only, abi.ASPECT):
+        envs = {role: abi.Environment({d: (str(v["version"]), list(v["libraries"]))
+                                       for d, v in imports.listing(python).items()}) for role, python in pythons.items()}
+        results = abi.judge(envs, device=device, labels=labels,
+                            repro=repro(CheckSpec(WORKLOAD, abi.ASPECT, device, abi.DTYPE)))
+        for role, r in results.items():
+            say(f"{role}: abi {r.outcome.value}: {r.reason[:300]}")
+        reports = with_results(reports, results)
+    return reports

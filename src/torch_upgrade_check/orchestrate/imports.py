@@ -69,8 +69,8 @@ def _env() -> dict[str, str]:
     return env
 
 
-def list_modules(python: str, *, timeout_s: float = TIMEOUT_S) -> dict[str, tuple[str, list[str]]]:
-    """{distribution: (version, [top-level modules])} as the environment of `python` sees them."""
+def listing(python: str, *, timeout_s: float = TIMEOUT_S) -> dict[str, dict[str, Any]]:
+    """{distribution: {"version", "modules", "libraries"}} as the environment of `python` sees them."""
     with tempfile.TemporaryDirectory(prefix="tuc-imports-") as empty:
         try:
             proc = subprocess.run([python, str(LISTER)], capture_output=True, text=True, timeout=timeout_s, cwd=empty,
@@ -80,8 +80,12 @@ def list_modules(python: str, *, timeout_s: float = TIMEOUT_S) -> dict[str, tupl
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise InfrastructureError(f"cannot list the distributions of {python}: {tail[:300]}")
-    data = json.loads(proc.stdout)
-    return {name: (str(d["version"]), list(d["modules"])) for name, d in data["distributions"].items()}
+    return dict(json.loads(proc.stdout)["distributions"])
+
+
+def list_modules(python: str, *, timeout_s: float = TIMEOUT_S) -> dict[str, tuple[str, list[str]]]:
+    """{distribution: (version, [top-level modules])} as the environment of `python` sees them."""
+    return {name: (str(d["version"]), list(d["modules"])) for name, d in listing(python, timeout_s=timeout_s).items()}
 
 
 def import_one(python: str, distribution: str, version: str, module: str, *, timeout_s: float, cwd: str) -> Imported:
