@@ -31,111 +31,31 @@ serve = [{ name = "fastapi" }]
 [package.dev-dependencies]
 dev = [{ name = "pytest" }]
 
-[[package]]
-name = "torch"
-version = "2.13.0"
-source = { registry = "https://pypi.org/simple" }
-dependencies = [{ name = "sympy" }, { name = "filelock" }]
-
-[[package]]
-name = "torchvision"
-version = "0.28.0"
-source = { registry = "https://pypi.org/simple" }
-dependencies = [{ name = "numpy" }, { name = "torch" }]
-
-[[package]]
-name = "sympy"
-version = "1.13.3"
-source = { registry = "https://pypi.org/simple" }
-dependencies = [{ name = "mpmath" }]
-
-[[package]]
-name = "mpmath"
-version = "1.3.0"
-source = { registry = "https://pypi.org/simple" }
-
-[[package]]
-name = "filelock"
-version = "3.16.1"
-source = { registry = "https://pypi.org/simple" }
-
-[[package]]
-name = "numpy"
-version = "2.1.3"
-source = { registry = "https://pypi.org/simple" }
-
-[[package]]
-name = "requests"
-version = "2.32.3"
-source = { registry = "https://pypi.org/simple" }
-dependencies = [{ name = "urllib3" }]
-
-[[package]]
-name = "urllib3"
-version = "2.2.3"
-source = { registry = "https://pypi.org/simple" }
-
-[[package]]
-name = "fastapi"
-version = "0.115.0"
-source = { registry = "https://pypi.org/simple" }
-
-[[package]]
-name = "pytest"
-version = "8.3.3"
-source = { registry = "https://pypi.org/simple" }
 """
+# the registry packages, as (name, version, dependencies)
+LOCKED = [("torch", "2.13.0", ["sympy", "filelock"]), ("torchvision", "0.28.0", ["numpy", "torch"]),
+          ("sympy", "1.13.3", ["mpmath"]), ("mpmath", "1.3.0", []), ("filelock", "3.16.1", []), ("numpy", "2.1.3", []),
+          ("requests", "2.32.3", ["urllib3"]), ("urllib3", "2.2.3", []), ("fastapi", "0.115.0", []), ("pytest", "8.3.3", [])]
 
-POETRY_LOCK = """\
-[[package]]
-name = "requests"
-version = "2.32.3"
-description = "HTTP"
-optional = false
-python-versions = ">=3.8"
-files = []
 
-[package.dependencies]
-urllib3 = ">=1.21.1,<3"
+def _uv_package(name: str, version: str, deps: list[str]) -> str:
+    edges = ", ".join(f'{{ name = "{d}" }}' for d in deps)
+    return (f'\n[[package]]\nname = "{name}"\nversion = "{version}"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
+            + (f"dependencies = [{edges}]\n" if deps else ""))
 
-[[package]]
-name = "urllib3"
-version = "2.2.3"
-description = ""
-optional = false
-python-versions = ">=3.8"
-files = []
 
-[[package]]
-name = "torch"
-version = "2.13.0"
-description = ""
-optional = false
-python-versions = ">=3.10"
-files = []
+UV_LOCK += "".join(_uv_package(*entry) for entry in LOCKED)
 
-[package.dependencies]
-sympy = ">=1.13.3"
 
-[[package]]
-name = "sympy"
-version = "1.13.3"
-description = ""
-optional = false
-python-versions = ">=3.8"
-files = []
+def _poetry_package(name: str, version: str, deps: dict[str, str]) -> str:
+    table = "".join(f'{d} = "{spec}"\n' for d, spec in deps.items())
+    return (f'[[package]]\nname = "{name}"\nversion = "{version}"\ndescription = ""\noptional = false\n'
+            f'python-versions = ">=3.10"\nfiles = []\n' + (f"\n[package.dependencies]\n{table}" if deps else "") + "\n")
 
-[[package]]
-name = "torchvision"
-version = "0.28.0"
-description = ""
-optional = false
-python-versions = ">=3.10"
-files = []
 
-[package.dependencies]
-torch = "2.13.0"
-
+POETRY_LOCK = "".join(_poetry_package(*entry) for entry in [
+    ("requests", "2.32.3", {"urllib3": ">=1.21.1,<3"}), ("urllib3", "2.2.3", {}), ("torch", "2.13.0", {"sympy": ">=1.13.3"}),
+    ("sympy", "1.13.3", {}), ("torchvision", "0.28.0", {"torch": "2.13.0"})]) + """\
 [metadata]
 lock-version = "2.1"
 python-versions = "^3.11"
