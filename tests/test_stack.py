@@ -195,3 +195,71 @@ def test_the_configs_requirements_are_relative_to_it(tmp_path: Path) -> None:
         extras: list[str] = []
 
     assert stack.from_args(Args()).requirements == ("numpy", "fastapi")
+
+
+def _git(repo: Path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main",
+                    *args], cwd=repo, check=True, capture_output=True)
+
+
+@pytest.fixture
+def bump_repo(tmp_path: Path) -> Path:
+    """A repository whose main pins torch 2.13.0 and whose branch `bump` pins 2.14.1 (torchvision left behind)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    write(repo, "requirements.txt", "torch==2.13.0\ntorchvision==0.28.0\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "pin")
+    _git(repo, "checkout", "-qb", "bump")
+    write(repo, "requirements.txt", "torch==2.14.1  # the bump\ntorchvision==0.28.0\n")
+    _git(repo, "commit", "-qam", "bump torch")
+    return repo
+
+
+def test_auto_reads_each_sides_pin_at_its_ref_with_the_same_parsers(bump_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from argparse import Namespace
+
+    from torch_upgrade_check.stack_cmd import auto_pins
+
+    monkeypatch.chdir(bump_repo)
+    args = Namespace(baseline="auto", candidate="auto", base_ref="main", head_ref=None, requirements=["requirements.txt"],
+                     extras=[], config_obj=None)
+    auto_pins(args)
+    assert (args.baseline, args.candidate) == ("2.13.0", "2.14.1")
+    write(bump_repo, "requirements.txt", "torch>=2.14,<2.15\n")  # the working tree, uncommitted: a range
+    args = Namespace(baseline="auto", candidate="auto", base_ref="main", head_ref=None, requirements=["requirements.txt"],
+                     extras=[], config_obj=None)
+    auto_pins(args)
+    assert args.candidate == "<2.15,>=2.14"
+
+
+@pytest.mark.parametrize(("flags", "problem"), [
+    (["--base-ref", "no-such-branch"], "--base-ref 'no-such-branch' is not a commit in this repository; fetch it"),
+    (["--base-ref", "HEAD", "--requirements", "missing.txt"], "requirements file missing.txt does not exist at "
+                                                               "--base-ref HEAD"),
+    ([], "--baseline auto reads the torch pin at --base-ref REF; pass one"),
+])
+def test_auto_with_a_bad_ref_is_exit_2_naming_it(bump_repo: Path, tmp_path: Path, flags: list[str], problem: str) -> None:
+    proc = run_cli("compare", "--baseline", "auto", "--candidate", "2.13.0", "--requirements", "requirements.txt",
+                   "--venv-dir", str(tmp_path / "venvs"), *flags, "--out", str(tmp_path / "out"), cwd=bump_repo)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.strip()][:1]
+    assert problem in line, proc.stderr
+    assert not (tmp_path / "venvs").exists()
+
+
+@pytest.mark.slow
+def test_a_bump_that_leaves_a_companion_behind_fails_resolve_from_the_refs_alone(bump_repo: Path, tmp_path: Path) -> None:
+    proc = run_cli("compare", "--baseline", "auto", "--base-ref", "main", "--candidate", "auto", "--installer", "pip",
+                   "--torch-backend", "pypi", "--requirements", "requirements.txt", "--venv-dir", str(tmp_path / "venvs"),
+                   "--device", "cpu", "--out", str(tmp_path / "out"), cwd=bump_repo)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    import json
+
+    baseline, candidate = json.loads((tmp_path / "out" / "report.json").read_text())["reports"]
+    assert baseline["label"].startswith("2.13.0") and candidate["label"] == "2.14.1"
+    assert "torchvision 0.28.0 requires torch==2.13.0" in candidate["results"][0]["reason"]
+    assert "--baseline 2.13.0 --candidate 2.14.1" in candidate["results"][0]["repro"]

@@ -27,6 +27,7 @@ T = TypeVar("T")
 
 def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, provision.TorchSpec | None, compare.Thresholds]:
     problems: list[str] = []
+    values.collect(problems, stack_cmd.auto_pins, args)  # --baseline/--candidate auto: the pins at the git refs
     specs: list[provision.TorchSpec | None] = []
     for role in ("candidate", "baseline"):
         text, python = getattr(args, role), getattr(args, f"{role}_python")
@@ -35,7 +36,7 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
         if role == "candidate" and not text and not python:
             problems.append("compare needs --candidate SPEC (like 2.13.0, nightly, test, current) or --candidate-python PATH")
         try:
-            specs.append(provision.parse_spec(text, f"--{role}") if text else None)
+            specs.append(provision.parse_spec(text, f"--{role}") if text and text != "auto" else None)
         except UsageError as e:
             problems += e.problems
             specs.append(None)

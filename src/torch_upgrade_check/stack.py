@@ -19,7 +19,9 @@ aside (`Stack.torch`): each side pins its own torch, and the stack is installed 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import os
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+Reader = Callable[[Path], str]
 KINDS = "a requirements*.txt, a pyproject.toml, a uv.lock or a poetry.lock"
 UV_LOCK_VERSIONS = (1,)
 POETRY_LOCK_VERSIONS = ("1.1", "2.0", "2.1")
@@ -57,7 +60,8 @@ class Stack:
         return bool(self.sources)
 
 
-def load(paths: Sequence[str | Path], extras: Sequence[str] = (), *, base: Path | None = None) -> Stack:
+def load(paths: Sequence[str | Path], extras: Sequence[str] = (), *, base: Path | None = None,
+         read: Reader | None = None) -> Stack:
     """Read every file (relative to `base`, else the current folder); all problems raised together as one UsageError."""
     problems: list[str] = []
     reqs: list[Requirement] = []
@@ -69,7 +73,7 @@ def load(paths: Sequence[str | Path], extras: Sequence[str] = (), *, base: Path 
     for given in paths:
         path = (base / given) if base is not None and not Path(given).is_absolute() else Path(given)
         try:
-            reqs += read_file(path, wanted)
+            reqs += read_file(path, wanted, read)
             sources.append(str(given))
         except UsageError as e:
             problems += e.problems
@@ -85,17 +89,19 @@ def load(paths: Sequence[str | Path], extras: Sequence[str] = (), *, base: Path 
     return Stack(tuple(kept), tuple(sources), tuple(torch))
 
 
-def read_file(path: Path, extras: Sequence[str] = ()) -> list[Requirement]:
-    """The requirements of one file, by its kind; a UsageError naming the file and the fix when it cannot."""
+def read_file(path: Path, extras: Sequence[str] = (), read: Reader | None = None) -> list[Requirement]:
+    """The requirements of one file, by its kind; a UsageError naming the file and the fix when it cannot.
+    `read` gives a file's text (default: from disk; `at_ref` reads them as a git commit has them)."""
+    read = read or _read
     name = path.name
     if name == "pyproject.toml":
-        return from_pyproject(_toml(path), path, extras)
+        return from_pyproject(_toml(path, read), path, extras)
     if name == "uv.lock":
-        return from_uv_lock(_toml(path), path)
+        return from_uv_lock(_toml(path, read), path)
     if name == "poetry.lock":
-        return from_poetry_lock(_toml(path), path)
+        return from_poetry_lock(_toml(path, read), path)
     if path.suffix in (".txt", ".in"):
-        return from_requirements_txt(path)
+        return from_requirements_txt(path, read=read)
     raise UsageError(f"requirements file {path} is not {KINDS}; pass one of those (uv export, pip-compile or "
                      "poetry export write a requirements.txt from other lock files)")
 
@@ -113,9 +119,9 @@ def _read(path: Path) -> str:
                          "UTF-8 file") from None
 
 
-def _toml(path: Path) -> dict[str, Any]:
+def _toml(path: Path, read: Reader) -> dict[str, Any]:
     try:
-        return tomllib.loads(_read(path))
+        return tomllib.loads(read(path))
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: invalid TOML: {e}; fix the file (it must load with Python's tomllib)") from None
 
@@ -149,8 +155,9 @@ def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
             yield start, joined
 
 
-def from_requirements_txt(path: Path, seen: tuple[Path, ...] = ()) -> list[Requirement]:
-    text = _read(path)
+def from_requirements_txt(path: Path, seen: tuple[Path, ...] = (), read: Reader | None = None) -> list[Requirement]:
+    read = read or _read
+    text = read(path)
     if path.resolve() in seen:
         raise UsageError(f"{seen[-1]}: '-r {path}' includes a file already being read (a loop); remove one of the -r lines")
     reqs: list[Requirement] = []
@@ -163,7 +170,7 @@ def from_requirements_txt(path: Path, seen: tuple[Path, ...] = ()) -> list[Requi
             target = first.split("=", 1)[1] if "=" in first else (words[1] if len(words) > 1 else "")
             if not target:
                 raise UsageError(f"{where}: {first} needs a file name; write '-r other-requirements.txt'")
-            reqs += from_requirements_txt(path.parent / target, (*seen, path.resolve()))
+            reqs += from_requirements_txt(path.parent / target, (*seen, path.resolve()), read)
             continue
         if option.startswith("-"):
             instead = REFUSED.get(option)
@@ -281,11 +288,47 @@ def from_poetry_lock(data: Mapping[str, Any], path: Path) -> list[Requirement]:
     return _pins(path, packages, deps, set())
 
 
-def from_args(args: Any) -> Stack:
+def from_args(args: Any, read: Reader | None = None) -> Stack:
     """The stack `compare`'s flags and config ask for: the config's `requirements:` (relative to its folder), then
     each --requirements (relative to the current folder); the config's `extras:` and --extras together."""
     cfg = getattr(args, "config_obj", None)
     paths: list[str | Path] = [cfg.root / p for p in cfg.requirements] if cfg is not None else []
     paths += list(getattr(args, "requirements", None) or [])
     extras = [*(cfg.extras if cfg is not None else ()), *(getattr(args, "extras", None) or [])]
-    return load(paths, extras) if paths or extras else Stack()
+    return load(paths, extras, read=read) if paths or extras else Stack()
+
+
+def at_ref(ref: str, flag: str) -> Reader:
+    """A reader of files as git commit `ref` has them (`git show REF:./path`, paths relative to the current folder);
+    a ref that is not a commit here is a UsageError naming it, before any file is read."""
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], capture_output=True,
+                              text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UsageError(f"{flag} {ref} needs git in a checkout of the repository: {e}") from None
+    if proc.returncode != 0:
+        raise UsageError(f"{flag} {ref!r} is not a commit in this repository; fetch it (actions/checkout with "
+                         "fetch-depth: 0, or 2 for a pull request's merge commit) or name a branch, tag or SHA that exists")
+
+    def read(path: Path) -> str:
+        where = "./" + os.path.relpath(path).replace(os.sep, "/")
+        shown = subprocess.run(["git", "show", f"{ref}:{where}"], capture_output=True, timeout=60, check=False)
+        if shown.returncode != 0:
+            raise UsageError(f"requirements file {path} does not exist at {flag} {ref}; pass the files both sides have, "
+                             "or a VERSION instead of auto")
+        return shown.stdout.decode("utf-8", "replace")
+
+    return read
+
+
+def torch_spec(found: Stack, where: str) -> str:
+    """The torch the stack pins, as a compare SPEC: `2.13.0` for `torch==2.13.0`, the range for a range."""
+    specs = sorted({str(Requirement(t).specifier) for t in found.torch})
+    if not specs or specs == [""]:
+        raise UsageError(f"no torch requirement with a version in {', '.join(found.sources) or 'no file'} {where}; pin "
+                         "torch there (torch==2.13.0) or pass the version instead of auto")
+    if len(specs) > 1:
+        raise UsageError(f"the stack {where} asks torch{' and torch'.join(specs)}; keep one torch requirement, or pass "
+                         "the version instead of auto")
+    spec = specs[0]
+    return spec[2:] if spec.startswith("==") and "," not in spec and "*" not in spec else spec

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from torch_upgrade_check import stack, suite
+from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 from torch_upgrade_check.orchestrate import abi, imports, installer, provision, resolve, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
@@ -40,6 +41,31 @@ def planned_ids(args: argparse.Namespace, only: Sequence[str]) -> list[str]:
         ids.append(f"{resolve.WORKLOAD}[-]/{resolve.ASPECT}")
     ids += [f"{WORKLOAD}[-]/{aspect}" for aspect in (imports.ASPECT, abi.ASPECT) if wanted(args, only, aspect)]
     return ids
+
+
+def auto_pins(args: argparse.Namespace) -> None:
+    """`--baseline auto` / `--candidate auto`: the torch the stack's files pin at --base-ref / --head-ref (the working
+    tree without --head-ref), read with the stack's own parsers; args.baseline / args.candidate become that SPEC."""
+    problems: list[str] = []
+    for role, flag in (("baseline", "base_ref"), ("candidate", "head_ref")):
+        if getattr(args, role, None) != "auto":
+            continue
+        ref = getattr(args, flag, None)
+        option = "--" + flag.replace("_", "-")
+        if role == "baseline" and not ref:
+            problems.append("--baseline auto reads the torch pin at --base-ref REF; pass one (a pull request's base "
+                            "branch, like origin/main, or HEAD^1 on its merge commit)")
+            continue
+        try:
+            found = stack.from_args(args, read=stack.at_ref(ref, option) if ref else None)
+            if not found:
+                raise UsageError(f"--{role} auto reads the torch pin from the stack's files; pass --requirements FILE "
+                                 "(or the config's requirements:)")
+            setattr(args, role, stack.torch_spec(found, f"at {option} {ref}" if ref else "in the working tree"))
+        except UsageError as e:
+            problems += e.problems
+    if problems:
+        raise UsageError(*problems)
 
 
 def early_device(args: argparse.Namespace) -> str:
