@@ -46,7 +46,7 @@ PROG = "torch-upgrade-check"
 # Every input of action.yml, in its order; each reaches this module as env var INPUT_<NAME>.
 INPUTS: tuple[str, ...] = (
     "torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url", "find-links",
-    "extra-requirements", "venv-cap", "cache", "device", "config", "suite", "rtol", "atol", "max-latency-regression",
+    "extra-requirements", "requirements", "extras", "base-ref", "venv-cap", "cache", "device", "config", "suite", "rtol", "atol", "max-latency-regression",
     "max-memory-regression", "compile-time", "max-compile-time-regression", "max-latency-ms", "timeout", "fail-on",
     "python", "working-directory",
     "job-summary", "report-dir", "bisect", "bisect-good",
@@ -58,7 +58,7 @@ DEFAULTS: dict[str, str] = {
 }
 # The inputs that decide which torch venvs get built: the cache key hashes them.
 CACHE_INPUTS = ("torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url",
-                "find-links", "extra-requirements")
+                "find-links", "extra-requirements", "requirements", "extras")
 # The outputs the action adds to the CLI's when input `bisect` ran a bisection.
 BISECT_OUTPUTS = ("bisect-outcome", "bisect-first-bad", "bisect-last-good", "bisect-compare-url", "bisect-report")
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -113,8 +113,10 @@ def validate(values: Mapping[str, str]) -> list[str]:
     problems: list[str] = []
     candidate, baseline = values["torch-version"], values["baseline-torch-version"]
     for name in ("torch-version", "baseline-torch-version"):
-        if values[name]:
+        if values[name] and values[name] != "auto":  # auto: the CLI reads the pin, and names what is wrong
             problems.append(_problem(parse_spec, name, values[name]))
+    if values["base-ref"] and baseline != "auto":
+        problems.append("input 'base-ref' is read only with 'baseline-torch-version: auto'; set that, or remove 'base-ref'")
     if not BACKEND_RE.match(values["torch-backend"]):
         problems.append(f"input 'torch-backend' must be auto, pypi, cpu, a CUDA tag like cu128, a ROCm tag like rocm6.4 "
                         f"or xpu, got {values['torch-backend']!r}")
@@ -144,7 +146,8 @@ def validate(values: Mapping[str, str]) -> list[str]:
     if values["venv-cap"]:
         problems.append(_problem(gigabytes, "venv-cap", values["venv-cap"]))
     if not (candidate or baseline):
-        asked = [n for n in ("index-url", "extra-index-url", "find-links", "extra-requirements", "venv-cap") if values[n]]
+        asked = [n for n in ("index-url", "extra-index-url", "find-links", "extra-requirements", "requirements", "extras",
+                             "venv-cap") if values[n]]
         if values["cache"].lower() in TRUE:
             asked.append("cache")
         if values["torch-backend"] != "auto":
@@ -213,6 +216,8 @@ def build_argv(values: Mapping[str, str]) -> list[str]:
         argv = ["compare", "--candidate", candidate or "current"]
         if baseline:
             argv += ["--baseline", baseline]
+        if baseline == "auto":
+            argv += ["--base-ref", values["base-ref"] or "HEAD^1"]
         argv += _install_flags(values)
     else:
         argv = ["run", "--python", values["python"]]
@@ -238,6 +243,9 @@ def _install_flags(values: Mapping[str, str]) -> list[str]:
     argv += _repeat("--extra-index-url", split_items(values["extra-index-url"]))
     argv += _repeat("--find-links", split_items(values["find-links"], commas=False))
     argv += _repeat("--extra-requirement", split_items(values["extra-requirements"], commas=False))
+    argv += _repeat("--requirements", split_items(values["requirements"], commas=False))
+    if values["extras"]:
+        argv += ["--extras", ",".join(split_items(values["extras"]))]
     if values["venv-cap"]:
         argv += ["--venv-cap", values["venv-cap"]]
     for name in ("max-latency-regression", "max-memory-regression", "max-compile-time-regression"):

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from torch_upgrade_check import __version__, github, values
+from torch_upgrade_check import __version__, github, stack, values
 from torch_upgrade_check.analysis import bisect as search
 from torch_upgrade_check.commands import PROG, parse_fail_on, say
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, UsageError
@@ -34,7 +34,8 @@ from torch_upgrade_check.schema import SchemaError, read_reports, write_bisectio
 FORWARD_ONE = ("device", "timeout", "rtol", "atol", "config", "threads", "python", "torch_backend", "installer",
                "venv_dir", "venv_cap", "max_latency_regression", "max_memory_regression",
                "max_compile_time_regression", "ab_budget")
-FORWARD_MANY = ("max_latency_ms", "workload", "python_path", "extra_index_url", "find_links", "extra_requirement")
+FORWARD_MANY = ("max_latency_ms", "workload", "python_path", "extra_index_url", "find_links", "extra_requirement",
+                "requirements", "extras")
 GITHUB_COMPARE = "https://github.com/pytorch/pytorch/compare/{good}...{bad}"
 
 
@@ -136,7 +137,8 @@ def _prepare(args: argparse.Namespace, version: str, out: Path) -> str:
     from torch_upgrade_check import compare_cmd
 
     own = argparse.Namespace(**{**vars(args), "index_url": "", "venv_cap_gb": (
-        store.DEFAULT_CAP_GB if args.venv_cap is None else values.gigabytes(args.venv_cap, "--venv-cap"))})
+        store.DEFAULT_CAP_GB if args.venv_cap is None else values.gigabytes(args.venv_cap, "--venv-cap")),
+        "stack": stack.from_args(args)})
     spec = provision.parse_spec(version, "--good")
     return compare_cmd.pythons_for({"good": (spec, None)}, own, session.resolve_python(args.python), out)["good"]
 

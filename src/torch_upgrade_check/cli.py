@@ -88,6 +88,11 @@ def _add_install_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--find-links", action="append", default=[], metavar="PATH", help="wheel folder (repeatable)")
     p.add_argument("--extra-requirement", action="append", default=[], metavar="REQ",
                      help="another package for both venvs, e.g. numpy (repeatable)")
+    p.add_argument("--requirements", action="append", default=[], metavar="FILE",
+                     help="the team's stack for both venvs, each side's torch pinned: a requirements*.txt, "
+                          "pyproject.toml, uv.lock or poetry.lock (repeatable; adds to the config's 'requirements:')")
+    p.add_argument("--extras", action="append", default=[], metavar="LIST",
+                     help="pyproject.toml optional-dependencies or dependency-groups to install too (comma list)")
     p.add_argument("--venv-dir", default=None, metavar="DIR",
                      help="where venvs live (default: $XDG_CACHE_HOME or ~/.cache, /torch-upgrade-check/venvs)")
     p.add_argument("--venv-cap", default=None, metavar="GB",
@@ -116,8 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmp = sub.add_parser("compare", help="run the suite under a baseline and a candidate torch and say what changed")
     cmp.add_argument("--candidate", metavar="SPEC",
-                     help="candidate torch: a version (2.13.0), a range ('>=2.13,<2.14'), nightly, test or current")
-    cmp.add_argument("--baseline", metavar="SPEC", help="baseline torch, same forms (default: none: candidate only)")
+                     help="candidate torch: a version (2.13.0), a range ('>=2.13,<2.14'), nightly, test, current, or auto "
+                          "(the torch pin of the --requirements files, at --head-ref)")
+    cmp.add_argument("--baseline", metavar="SPEC",
+                     help="baseline torch, same forms; auto reads it at --base-ref (default: none: candidate only)")
+    cmp.add_argument("--base-ref", metavar="REF",
+                     help="with --baseline auto: the git commit whose stack files (--requirements) pin the baseline torch")
+    cmp.add_argument("--head-ref", metavar="REF",
+                     help="with --candidate auto: the git commit to read the candidate's pin at (default: the working tree)")
     cmp.add_argument("--candidate-python", metavar="PATH", help="a prepared interpreter for the candidate, instead of SPEC")
     cmp.add_argument("--baseline-python", metavar="PATH", help="a prepared interpreter for the baseline, instead of SPEC")
     _add_install_args(cmp)

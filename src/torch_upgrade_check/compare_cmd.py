@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from torch_upgrade_check import __version__, values
+from torch_upgrade_check import __version__, stack, stack_cmd, values
 from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
@@ -27,6 +27,7 @@ T = TypeVar("T")
 
 def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, provision.TorchSpec | None, compare.Thresholds]:
     problems: list[str] = []
+    values.collect(problems, stack_cmd.auto_pins, args)  # --baseline/--candidate auto: the pins at the git refs
     specs: list[provision.TorchSpec | None] = []
     for role in ("candidate", "baseline"):
         text, python = getattr(args, role), getattr(args, f"{role}_python")
@@ -35,7 +36,7 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
         if role == "candidate" and not text and not python:
             problems.append("compare needs --candidate SPEC (like 2.13.0, nightly, test, current) or --candidate-python PATH")
         try:
-            specs.append(provision.parse_spec(text, f"--{role}") if text else None)
+            specs.append(provision.parse_spec(text, f"--{role}") if text and text != "auto" else None)
         except UsageError as e:
             problems += e.problems
             specs.append(None)
@@ -59,6 +60,7 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
     given_cap = getattr(args, "venv_cap", None)
     args.venv_cap_gb = (store.DEFAULT_CAP_GB if given_cap is None
                         else values.collect(problems, values.gigabytes, given_cap, "--venv-cap"))
+    args.stack = values.collect(problems, stack.from_args, args) or stack.Stack()
     if problems:
         raise UsageError(*problems)
     thresholds = compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"],
@@ -116,7 +118,7 @@ def pythons_for(sides: dict[str, tuple[provision.TorchSpec | None, str | None]],
         opts = provision.Options(
             base_python=base_python, root=store.store_root(venv_dir, os.environ), backend=args.torch_backend,
             index_url=args.index_url, extra_index_urls=tuple(args.extra_index_url), find_links=tuple(args.find_links),
-            extra_requirements=tuple(args.extra_requirement), installer=provision.choose_installer(args.installer),
+            extra_requirements=(*args.extra_requirement, *getattr(args, "stack", stack.Stack()).requirements), installer=provision.choose_installer(args.installer),
             logs=out / "logs",
         )
         title = "torch-upgrade-check: preparing " + " and ".join(f"{role} torch {spec.text}" for role, spec in installs.items())
@@ -145,7 +147,7 @@ def compare_head(args: argparse.Namespace) -> list[str]:
     for flag, default in (("torch_backend", "auto"), ("installer", "auto"), ("index_url", ""), ("venv_dir", None)):
         if getattr(args, flag) != default:
             head += ["--" + flag.replace("_", "-"), getattr(args, flag)]
-    for flag in ("extra_index_url", "find_links", "extra_requirement"):
+    for flag in ("extra_index_url", "find_links", "extra_requirement", "requirements", "extras"):
         head += [x for item in getattr(args, flag) for x in ("--" + flag.replace("_", "-"), item)]
     return head
 
@@ -176,9 +178,16 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     pythons: dict[str, str] = {}
     try:
         tool_python = session.resolve_python(args.python)
-        pythons = pythons_for({role: (spec, prepared) for role, spec, prepared in (
+        sides = {role: (spec, prepared) for role, spec, prepared in (
             ("baseline", base_spec, args.baseline_python), ("candidate", cand_spec, args.candidate_python))
-            if role in reports}, args, tool_python, out)
+            if role in reports}
+        if not args.list:  # the team's stack resolved with each side's torch before anything is installed
+            reports, stop = stack_cmd.resolve_first(args, settings.only, sides, tool_python, out, reports,
+                                                    repro=lambda device, spec: repro(args, device, spec), say=say)
+            if stop:
+                write_reports(list(reports.values()), out / "report.json")
+                return finish(args, list(reports.values()), out, out / "report.json", time.monotonic() - started)
+        pythons = pythons_for(sides, args, tool_python, out)
         probes = in_parallel({role: (lambda python=python, role=role: session.probe(python, settings, name=f"probe-{role}"))
                               for role, python in pythons.items()})
     except InfrastructureError as e:
@@ -206,13 +215,19 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         side_specs["candidate"] += [*session.plan(settings, device, aspects=list(compare.TRAINING_ASPECTS)), *last,
                                     *ab_specs]
     planned = [*side_specs["candidate"], *(ab_specs if has_baseline else [])]
-    session.require_checks(planned, settings)
+    stack_ids = stack_cmd.planned_ids(args, settings.only)
+    if not stack_ids:
+        session.require_checks(planned, settings)
     if args.list:
         for s in planned:
             print(s.id)
+        for check in stack_ids:
+            print(check)
         return EXIT_PASSED
     say(f"{PROG} {__version__}: " + " vs ".join(f"{role} torch {r.label}" for role, r in reports.items())
         + f" on {device}; results -> {out}/")
+    reports = stack_cmd.installed_stage(args, settings.only, pythons, reports, device, timeout_s=settings.timeout_s,
+                                        repro=lambda s: repro(args, device, s), say=say)
 
     lock = threading.Lock()
 

@@ -26,7 +26,7 @@ WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "dete
 DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a != "compile-time")
 DEFAULT_DTYPES = ("float32",)
 
-TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest")
+TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest", "requirements", "extras")
 THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression", "max-compile-time-regression")
 WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks",
                  "training-steps")
@@ -83,6 +83,8 @@ class Config:
     thresholds: Thresholds = Thresholds()
     workloads: tuple[UserWorkload, ...] = ()
     pytest: PytestConfig | None = None
+    requirements: tuple[str, ...] = ()  # the team's stack (stack.py), relative to the config's folder
+    extras: tuple[str, ...] = ()  # pyproject.toml groups of the stack
     version: int = SCHEMA_VERSION
 
     @property
@@ -285,7 +287,9 @@ class _Checker:
             self.error(top["version"], f"version must be {SCHEMA_VERSION} (the schema version this tool reads), "
                                        f"got {self.got(top['version'])}")
         walkers = {"suite": self._suite, "python-path": self._python_path, "thresholds": self._thresholds,
-                   "workloads": self._workloads, "pytest": self._pytest}
+                   "workloads": self._workloads, "pytest": self._pytest,
+                   "requirements": lambda n: self._texts(n, "requirements", "[requirements.txt]"),
+                   "extras": lambda n: self._texts(n, "extras", "[test, serve]")}
         fields = {key.replace("-", "_"): walk(top[key]) for key, walk in walkers.items() if key in top}
         self.raise_problems()
         return Config(path=self.path, **fields)
@@ -311,6 +315,15 @@ class _Checker:
             elif not (root / value).is_dir():
                 self.error(item, f"python-path: folder '{value}' not found in {root}")
         return tuple(self.scalar(x) for x in (node.value if isinstance(node, yaml.SequenceNode) else [node]))
+
+    def _texts(self, node: yaml.Node, key: str, example: str) -> tuple[str, ...]:
+        """One text or a list of texts (files are checked when the stack is read: stack.load names the fix)."""
+        items = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        for item in items:
+            value = self.scalar(item)
+            if not isinstance(value, str) or not value.strip():
+                self.error(item, f"{key} must be a name or a list like {example}, got {self.got(item)}")
+        return tuple(str(self.scalar(x)).strip() for x in items)
 
     def _thresholds(self, node: yaml.Node) -> Thresholds:
         keys = self.mapping(node, "thresholds", THRESHOLD_KEYS, "{rtol: 1.0e-4, max-latency-regression: 10%}") or {}

@@ -93,6 +93,11 @@ def _variants(w: Workload, device: str) -> list[tuple[str, tuple[str, ...]]]:
     return variants
 
 
+def selected(spec: CheckSpec, only: Sequence[str]) -> bool:
+    """Whether `--only` patterns (none: everything) select a check, as `plan` selects them."""
+    return not only or any(_matches(p, spec) for p in only)
+
+
 def _matches(pattern: str, spec: CheckSpec) -> bool:
     # fnmatch treats [...] as a character class; check ids contain literal brackets.
     literal = pattern.replace("[", "[[]") if "[" in pattern and "]" in pattern else pattern

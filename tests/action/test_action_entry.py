@@ -59,6 +59,19 @@ def test_baseline_alone_compares_with_the_installed_torch_as_candidate() -> None
                                                                      "--baseline", "2.12.1")
 
 
+def test_the_stack_and_auto_pins_reach_compare() -> None:
+    p = plan(_env(torch_version="auto", baseline_torch_version="auto", requirements="requirements.txt\npyproject.toml",
+                  extras="serve, test"))
+    assert p.problems == ()
+    assert p.argv[:7] == ("compare", "--candidate", "auto", "--baseline", "auto", "--base-ref", "HEAD^1")
+    assert p.argv[p.argv.index("--requirements"):][:6] == ("--requirements", "requirements.txt", "--requirements",
+                                                            "pyproject.toml", "--extras", "serve,test")
+    assert ("--base-ref", "origin/main") == plan(_env(torch_version="auto", baseline_torch_version="auto",
+                                                      base_ref="origin/main")).argv[5:7]
+    assert plan(_env(torch_version="2.13.0", base_ref="main")).problems == (
+        "input 'base-ref' is read only with 'baseline-torch-version: auto'; set that, or remove 'base-ref'",)
+
+
 def test_fail_on_none_reaches_the_cli() -> None:
     p = plan(_env(fail_on="none"))
     assert p.argv[-2:] == ("--fail-on", "none") and p.fail_on == ()

@@ -40,9 +40,18 @@ changes float64 too, as a real kernel change does.
   number right, a seeded initialiser (nn.Linear's kaiming_uniform_) and so a seeded training run different.
 - reduce-scatter-0.999: torch.distributed.reduce_scatter_single's result is x0.999 (every rank's reduced
   gradient shard under FSDP2, as a collective with a wrong scaling or a lossy reduction would leave it).
+- extension-undefined-symbol: torch.ops.load_library fails as dlopen does for a compiled extension built against
+  another libtorch (OSError "…: undefined symbol: _ZN3c10…", as flash-attention after 2.7, or a torchvision ops
+  library against a torch it was not built for); torch itself imports and computes as before.
+- extension-registration-aborts: registering an operator from outside torch (torch.library.Library.define, what a
+  C++ extension's TORCH_LIBRARY block does as it loads) aborts the process, as a torchao built for the previous
+  torch did on import (pytorch/ao#2908); torch's own registrations are untouched.
 """
 
 from __future__ import annotations
+
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -260,6 +269,25 @@ def _misses_inf(check_and_unscale):
     return blind
 
 
+def _load_fails(load_library):
+    def load(path):
+        raise OSError(f"{path}: undefined symbol: _ZN3c104impl23ExcludeDispatchKeyGuardC1ENS_14DispatchKeySetE")
+
+    return load
+
+
+def _registration_aborts(library_cls) -> None:
+    define = library_cls.define
+
+    def aborting(self, *args, **kwargs):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.split(".")[0] not in ("torch", "torchgen", "functorch"):
+            os.abort()
+        return define(self, *args, **kwargs)
+
+    library_cls.define = aborting
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -300,6 +328,10 @@ def install(names: str) -> None:
             _autocast_disabled(torch.amp.autocast_mode.autocast)
         elif name == "gradscaler-misses-inf":
             torch._amp_foreach_non_finite_check_and_unscale_ = _misses_inf(torch._amp_foreach_non_finite_check_and_unscale_)
+        elif name == "extension-undefined-symbol":
+            torch.ops.load_library = _load_fails(torch.ops.load_library)
+        elif name == "extension-registration-aborts":
+            _registration_aborts(torch.library.Library)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:

@@ -1,0 +1,204 @@
+"""The `abi` check: every shared object in an environment that links torch's libraries has its undefined symbols
+checked against what that environment's torch exports (no torch here; ELF read with pyelftools).
+
+As pypa/auditwheel's lddtree does, a file's needs are its DT_NEEDED entries and its undefined dynamic symbols. A
+shared object counts as an extension of torch when it needs libtorch, libtorch_cpu, libtorch_cuda, libtorch_python,
+libc10 or libc10_cuda. Its undefined global symbols that are torch's — mangled in the c10, c10d, at, torch or caffe2
+namespaces, or exported by the other side's torch — must be exported (defined, global or weak, default or protected
+visibility) by one of the torch libraries of the environment; a missing one fails, named demangled with the file
+and its distribution. This finds the break where no import would: an extension loaded lazily, on first use.
+pyelftools finds the sections; the symbol tables are unpacked in bulk with struct (libtorch_cpu's 75,000 symbols
+one by one through pyelftools take seconds).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import re
+import struct
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from torch_upgrade_check.model import CheckResult, Outcome
+
+ASPECT = "abi"
+WORKLOAD = "stack"
+DTYPE = "-"
+TORCH_LIBS = ("libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libtorch_python.so", "libc10.so", "libc10_cuda.so")
+TORCH_DISTRIBUTION = "torch"
+_TORCHISH = re.compile(r"^_Z(?:T[VIST])?NK?(?:3c10|4c10d|2at|5torch|6caffe2)")
+SHN_UNDEF = 0
+STB_GLOBAL, STB_WEAK = 1, 2
+STV_DEFAULT, STV_PROTECTED = 0, 3
+LISTED = 5
+
+
+@dataclass(frozen=True)
+class Elf:
+    """What one shared object needs and offers."""
+
+    needed: tuple[str, ...] = ()
+    undefined: frozenset[str] = frozenset()  # global (not weak) undefined dynamic symbols
+    defined: frozenset[str] = frozenset()  # exported dynamic symbols
+    error: str = ""
+
+
+def read_elf(path: Path) -> Elf:
+    try:
+        with path.open("rb") as f:
+            elf = ELFFile(f)
+            dynamic = elf.get_section_by_name(".dynamic")
+            needed = tuple(t.needed for t in dynamic.iter_tags() if t.entry.d_tag == "DT_NEEDED") if dynamic else ()
+            dynsym = elf.get_section_by_name(".dynsym")
+            if dynsym is None:
+                return Elf(needed)
+            strings = elf.get_section(dynsym["sh_link"]).data()
+            data = dynsym.data()
+            end = "<" if elf.little_endian else ">"
+            # Elf64_Sym: name, info, other, shndx, value, size; Elf32_Sym: name, value, size, info, other, shndx
+            if elf.elfclass == 64:
+                rows = ((n, i, o, s) for n, i, o, s, _, _ in struct.iter_unpack(end + "IBBHQQ", data))
+            else:
+                rows = ((n, i, o, s) for n, _, _, i, o, s in struct.iter_unpack(end + "IIIBBH", data))
+            undefined, defined = set(), set()
+            for name_at, info, other, shndx in rows:
+                if not name_at:
+                    continue
+                bind = info >> 4
+                name = strings[name_at:strings.index(b"\0", name_at)].decode("utf-8", "replace")
+                if shndx == SHN_UNDEF:
+                    if bind == STB_GLOBAL:
+                        undefined.add(name)
+                elif bind in (STB_GLOBAL, STB_WEAK) and other & 3 in (STV_DEFAULT, STV_PROTECTED):
+                    defined.add(name)
+    except (OSError, ELFError, struct.error, ValueError) as e:
+        return Elf(error=f"{type(e).__name__}: {e}")
+    return Elf(needed, frozenset(undefined), frozenset(defined))
+
+
+def links_torch(elf: Elf) -> bool:
+    return any(n.split(".so")[0] + ".so" in TORCH_LIBS for n in elf.needed)
+
+
+@lru_cache(maxsize=1)
+def _cxa_demangle() -> Any:
+    name = ctypes.util.find_library("stdc++")
+    if not name:
+        return None
+    try:
+        lib = ctypes.CDLL(name)
+        fn = lib.__cxa_demangle
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    return fn
+
+
+def demangle(symbol: str) -> str:
+    """The C++ name of a mangled symbol (libstdc++'s own __cxa_demangle), else the symbol as it is."""
+    fn = _cxa_demangle()
+    if fn is None or not symbol.startswith("_Z"):
+        return symbol
+    status = ctypes.c_int(0)
+    out = fn(symbol.encode(), None, None, ctypes.byref(status))
+    if status.value != 0 or not out:
+        return symbol
+    try:
+        return ctypes.string_at(out).decode("utf-8", "replace")
+    finally:
+        ctypes.CDLL(None).free(ctypes.c_void_p(out))
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One side's shared objects: {distribution: (version, [paths])}, torch's among them."""
+
+    libraries: Mapping[str, tuple[str, list[str]]] = field(default_factory=dict)
+
+    def torch_libraries(self) -> list[Path]:
+        _, paths = self.libraries.get(TORCH_DISTRIBUTION, ("", []))
+        return [Path(p) for p in paths if Path(p).name.split(".so")[0] + ".so" in TORCH_LIBS]
+
+    def others(self) -> Iterable[tuple[str, str, Path]]:
+        for dist, (version, paths) in sorted(self.libraries.items()):
+            if dist != TORCH_DISTRIBUTION:
+                for p in paths:
+                    yield dist, version, Path(p)
+
+
+def exports(env: Environment) -> frozenset[str]:
+    found: set[str] = set()
+    for path in env.torch_libraries():
+        found |= read_elf(path).defined
+    return frozenset(found)
+
+
+@dataclass(frozen=True)
+class Missing:
+    distribution: str
+    version: str
+    file: str
+    symbols: tuple[str, ...]  # mangled
+
+    def says(self) -> str:
+        shown = ", ".join(demangle(s) for s in self.symbols[:3])
+        more = f" and {len(self.symbols) - 3} more" if len(self.symbols) > 3 else ""
+        return f"{Path(self.file).name} ({self.distribution} {self.version}) needs {shown}{more}"
+
+
+def scan(env: Environment, other_exports: frozenset[str] = frozenset()) -> tuple[int, list[Missing], list[str]]:
+    """(extensions of torch found, those with torch symbols this torch does not export, files that could not be read)."""
+    offered: frozenset[str] | None = None
+    count, missing, unreadable = 0, [], []
+    for dist, version, path in env.others():
+        elf = read_elf(path)
+        if elf.error:
+            unreadable.append(f"{path} ({dist}): {elf.error}")
+            continue
+        if not links_torch(elf):
+            continue
+        count += 1
+        if offered is None:
+            offered = exports(env)  # only read when some extension links torch
+        gone = sorted(s for s in elf.undefined if (_TORCHISH.match(s) or s in other_exports) and s not in offered)
+        if gone:
+            missing.append(Missing(dist, version, str(path), tuple(gone)))
+    return count, missing, unreadable
+
+
+def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: Mapping[str, str]) -> dict[str, CheckResult]:
+    """Each side's `stack[-]/abi` result: a torch symbol an extension needs and the side's torch does not export fails."""
+    started = time.monotonic()
+    offered = {role: exports(env) if role != "candidate" else frozenset() for role, env in envs.items()}
+    base_exports = offered.get("baseline", frozenset())
+    results = {}
+    for role, env in envs.items():
+        count, missing, unreadable = scan(env, base_exports if role == "candidate" else frozenset())
+        label = labels.get(role, "")
+        metrics: dict[str, Any] = {"extensions": count, "unreadable": unreadable,
+                                   "missing": {m.file: {"distribution": m.distribution, "version": m.version,
+                                                        "symbols": [demangle(s) for s in m.symbols],
+                                                        "mangled": list(m.symbols)} for m in missing}}
+        details = "\n".join([*(f"{m.file} ({m.distribution} {m.version}): " + "; ".join(demangle(s) for s in m.symbols)
+                               for m in missing), *(f"unreadable: {u}" for u in unreadable)])
+        if missing:
+            shown = "; ".join(m.says() for m in missing[:LISTED])
+            reason = (f"{len(missing)} of {count} shared objects linking torch need symbols torch {label} does not "
+                      f"export: {shown}")
+            outcome = Outcome.FAILED
+        else:
+            reason = (f"every torch symbol the {count} shared objects linking torch need is exported by torch {label}"
+                      if count else "no shared object here links torch's libraries")
+            outcome = Outcome.PASSED
+        results[role] = CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics,
+                                    details=details, duration_s=round(time.monotonic() - started, 3), repro=repro)
+    return results

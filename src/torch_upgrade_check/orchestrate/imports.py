@@ -1,0 +1,190 @@
+"""The `imports` check: every top-level module of every distribution in each side's environment, imported in a
+process of its own with a timeout (no torch here).
+
+The distributions are listed inside the environment under test (worker/importables.py, importlib.metadata).
+Each module is imported by `python -c` in an empty folder with the environment's own paths only (the
+orchestrator's PYTHONPATH is dropped, as for the worker), and the process leaves without interpreter teardown
+once the import is done: a module is judged on importing. A module that imports on the baseline and raises,
+dies of a signal (an extension built for the other libtorch aborts or segfaults) or hangs on the candidate
+fails the check, named with its distribution and the error's first line or the signal; so does one the
+candidate no longer has. Without a baseline, a module that does not import is suspicious: nothing says it
+ever did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch_upgrade_check.model import CheckResult, Outcome
+from torch_upgrade_check.orchestrate.workers import InfrastructureError
+
+ASPECT = "imports"
+WORKLOAD = "stack"
+DTYPE = "-"
+TIMEOUT_S = 120.0  # torch itself imports in seconds; a hang is minutes
+LISTED = 5
+LISTER = Path(__file__).resolve().parents[1] / "worker" / "importables.py"
+ERROR_MARK = "torch-upgrade-check-import-error: "
+IMPORT = ("import importlib, os, sys\n"
+          "try:\n"
+          "    importlib.import_module(sys.argv[1])\n"
+          "except BaseException as e:\n"
+          "    line = next((x.strip() for x in str(e).splitlines() if x.strip()), '')\n"
+          f"    print({ERROR_MARK!r} + type(e).__name__ + (': ' + line if line else ''), flush=True)\n"
+          "    raise\n"
+          "sys.stdout.flush(); sys.stderr.flush()\n"
+          "os._exit(0)\n")
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One module's import in one environment: ok, error (the exception's first line), signal, or timeout."""
+
+    distribution: str
+    version: str
+    module: str
+    status: str
+    error: str = ""
+    seconds: float = 0.0
+
+    def says(self) -> str:
+        return {"ok": "imports", "timeout": "hung", "signal": "crashed"}.get(self.status, "raised") + (
+            f": {self.error}" if self.error else "")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONHOME", None)
+    return env
+
+
+def listing(python: str, *, timeout_s: float = TIMEOUT_S) -> dict[str, dict[str, Any]]:
+    """{distribution: {"version", "modules", "libraries"}} as the environment of `python` sees them."""
+    with tempfile.TemporaryDirectory(prefix="tuc-imports-") as empty:
+        try:
+            proc = subprocess.run([python, str(LISTER)], capture_output=True, text=True, timeout=timeout_s, cwd=empty,
+                                  env=_env(), check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise InfrastructureError(f"cannot list the distributions of {python}: {e}") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise InfrastructureError(f"cannot list the distributions of {python}: {tail[:300]}")
+    return dict(json.loads(proc.stdout)["distributions"])
+
+
+def list_modules(python: str, *, timeout_s: float = TIMEOUT_S) -> dict[str, tuple[str, list[str]]]:
+    """{distribution: (version, [top-level modules])} as the environment of `python` sees them."""
+    return {name: (str(d["version"]), list(d["modules"])) for name, d in listing(python, timeout_s=timeout_s).items()}
+
+
+def import_one(python: str, distribution: str, version: str, module: str, *, timeout_s: float, cwd: str) -> Imported:
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([python, "-c", IMPORT, module], capture_output=True, text=True, timeout=timeout_s,
+                              cwd=cwd, env=_env(), check=False, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return Imported(distribution, version, module, "timeout", f"no import within {timeout_s:g} s",
+                        round(time.monotonic() - started, 3))
+    except OSError as e:
+        return Imported(distribution, version, module, "error", f"cannot start {python}: {e.strerror or e}")
+    seconds = round(time.monotonic() - started, 3)
+    if proc.returncode == 0:
+        return Imported(distribution, version, module, "ok", seconds=seconds)
+    if proc.returncode < 0:
+        try:
+            name = signal.Signals(-proc.returncode).name
+        except ValueError:
+            name = f"signal {-proc.returncode}"
+        return Imported(distribution, version, module, "signal", f"killed by {name}", seconds)
+    said = [ln[len(ERROR_MARK):] for ln in proc.stdout.splitlines() if ln.startswith(ERROR_MARK)]
+    tail = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+    error = said[-1] if said else (tail[-1] if tail else f"exit code {proc.returncode}")
+    return Imported(distribution, version, module, "error", error[:300], seconds)
+
+
+def import_all(pythons: Mapping[str, str], *, timeout_s: float = TIMEOUT_S, workers: int | None = None,
+               say: Callable[[str], None] = print) -> dict[str, dict[str, Imported]]:
+    """{side: {module: Imported}}: every side's modules, all imports run through one pool (a process each)."""
+    listed = {role: list_modules(python) for role, python in pythons.items()}
+    jobs = [(role, dist, version, module) for role, dists in listed.items()
+            for dist, (version, modules) in sorted(dists.items()) for module in modules]
+    say("imports: " + ", ".join(f"{role} {sum(len(m) for _, m in d.values())} modules of {len(d)} distributions"
+                                for role, d in listed.items()) + ", each imported in a process of its own")
+    done: dict[str, dict[str, Imported]] = {role: {} for role in pythons}
+    with tempfile.TemporaryDirectory(prefix="tuc-imports-") as empty, \
+            ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2, thread_name_prefix="imports") as pool:
+        futures = [(role, pool.submit(import_one, pythons[role], dist, version, module, timeout_s=timeout_s, cwd=empty))
+                   for role, dist, version, module in jobs]
+        for role, future in futures:
+            result = future.result()
+            done[role].setdefault(result.module, result)  # a module two distributions ship is imported once a side
+    return done
+
+
+def _entry(i: Imported) -> str:
+    return f"{i.module} ({i.distribution} {i.version}) {i.says()}"
+
+
+def judge(done: Mapping[str, Mapping[str, Imported]], *, device: str, repro: str, seconds: float = 0.0,
+          baseline_label: str = "") -> dict[str, CheckResult]:
+    """Each side's `stack[-]/imports` result; the candidate's judged against the baseline's imports when there is one."""
+    def result(outcome: Outcome, reason: str, metrics: dict[str, Any], details: str) -> CheckResult:
+        return CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics, details=details,
+                           duration_s=round(seconds, 3), repro=repro)
+
+    def table(side: Mapping[str, Imported]) -> dict[str, dict[str, Any]]:
+        return {m: {"distribution": i.distribution, "version": i.version, "status": i.status, "error": i.error,
+                    "seconds": i.seconds} for m, i in sorted(side.items())}
+
+    results = {}
+    base = done.get("baseline")
+    if base is not None:
+        bad = [i for i in base.values() if i.status != "ok"]
+        results["baseline"] = result(Outcome.PASSED, f"{len(base) - len(bad)} of {len(base)} modules import"
+                                     + (f"; not: {'; '.join(_entry(i) for i in bad[:LISTED])}" if bad else ""),
+                                     {"modules": table(base)}, "\n".join(_entry(i) for i in bad))
+    cand = done["candidate"]
+    not_ok = [i for i in cand.values() if i.status != "ok"]
+    if base is None:
+        outcome = Outcome.SUSPICIOUS if not_ok else Outcome.PASSED
+        reason = (f"{len(not_ok)} of {len(cand)} modules do not import (no baseline says whether they did before): "
+                  + "; ".join(_entry(i) for i in not_ok[:LISTED])) if not_ok else f"all {len(cand)} modules import"
+        results["candidate"] = result(outcome, reason, {"modules": table(cand)}, "\n".join(_entry(i) for i in not_ok))
+        return results
+    broke = [i for i in not_ok if base.get(i.module) is not None and base[i.module].status == "ok"]
+    gone = [b for m, b in sorted(base.items()) if b.status == "ok" and m not in cand]
+    still = [i for i in not_ok if i not in broke]
+    lines = [*(_entry(i) for i in broke), *(f"{b.module} ({b.distribution} {b.version}) is no longer installed"
+                                            for b in gone)]
+    since = f" with baseline {baseline_label}" if baseline_label else " with the baseline"
+    also = f"; {len(still)} fail{since} too: " + "; ".join(_entry(i) for i in still[:LISTED]) if still else ""
+    metrics = {"modules": table(cand), "broken": [i.module for i in broke], "gone": [b.module for b in gone],
+               "also_on_baseline": [i.module for i in still]}
+    details = "\n".join([*lines, *(f"also{since}: {_entry(i)}" for i in still)])
+    if lines:
+        shown = "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
+        results["candidate"] = result(Outcome.FAILED, f"{len(lines)} of {len(base)} modules that import{since} "
+                                      f"do not here: {shown}{also}", metrics, details)
+    else:
+        results["candidate"] = result(Outcome.PASSED, f"every module that imports{since} imports here "
+                                      f"({len(cand) - len(still)} of {len(cand)}){also}", metrics, details)
+    return results
+
+
+def check(pythons: Mapping[str, str], *, device: str, repro: str, timeout_s: float = TIMEOUT_S,
+          baseline_label: str = "", say: Callable[[str], None] = print) -> dict[str, CheckResult]:
+    started = time.monotonic()
+    done = import_all(pythons, timeout_s=timeout_s, say=say)
+    return judge(done, device=device, repro=repro, seconds=time.monotonic() - started, baseline_label=baseline_label)
+

@@ -1,0 +1,251 @@
+"""The `resolve` check: each side's stack resolved by pip's dry run before anything is installed (no torch).
+
+`pip install --dry-run --ignore-installed --report FILE <side's torch> <stack>` resolves from the index's
+metadata (PEP 658 files where the index serves them, as PyPI and PyTorch's index do; a local wheel's own
+metadata), so a conflict is found before a multi-GB torch is downloaded. pip's JSON report is read, never its
+text: on success it lists every package with its metadata; a failed resolution writes no report, so the
+culprit is found from a resolution that works (the baseline's, or the stack with any torch), by asking each
+package's `Requires-Dist` on torch whether it accepts the candidate, and the candidate torch's own
+requirements whether the stack's pins satisfy them. For each package that refuses the candidate, one more
+dry run (the candidate torch and that package alone) names the newest release of it that accepts it.
+
+A conflict that only the candidate's torch causes fails the check (exit 1, kind correctness); a stack that
+does not resolve with the baseline's torch either is an infrastructure error, as any install failure is.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from torch_upgrade_check.model import CheckResult, Outcome
+from torch_upgrade_check.orchestrate import installer
+
+ASPECT = "resolve"
+WORKLOAD = "stack"
+DTYPE = "-"
+TIMEOUT_S = 600  # a resolution that backtracks through many releases of a package takes minutes
+LISTED = 12  # changed packages named in the reason; all are in metrics and details
+
+
+@dataclass(frozen=True)
+class Index:
+    """Where a side's packages come from, for a dry run: torch's index (PyTorch's, or "" for the configured one)
+    is an extra index here, beside the configured one: a dry run installs nothing, so it may read both."""
+
+    torch_index: str = ""
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    pre: bool = False
+
+    def options(self) -> list[str]:
+        opts = ["--extra-index-url", self.torch_index] if self.torch_index else []
+        for url in self.extra_index_urls:
+            opts += ["--extra-index-url", url]
+        for link in self.find_links:
+            opts += ["--find-links", link]
+        return opts + (["--pre"] if self.pre else [])
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """One dry run: the packages it picked (name -> version, with their metadata), or pip's one-line reason."""
+
+    ok: bool
+    versions: dict[str, str] = field(default_factory=dict)
+    requires: dict[str, list[Requirement]] = field(default_factory=dict)  # the requirements whose markers hold
+    reason: str = ""
+    log: Path | None = None
+
+
+def dry_run(pip: Sequence[str], requirements: Sequence[str], index: Index, *, log: Path, no_deps: bool = False,
+            env: Mapping[str, str] | None = None) -> Resolution:
+    """Resolve `requirements` with pip's dry run; its JSON report read into a Resolution."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    report = log.with_suffix(".json")
+    report.unlink(missing_ok=True)
+    cmd = [*pip, "install", "--dry-run", "--ignore-installed", "--disable-pip-version-check", "--report", str(report),
+           *(["--no-deps"] if no_deps else []), *index.options(), *requirements]
+    with log.open("a", encoding="utf-8") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        f.flush()
+        try:
+            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=TIMEOUT_S, check=False,
+                                  env=None if env is None else dict(env))
+        except subprocess.TimeoutExpired:
+            return Resolution(False, reason=f"pip's dry run took over {TIMEOUT_S} s and was stopped", log=log)
+        except OSError as e:
+            return Resolution(False, reason=f"pip could not start: {e.strerror or e}", log=log)
+    if proc.returncode != 0 or not report.exists():
+        return Resolution(False, reason=installer.installer_message(log), log=log)
+    return read_report(json.loads(report.read_text(encoding="utf-8")), log)
+
+
+def read_report(data: Mapping[str, Any], log: Path | None = None) -> Resolution:
+    """pip's installation report (format version 1) -> a Resolution; markers evaluated in the report's environment."""
+    environment = {k: str(v) for k, v in (data.get("environment") or {}).items()}
+    versions: dict[str, str] = {}
+    requires: dict[str, list[Requirement]] = {}
+    for item in data.get("install", []):
+        meta = item.get("metadata") or {}
+        name = canonicalize_name(str(meta.get("name", "")))
+        versions[name] = str(meta.get("version", ""))
+        extras = [""] + list(item.get("requested_extras") or [])
+        kept = []
+        for text in meta.get("requires_dist") or []:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.marker is None or any(req.marker.evaluate({**environment, "extra": e}) for e in extras):
+                kept.append(req)
+        requires[name] = kept
+    return Resolution(True, versions, requires, log=log)
+
+
+def refusals(reference: Resolution, torch_version: str) -> list[tuple[str, str, str]]:
+    """(package, its version, its requirement on torch) for each resolved package that refuses `torch_version`."""
+    found = []
+    for name, reqs in sorted(reference.requires.items()):
+        for req in reqs:
+            if canonicalize_name(req.name) == "torch" and not _accepts(req, torch_version):
+                found.append((name, reference.versions.get(name, "?"), f"torch{req.specifier}"))
+    return found
+
+
+def unmet_by_stack(torch_meta: Resolution, stack: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(package, the stack's requirement, torch's requirement) where the stack rules out every version the candidate
+    torch accepts: an exact pin outside torch's range, or an upper bound below torch's lower one."""
+    torch_reqs = {canonicalize_name(r.name): r for r in torch_meta.requires.get("torch", [])}
+    found = []
+    for text in stack:
+        try:
+            mine = Requirement(text)
+        except InvalidRequirement:
+            continue
+        theirs = torch_reqs.get(canonicalize_name(mine.name))
+        if theirs is not None and _disjoint(mine.specifier, theirs.specifier):
+            found.append((canonicalize_name(mine.name), str(mine), f"{theirs.name}{theirs.specifier}"))
+    return found
+
+
+def _disjoint(mine: Any, theirs: Any) -> bool:
+    for m in mine:
+        if m.operator in ("==", "===") and "*" not in m.version and not _in(theirs, m.version):
+            return True
+        if m.operator in ("<", "<="):
+            for t in theirs:
+                if t.operator in (">=", ">", "==", "~=") and "*" not in t.version:
+                    low, high = Version(t.version), Version(m.version)
+                    if low > high or (low == high and (m.operator == "<" or t.operator == ">")):
+                        return True
+    return False
+
+
+def _in(specifier: Any, version: str) -> bool:
+    try:
+        return specifier.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return True
+
+
+def _accepts(req: Requirement, version: str) -> bool:
+    # a local label (+cpu) is not part of what a requirement on torch pins
+    return _in(req.specifier, version.split("+")[0]) or _in(req.specifier, version)
+
+
+def changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """'numpy 2.1.3 -> 2.2.0', 'foo (new) 1.0', 'bar 1.0 (gone)' for every package but torch, in name order."""
+    lines = []
+    for name in sorted(set(before) | set(after)):
+        if name == "torch" or before.get(name) == after.get(name):
+            continue
+        if name not in before:
+            lines.append(f"{name} (new) {after[name]}")
+        elif name not in after:
+            lines.append(f"{name} {before[name]} (gone)")
+        else:
+            lines.append(f"{name} {before[name]} -> {after[name]}")
+    return lines
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side to resolve: its torch requirement (`torch==2.14.1`) and where its packages come from."""
+
+    role: str
+    requirement: str
+    index: Index
+    label: str  # the torch as the user gave it: 2.14.1, nightly, '>=2.13,<2.14'
+
+
+def check(sides: Sequence[Side], stack: Sequence[str], pip: Sequence[str], logs: Path, *, device: str,
+          repro: str, say: Callable[[str], None] = print, env: Mapping[str, str] | None = None) -> dict[str, CheckResult]:
+    """Each side's `stack[-]/resolve` result; the candidate's judged against the baseline's resolution (the last
+    side is the candidate, an earlier one the baseline). Raises nothing: pip's failures become results."""
+    started = time.monotonic()
+    done: dict[str, Resolution] = {}
+    for side in sides:
+        say(f"{side.role}: resolving the stack with torch {side.label} (pip's dry run, index metadata only)")
+        done[side.role] = dry_run(pip, [side.requirement, *stack], side.index, log=logs / f"resolve-{side.role}.log",
+                                  env=env)
+    results: dict[str, CheckResult] = {}
+
+    def result(role: str, outcome: Outcome, reason: str, metrics: dict[str, Any], details: str = "") -> CheckResult:
+        return CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics, details=details,
+                           duration_s=round(time.monotonic() - started, 3), repro=repro)
+
+    *earlier, cand = sides
+    base = earlier[-1] if earlier else None
+    if base is not None:
+        b = done[base.role]
+        torch_b = b.versions.get("torch", base.label)
+        results[base.role] = (result(base.role, Outcome.PASSED, f"the stack resolves with torch {torch_b} "
+                                     f"({len(b.versions)} packages)", {"torch": torch_b, "packages": b.versions})
+                              if b.ok else
+                              result(base.role, Outcome.ERROR, f"the stack does not resolve with torch {base.label}: "
+                                     f"{b.reason}", {"log": str(b.log)}))
+    c = done[cand.role]
+    reference = done[base.role] if base is not None else None
+    if c.ok:
+        torch_c = c.versions.get("torch", cand.label)
+        changed = changes(reference.versions, c.versions) if reference is not None and reference.ok else []
+        shown = "; ".join(changed[:LISTED]) + (f"; and {len(changed) - LISTED} more" if len(changed) > LISTED else "")
+        also = (f"; {len(changed)} resolve to another version than with the baseline's torch: {shown}" if changed
+                else "; every package resolves as with the baseline's torch" if reference is not None and reference.ok
+                else "")
+        results[cand.role] = result(cand.role, Outcome.PASSED,
+                                    f"the stack resolves with torch {torch_c} ({len(c.versions)} packages){also}",
+                                    {"torch": torch_c, "packages": c.versions, "changed": changed}, "\n".join(changed))
+        return results
+    if reference is None or not reference.ok:
+        # no baseline resolution to learn from: the stack with any torch the index has
+        reference = dry_run(pip, ["torch", *stack], cand.index, log=logs / "resolve-reference.log", env=env)
+        if not reference.ok:  # not the candidate's doing: the stack does not resolve at all
+            why = f"the stack does not resolve with any torch: {reference.reason}"
+            results[cand.role] = result(cand.role, Outcome.ERROR, why, {"log": str(reference.log)})
+            return results
+    torch_meta = dry_run(pip, [cand.requirement], cand.index, log=logs / "resolve-torch.log", no_deps=True, env=env)
+    version = torch_meta.versions.get("torch", cand.label)
+    lines = [f"{name} {have} requires {req}" for name, have, req in refusals(reference, version)]
+    lines += [f"torch {version} requires {theirs}; the stack asks {mine}"
+              for _, mine, theirs in unmet_by_stack(torch_meta, stack)]
+    fixes = []
+    for name, _, _ in refusals(reference, version):
+        fit = dry_run(pip, [cand.requirement, name], cand.index, log=logs / f"resolve-{name}.log", env=env)
+        fixes.append(f"{name} {fit.versions[name]} accepts torch {version}" if fit.ok and name in fit.versions
+                     else f"no {name} release on the index accepts torch {version}")
+    culprit = "; ".join([*lines, *fixes]) or f"pip: {c.reason}"
+    results[cand.role] = result(cand.role, Outcome.FAILED, f"the stack does not resolve with torch {version}: {culprit}",
+                                {"torch": version, "conflicts": lines, "fixes": fixes, "pip": c.reason,
+                                 "log": str(c.log)}, "\n".join([*lines, *fixes, f"pip: {c.reason}"]))
+    return results

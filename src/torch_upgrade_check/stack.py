@@ -1,0 +1,334 @@
+"""The team's stack: requirements files, pyproject.toml, uv.lock and poetry.lock -> requirements for both venvs (no torch).
+
+Read with `packaging` (every requirement) and `tomllib` (every TOML file), never with patterns: a line pip
+would reject is an error here too, naming the file and the line. The team's own torch requirement is set
+aside (`Stack.torch`): each side pins its own torch, and the stack is installed beside it.
+
+- `requirements*.txt` (any `.txt`/`.in`): one requirement a line, `#` comments, `\\` continuations, `-r FILE`
+  (relative to the file), `--hash` options (dropped). Options that change where packages come from
+  (`-i`, `--extra-index-url`, `-f`, `-e`, `-c`, ...) are refused with the tool's flag to use instead.
+- `pyproject.toml`: `[project] dependencies`, and for each name in `--extras` its
+  `[project.optional-dependencies]` group or PEP 735 `[dependency-groups]` group (references to the
+  project's own extras and `include-group` are followed).
+- `uv.lock` (lock versions 1) and `poetry.lock` (lock-version 1.1 and 2.x): every locked package pinned to
+  its version, except torch, the project itself, and what only torch needs (its own dependencies, which
+  the candidate's torch brings in its own versions): those are the packages no other locked package
+  reaches without going through torch.
+"""
+
+from __future__ import annotations
+
+import sys
+import os
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from torch_upgrade_check.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+Reader = Callable[[Path], str]
+KINDS = "a requirements*.txt, a pyproject.toml, a uv.lock or a poetry.lock"
+UV_LOCK_VERSIONS = (1,)
+POETRY_LOCK_VERSIONS = ("1.1", "2.0", "2.1")
+# requirements-file options that change where packages come from: the tool's own flag says it for both sides
+REFUSED = {"-i": "--index-url", "--index-url": "--index-url", "--extra-index-url": "--extra-index-url",
+           "-f": "--find-links", "--find-links": "--find-links", "--pre": "a version range naming the pre-release",
+           "-e": "a requirement by name (name @ URL for a fork)", "--editable": "a requirement by name (name @ URL for a fork)",
+           "-c": "the pins as requirements", "--constraint": "the pins as requirements",
+           "--no-index": "--find-links", "--trusted-host": "an https index URL"}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """What both venvs get beside torch: requirement strings in file order, and where they came from."""
+
+    requirements: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    torch: tuple[str, ...] = ()  # the team's own torch requirements, set aside (each side pins its own)
+
+    def __bool__(self) -> bool:
+        return bool(self.sources)
+
+
+def load(paths: Sequence[str | Path], extras: Sequence[str] = (), *, base: Path | None = None,
+         read: Reader | None = None) -> Stack:
+    """Read every file (relative to `base`, else the current folder); all problems raised together as one UsageError."""
+    problems: list[str] = []
+    reqs: list[Requirement] = []
+    sources: list[str] = []
+    wanted = tuple(dict.fromkeys(e.strip() for item in extras for e in item.split(",") if e.strip()))
+    if wanted and not any(Path(p).name == "pyproject.toml" for p in paths):
+        problems.append(f"--extras {','.join(wanted)} names groups of a pyproject.toml, and no --requirements file is "
+                        "one; pass the pyproject.toml too, or drop --extras")
+    for given in paths:
+        path = (base / given) if base is not None and not Path(given).is_absolute() else Path(given)
+        try:
+            reqs += read_file(path, wanted, read)
+            sources.append(str(given))
+        except UsageError as e:
+            problems += e.problems
+    if problems:
+        raise UsageError(*problems)
+    kept: dict[str, Requirement] = {}
+    torch: list[str] = []
+    for req in reqs:
+        if canonicalize_name(req.name) == "torch":
+            torch.append(str(req))
+        else:
+            kept.setdefault(str(req), req)  # the same line in two files once
+    return Stack(tuple(kept), tuple(sources), tuple(torch))
+
+
+def read_file(path: Path, extras: Sequence[str] = (), read: Reader | None = None) -> list[Requirement]:
+    """The requirements of one file, by its kind; a UsageError naming the file and the fix when it cannot.
+    `read` gives a file's text (default: from disk; `at_ref` reads them as a git commit has them)."""
+    read = read or _read
+    name = path.name
+    if name == "pyproject.toml":
+        return from_pyproject(_toml(path, read), path, extras)
+    if name == "uv.lock":
+        return from_uv_lock(_toml(path, read), path)
+    if name == "poetry.lock":
+        return from_poetry_lock(_toml(path, read), path)
+    if path.suffix in (".txt", ".in"):
+        return from_requirements_txt(path, read=read)
+    raise UsageError(f"requirements file {path} is not {KINDS}; pass one of those (uv export, pip-compile or "
+                     "poetry export write a requirements.txt from other lock files)")
+
+
+def _read(path: Path) -> str:
+    if not path.exists():
+        raise UsageError(f"requirements file {path} not found; pass the path of {KINDS} (relative to the current "
+                         "folder, or to the config file for its 'requirements:')")
+    if path.is_dir():
+        raise UsageError(f"requirements file {path} is a folder; pass the path of {KINDS} in it")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read requirements file {path}: {' '.join(str(e).split())}; make it a readable "
+                         "UTF-8 file") from None
+
+
+def _toml(path: Path, read: Reader) -> dict[str, Any]:
+    try:
+        return tomllib.loads(read(path))
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{path}: invalid TOML: {e}; fix the file (it must load with Python's tomllib)") from None
+
+
+def _requirement(text: str, where: str) -> Requirement:
+    try:
+        return Requirement(text)
+    except InvalidRequirement as e:
+        raise UsageError(f"{where}: {text!r} is not a requirement pip would read ({' '.join(str(e).split())[:200]}); "
+                         "write it as 'name', 'name==1.2' or 'name @ URL'") from None
+
+
+def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
+    """(first line number, line) with `\\` continuations joined and comments dropped, as pip reads them."""
+    start, parts = 0, []
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not parts:
+            start = number
+        line = raw
+        if line.lstrip().startswith("#"):
+            line = ""
+        elif " #" in line or "\t#" in line:
+            line = line[: min(i for i in (line.find(" #"), line.find("\t#")) if i >= 0)]
+        if line.endswith("\\"):
+            parts.append(line[:-1])
+            continue
+        parts.append(line)
+        joined = " ".join(p.strip() for p in parts).strip()
+        parts = []
+        if joined:
+            yield start, joined
+
+
+def from_requirements_txt(path: Path, seen: tuple[Path, ...] = (), read: Reader | None = None) -> list[Requirement]:
+    read = read or _read
+    text = read(path)
+    if path.resolve() in seen:
+        raise UsageError(f"{seen[-1]}: '-r {path}' includes a file already being read (a loop); remove one of the -r lines")
+    reqs: list[Requirement] = []
+    for number, line in _logical_lines(text):
+        where = f"{path}:{number}"
+        words = line.split()
+        first = words[0]
+        option = first.split("=", 1)[0]
+        if option in ("-r", "--requirement"):
+            target = first.split("=", 1)[1] if "=" in first else (words[1] if len(words) > 1 else "")
+            if not target:
+                raise UsageError(f"{where}: {first} needs a file name; write '-r other-requirements.txt'")
+            reqs += from_requirements_txt(path.parent / target, (*seen, path.resolve()), read)
+            continue
+        if option.startswith("-"):
+            instead = REFUSED.get(option)
+            fix = f"pass {instead} to torch-upgrade-check instead" if instead else "remove it"
+            raise UsageError(f"{where}: option {option} is not supported in a stack's requirements; {fix}")
+        # per-requirement options (--hash=...) follow the requirement, as pip splits them
+        cut = next((i for i, w in enumerate(words) if w.startswith("-")), len(words))
+        bad = [w.split("=", 1)[0] for w in words[cut:] if w.startswith("-") and not w.startswith("--hash")]
+        if bad:
+            raise UsageError(f"{where}: option {bad[0]} is not supported after a requirement; remove it")
+        kept = words[:cut]
+        reqs.append(_requirement(" ".join(kept), where))
+    return reqs
+
+
+def from_pyproject(data: Mapping[str, Any], path: Path, extras: Sequence[str]) -> list[Requirement]:
+    project = data.get("project")
+    if not isinstance(project, dict):
+        raise UsageError(f"{path} has no [project] table (PEP 621); pass the lock file (poetry.lock, uv.lock) or a "
+                         "requirements.txt instead")
+    if "dependencies" in (project.get("dynamic") or []):
+        raise UsageError(f"{path}: its dependencies are dynamic (computed by the build backend); pass a "
+                         "requirements.txt or lock file instead")
+    own = canonicalize_name(str(project.get("name", "")))
+    optional = project.get("optional-dependencies") or {}
+    groups = data.get("dependency-groups") or {}
+    available = sorted({*optional, *groups})
+    unknown = [e for e in extras if e not in optional and e not in groups]
+    if unknown:
+        raise UsageError(f"{path}: no optional-dependencies or dependency-groups named {', '.join(unknown)}; "
+                         f"--extras can name {', '.join(available) or 'nothing here (the file has none)'}")
+    where = f"{path} [project] dependencies"
+    reqs = [_requirement(str(t), where) for t in project.get("dependencies") or []]
+    todo, done = list(extras), set()
+    while todo:
+        name = todo.pop(0)
+        if name in done:
+            continue
+        done.add(name)
+        if name in optional:
+            for text in optional[name]:
+                req = _requirement(str(text), f"{path} optional-dependencies.{name}")
+                if canonicalize_name(req.name) == own and own:  # `myproject[test]`: the project's own extras
+                    todo += sorted(req.extras)
+                else:
+                    reqs.append(req)
+        for item in groups.get(name, []):
+            if isinstance(item, dict) and "include-group" in item:
+                todo.append(str(item["include-group"]))
+            else:
+                reqs.append(_requirement(str(item), f"{path} dependency-groups.{name}"))
+    return reqs
+
+
+def _locked(path: Path, packages: Any) -> list[dict[str, Any]]:
+    if not isinstance(packages, list) or not all(isinstance(p, dict) and "name" in p for p in packages):
+        raise UsageError(f"{path}: its [[package]] entries are not what this lock format holds; regenerate the lock")
+    return packages
+
+
+def _pins(path: Path, packages: list[dict[str, Any]], deps: Mapping[str, set[str]], skip: set[str]) -> list[Requirement]:
+    """name==version for each package some root reaches without going through torch (see the module docstring)."""
+    names = {canonicalize_name(p["name"]) for p in packages}
+    reached_by_someone = {d for ds in deps.values() for d in ds}
+    roots = [n for n in names if n not in reached_by_someone and n != "torch"] + [n for n in skip if n in names]
+    keep: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in keep or name == "torch":
+            continue
+        keep.add(name)
+        todo += deps.get(name, ())
+    versions: dict[str, set[str]] = {}
+    for p in packages:
+        versions.setdefault(canonicalize_name(p["name"]), set()).add(str(p.get("version", "")))
+    reqs = []
+    for name in sorted(keep - skip):
+        found = sorted(v for v in versions.get(name, ()) if v)
+        # a package locked at several versions (one per platform or Python) is left to the resolver
+        reqs.append(_requirement(f"{name}=={found[0]}" if len(found) == 1 else name, str(path)))
+    return reqs
+
+
+def from_uv_lock(data: Mapping[str, Any], path: Path) -> list[Requirement]:
+    version = data.get("version")
+    if version not in UV_LOCK_VERSIONS:
+        raise UsageError(f"{path}: uv.lock version {version!r} is not supported (this tool reads version "
+                         f"{', '.join(map(str, UV_LOCK_VERSIONS))}); export it with 'uv export --format "
+                         "requirements-txt' and pass that file")
+    packages = _locked(path, data.get("package", []))
+    deps: dict[str, set[str]] = {}
+    projects: set[str] = set()
+    for p in packages:
+        name = canonicalize_name(p["name"])
+        edges = [*p.get("dependencies", []),
+                 *(d for group in (p.get("optional-dependencies") or {}).values() for d in group),
+                 *(d for group in (p.get("dev-dependencies") or {}).values() for d in group)]
+        deps.setdefault(name, set()).update(canonicalize_name(d["name"]) for d in edges if isinstance(d, dict) and "name" in d)
+        source = p.get("source") or {}
+        if "editable" in source or "virtual" in source or source.get("directory") == ".":
+            projects.add(name)  # the project itself (or a workspace member): its dependencies stay, it is not installed
+    return _pins(path, packages, deps, projects)
+
+
+def from_poetry_lock(data: Mapping[str, Any], path: Path) -> list[Requirement]:
+    version = str((data.get("metadata") or {}).get("lock-version", ""))
+    if version not in POETRY_LOCK_VERSIONS:
+        raise UsageError(f"{path}: poetry.lock lock-version {version or 'missing'!r} is not supported (this tool reads "
+                         f"{', '.join(POETRY_LOCK_VERSIONS)}); export it with 'poetry export -f requirements.txt' and "
+                         "pass that file")
+    packages = _locked(path, data.get("package", []))
+    deps = {canonicalize_name(p["name"]): {canonicalize_name(d) for d in (p.get("dependencies") or {})}
+            for p in packages}
+    return _pins(path, packages, deps, set())
+
+
+def from_args(args: Any, read: Reader | None = None) -> Stack:
+    """The stack `compare`'s flags and config ask for: the config's `requirements:` (relative to its folder), then
+    each --requirements (relative to the current folder); the config's `extras:` and --extras together."""
+    cfg = getattr(args, "config_obj", None)
+    paths: list[str | Path] = [cfg.root / p for p in cfg.requirements] if cfg is not None else []
+    paths += list(getattr(args, "requirements", None) or [])
+    extras = [*(cfg.extras if cfg is not None else ()), *(getattr(args, "extras", None) or [])]
+    return load(paths, extras, read=read) if paths or extras else Stack()
+
+
+def at_ref(ref: str, flag: str) -> Reader:
+    """A reader of files as git commit `ref` has them (`git show REF:./path`, paths relative to the current folder);
+    a ref that is not a commit here is a UsageError naming it, before any file is read."""
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], capture_output=True,
+                              text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UsageError(f"{flag} {ref} needs git in a checkout of the repository: {e}") from None
+    if proc.returncode != 0:
+        raise UsageError(f"{flag} {ref!r} is not a commit in this repository; fetch it (actions/checkout with "
+                         "fetch-depth: 0, or 2 for a pull request's merge commit) or name a branch, tag or SHA that exists")
+
+    def read(path: Path) -> str:
+        where = "./" + os.path.relpath(path).replace(os.sep, "/")
+        shown = subprocess.run(["git", "show", f"{ref}:{where}"], capture_output=True, timeout=60, check=False)
+        if shown.returncode != 0:
+            raise UsageError(f"requirements file {path} does not exist at {flag} {ref}; pass the files both sides have, "
+                             "or a VERSION instead of auto")
+        return shown.stdout.decode("utf-8", "replace")
+
+    return read
+
+
+def torch_spec(found: Stack, where: str) -> str:
+    """The torch the stack pins, as a compare SPEC: `2.13.0` for `torch==2.13.0`, the range for a range."""
+    specs = sorted({str(Requirement(t).specifier) for t in found.torch})
+    if not specs or specs == [""]:
+        raise UsageError(f"no torch requirement with a version in {', '.join(found.sources) or 'no file'} {where}; pin "
+                         "torch there (torch==2.13.0) or pass the version instead of auto")
+    if len(specs) > 1:
+        raise UsageError(f"the stack {where} asks torch{' and torch'.join(specs)}; keep one torch requirement, or pass "
+                         "the version instead of auto")
+    spec = specs[0]
+    return spec[2:] if spec.startswith("==") and "," not in spec and "*" not in spec else spec

@@ -1,0 +1,93 @@
+"""The abi check: extensions built here, linked against the real libc10, read with pyelftools against torch's exports.
+
+An extension built for another torch needs a symbol this torch no longer exports: `stale` needs the constructor
+`c10::MessageLogger::MessageLogger(char const*, int, int)`, the form torch exported before it took a
+SourceLocation, and `good` the one torch 2.13.0 exports, `c10::MessageLogger::MessageLogger(c10::SourceLocation,
+int, bool)`. Neither is loaded: the check reads files, so it finds an extension that only loads on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from harness import interpreter
+from test_imports import build_env
+from torch_upgrade_check.orchestrate import abi, imports
+
+OLD = "_ZN3c1013MessageLoggerC1EPKcii"
+NOW = "_ZN3c1013MessageLoggerC1ENS_14SourceLocationEib"
+SOURCE = 'extern void needed(void) __asm__("{symbol}");\nvoid tuc_use(void) {{ needed(); }}\n'
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler here to build the extensions")
+
+
+def torch_lib() -> Path:
+    import importlib.metadata as metadata
+
+    return Path(str(metadata.distribution("torch").locate_file("torch/lib")))
+
+
+def build_extension(folder: Path, name: str, symbol: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.c").write_text(SOURCE.format(symbol=symbol))
+    out = folder / f"_{name}.cpython-311-x86_64-linux-gnu.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", str(folder / f"{name}.c"), "-o", str(out), "-Wl,--no-as-needed",
+                    f"-L{torch_lib()}", "-lc10"], check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def envs(tmp_path_factory: pytest.TempPathFactory, torch_python: str) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("abi")
+    libc10 = abi.read_elf(torch_lib() / "libc10.so")
+    assert NOW in libc10.defined and OLD not in libc10.defined  # the premise, on the torch under test
+    good, stale = build_extension(root / "src", "good", NOW), build_extension(root / "src", "stale", OLD)
+    packages = {"tuc_good": "", "tuc_stale": ""}  # an extension loaded lazily: importing the package loads nothing
+    return {"good": str(build_env(root / "good", {"tuc_good": ""}, {"tuc_good": good})),
+            "stale": str(build_env(root / "stale", packages, {"tuc_good": good, "tuc_stale": stale}))}
+
+
+def _environment(python: str) -> abi.Environment:
+    return abi.Environment({d: (v["version"], v["libraries"]) for d, v in imports.listing(python).items()})
+
+
+def test_an_extension_needing_a_symbol_torch_does_not_export_fails(envs: dict[str, str]) -> None:
+    results = abi.judge({"baseline": _environment(envs["good"]), "candidate": _environment(envs["stale"])},
+                        device="cpu", repro="", labels={"baseline": "2.13.0", "candidate": "2.13.0"})
+    base, cand = results["baseline"], results["candidate"]
+    assert base.outcome.value == "passed" and base.metrics["extensions"] == 1, base.reason
+    assert cand.outcome.value == "failed" and cand.metrics["extensions"] == 2
+    assert cand.reason == ("1 of 2 shared objects linking torch need symbols torch 2.13.0 does not export: "
+                           "_stale.cpython-311-x86_64-linux-gnu.so (tuc-stale 1.0) needs "
+                           "c10::MessageLogger::MessageLogger(char const*, int, int)")
+    (missing,) = cand.metrics["missing"].values()
+    assert missing["mangled"] == [OLD] and missing["distribution"] == "tuc-stale"
+
+
+def test_the_compare_fails_on_the_stale_extension_and_a_a_passes(tmp_path: Path, envs: dict[str, str]) -> None:
+    def compare(out: str, baseline: str, candidate: str) -> tuple[int, dict]:
+        proc = run_cli("compare", "--baseline-python", str(interpreter(envs[baseline], tmp_path / f"{out}-b")),
+                       "--candidate-python", str(interpreter(envs[candidate], tmp_path / f"{out}-c")),
+                       "--only", "abi", "--device", "cpu", "--out", str(tmp_path / out))
+        reports = json.loads((tmp_path / out / "report.json").read_text())["reports"]
+        return proc.returncode, {r["id"]: r for r in reports[1]["results"]}["stack[-]/abi"]
+
+    code, result = compare("ab", "good", "stale")
+    assert code == 1 and result["outcome"] == "failed", result
+    assert "c10::MessageLogger::MessageLogger(char const*, int, int)" in result["reason"]
+    code, result = compare("aa", "good", "good")
+    assert code == 0 and result["outcome"] == "passed", result
+    assert result["reason"] == "every torch symbol the 1 shared objects linking torch need is exported by torch 2.13.0+cpu"
+
+
+def test_demangling_and_what_counts_as_linking_torch() -> None:
+    assert abi.demangle(NOW) == "c10::MessageLogger::MessageLogger(c10::SourceLocation, int, bool)"
+    assert abi.demangle("not_mangled") == "not_mangled"
+    assert abi.links_torch(abi.Elf(needed=("libc10.so", "libc.so.6")))
+    assert not abi.links_torch(abi.Elf(needed=("libtorchvision_thing.so", "libc.so.6")))

@@ -1,0 +1,161 @@
+"""The imports check: every module of every distribution imported in a process of its own, on both sides.
+
+The environments are real venvs holding torch (and what it imports) with two small packages built here that
+load native code through torch on import, as compiled extensions do; the candidate's torch is broken by the
+harness the ways real upgrades broke such extensions: an undefined symbol, an abort on registration.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import json
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from conftest import run_cli
+from harness import interpreter
+from torch_upgrade_check.orchestrate import imports
+
+PACKAGES = {
+    # loads a native library through torch, as an extension loads its ops library
+    "tuc_ext_load": "import os\nimport torch\n\n"
+                    "torch.ops.load_library(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libc10.so'))\n",
+    # registers an operator, as a C++ extension's TORCH_LIBRARY block does when it loads
+    "tuc_ext_ops": "import torch\n\n_lib = torch.library.Library('tuc_ext_ops', 'DEF')\n"
+                   "_lib.define('twice(Tensor x) -> Tensor')\n",
+}
+
+
+def _torch_and_its_dependencies() -> list[metadata.Distribution]:
+    found: dict[str, metadata.Distribution] = {}
+    todo = ["torch"]
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in found:
+            continue
+        try:
+            found[name] = dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        for text in dist.requires or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return list(found.values())
+
+
+def build_env(folder: Path, packages: dict[str, str] = PACKAGES, files: dict[str, Path] | None = None) -> Path:
+    """A real venv whose site-packages holds torch and its dependencies (linked from this interpreter's) and the
+    packages given (name -> __init__.py, and name -> a file it ships beside it), each with its .dist-info, as pip
+    would have installed them."""
+    venv.create(folder, with_pip=False, symlinks=True)
+    site = next(folder.glob("lib/python3*/site-packages"))
+    for dist in _torch_and_its_dependencies():
+        for top in sorted({str(f).split("/")[0] for f in dist.files or [] if not str(f).startswith("..")}):
+            if top != "__pycache__" and not (site / top).exists():
+                (site / top).symlink_to(dist.locate_file(top))
+    for name, code in packages.items():
+        (site / name).mkdir()
+        (site / name / "__init__.py").write_text(code)
+        shipped = [f"{name}/__init__.py"]
+        if files and name in files:
+            (site / name / files[name].name).write_bytes(files[name].read_bytes())
+            shipped.append(f"{name}/{files[name].name}")
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: 1.0\n")
+        (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*shipped, f"{info.name}/METADATA", f"{info.name}/RECORD"]))
+    return folder / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def env_python(tmp_path_factory: pytest.TempPathFactory, torch_python: str) -> str:
+    return str(build_env(tmp_path_factory.mktemp("imports") / "venv"))
+
+
+def _compare(tmp_path: Path, baseline: Path, candidate: Path) -> tuple[int, dict, dict, str]:
+    proc = run_cli("compare", "--baseline-python", str(baseline), "--candidate-python", str(candidate),
+                   "--only", "imports", "--device", "cpu", "--timeout", "60", "--out", str(tmp_path / "out"))
+    base, cand = json.loads((tmp_path / "out" / "report.json").read_text())["reports"]
+    result = {r["id"]: r for r in cand["results"]}["stack[-]/imports"]
+    return proc.returncode, {r["id"]: r for r in base["results"]}["stack[-]/imports"], result, proc.stdout + proc.stderr
+
+
+def test_the_environment_lists_its_distributions_and_modules(env_python: str) -> None:
+    listed = imports.list_modules(env_python)
+    assert listed["tuc-ext-load"] == ("1.0", ["tuc_ext_load"]) and listed["tuc-ext-ops"] == ("1.0", ["tuc_ext_ops"])
+    assert "torch" in listed["torch"][1]
+    assert "pytest" not in listed  # read inside the venv under test, not the orchestrator's
+
+
+def test_an_extension_that_raises_or_aborts_on_the_candidate_fails(tmp_path: Path, env_python: str) -> None:
+    baseline = interpreter(env_python, tmp_path / "baseline")
+    candidate = interpreter(env_python, tmp_path / "candidate",
+                            breaks=("extension-undefined-symbol", "extension-registration-aborts"))
+    code, base, cand, output = _compare(tmp_path, baseline, candidate)
+    assert code == 1, output
+    assert base["outcome"] == "passed" and cand["outcome"] == "failed", cand["reason"]
+    assert sorted(cand["metrics"]["broken"]) == ["tuc_ext_load", "tuc_ext_ops"]
+    assert "tuc_ext_load (tuc-ext-load 1.0) raised: OSError: " in cand["reason"]
+    assert "undefined symbol: _ZN3c104impl23ExcludeDispatchKeyGuard" in cand["reason"]
+    assert "tuc_ext_ops (tuc-ext-ops 1.0) crashed: killed by SIGABRT" in cand["reason"]
+    assert cand["metrics"]["modules"]["torch"]["status"] == "ok"  # torch itself still imports
+
+
+def test_a_a_passes(tmp_path: Path, env_python: str) -> None:
+    code, base, cand, output = _compare(tmp_path, interpreter(env_python, tmp_path / "a"),
+                                        interpreter(env_python, tmp_path / "b"))
+    assert code == 0, output
+    assert cand["outcome"] == "passed" and cand["reason"].startswith("every module that imports with baseline 2.13.0"), cand
+    assert cand["metrics"]["broken"] == [] and cand["metrics"]["gone"] == []
+
+
+def test_a_hang_and_a_signal_are_told_apart_from_an_error(tmp_path: Path) -> None:
+    (tmp_path / "tuc_sleepy.py").write_text("import time\ntime.sleep(60)\n")
+    (tmp_path / "tuc_segv.py").write_text("import ctypes\nctypes.string_at(0)\n")
+    (tmp_path / "tuc_raises.py").write_text("raise ImportError('libfoo.so.3: cannot open shared object file\\nmore')\n")
+    got = {m: imports.import_one(sys.executable, m, "1", m, timeout_s=3, cwd=str(tmp_path))
+           for m in ("tuc_sleepy", "tuc_segv", "tuc_raises")}
+    assert (got["tuc_sleepy"].status, got["tuc_sleepy"].error) == ("timeout", "no import within 3 s")
+    assert (got["tuc_segv"].status, got["tuc_segv"].error) == ("signal", "killed by SIGSEGV")
+    assert (got["tuc_raises"].status, got["tuc_raises"].error) == (
+        "error", "ImportError: libfoo.so.3: cannot open shared object file")
+
+
+def test_judgement_names_what_broke_and_what_was_already_broken() -> None:
+    def side(**statuses: str) -> dict[str, imports.Imported]:
+        return {m: imports.Imported(m.upper(), "1", m, s, "" if s == "ok" else "boom") for m, s in statuses.items()}
+
+    done = {"baseline": side(a="ok", b="ok", c="error", d="ok"), "candidate": side(a="ok", b="timeout", c="error")}
+    results = imports.judge(done, device="cpu", repro="", baseline_label="2.13.0")
+    cand = results["candidate"]
+    assert cand.outcome.value == "failed"
+    assert cand.metrics["broken"] == ["b"] and cand.metrics["gone"] == ["d"] and cand.metrics["also_on_baseline"] == ["c"]
+    assert cand.reason.startswith("2 of 4 modules that import with baseline 2.13.0 do not here: b (B 1) hung: boom; "
+                                  "d (D 1) is no longer installed; 1 fail with baseline 2.13.0 too: c (C 1) raised: boom")
+    alone = imports.judge({"candidate": done["candidate"]}, device="cpu", repro="")["candidate"]
+    assert alone.outcome.value == "suspicious"  # nothing says they ever imported
+
+
+@pytest.mark.slow
+def test_the_stack_goes_into_both_venvs_beside_each_sides_torch(tmp_path: Path) -> None:
+    """A/A with a real stack: resolved, installed beside torch 2.13.0 (the venv named after the stack too) and
+    every module imported on both sides."""
+    (tmp_path / "requirements.txt").write_text("iniconfig==2.3.1\ntorch==2.12.0  # set aside: each side pins its own\n")
+    venvs = tmp_path / "venvs"
+    proc = run_cli("compare", "--baseline", "2.13.0", "--candidate", "2.13.0", "--installer", "pip",
+                   "--torch-backend", "pypi", "--venv-dir", str(venvs), "--device", "cpu", "--only", "stack",
+                   "--requirements", str(tmp_path / "requirements.txt"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    base, cand = json.loads((tmp_path / "out" / "report.json").read_text())["reports"]
+    got = {r["id"]: r for r in cand["results"]}
+    assert got["stack[-]/resolve"]["outcome"] == "passed" and got["stack[-]/imports"]["outcome"] == "passed"
+    assert got["stack[-]/imports"]["metrics"]["modules"]["iniconfig"]["status"] == "ok"
+    assert cand["label"].startswith("2.13.0")
+    (record,) = [json.loads(p.read_text()) for p in venvs.glob("torch-2.13.0-*/torch-upgrade-check-env.json")]
+    assert record["plan"]["extra_requirements"] == ["iniconfig==2.3.1"]

@@ -1,0 +1,94 @@
+"""The resolve check: pip's dry-run report read with packaging; real packages from the index where it counts."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from torch_upgrade_check.orchestrate import resolve
+
+PIP = [sys.executable, "-m", "pip"]
+
+
+def _item(name: str, version: str, requires: list[str], extras: list[str] | None = None) -> dict:
+    return {"metadata": {"name": name, "version": version, "requires_dist": requires},
+            "requested_extras": extras or []}
+
+
+REPORT = {
+    "version": "1",
+    "environment": {"python_version": "3.11", "sys_platform": "linux", "platform_machine": "x86_64",
+                    "implementation_name": "cpython", "platform_system": "Linux", "os_name": "posix",
+                    "python_full_version": "3.11.7", "platform_python_implementation": "CPython"},
+    "install": [
+        _item("torch", "2.13.0+cpu", ["sympy>=1.13.3", "filelock"]),
+        _item("Torch_Vision", "0.28.0", ["torch==2.13.0", "numpy"]),
+        _item("torchao", "0.15.0", ["torch>=2.12; extra == 'dev'"]),  # only with an extra nobody asked for
+        _item("lightning", "2.6.0", ["torch<3,>=2.1"]),
+        _item("sympy", "1.13.3", ["mpmath"]),
+        _item("numpy", "2.1.3", []),
+    ],
+}
+
+
+def test_the_report_names_who_refuses_the_candidate_and_why() -> None:
+    reference = resolve.read_report(REPORT)
+    assert reference.versions["torch-vision"] == "0.28.0"
+    assert resolve.refusals(reference, "2.14.1") == [("torch-vision", "0.28.0", "torch==2.13.0")]
+    assert resolve.refusals(reference, "2.13.0+cpu") == []  # a local label is not part of the pin
+
+
+def test_the_candidates_own_requirements_against_the_stacks_pins() -> None:
+    torch_meta = resolve.read_report({"environment": REPORT["environment"],
+                                      "install": [_item("torch", "2.14.1", ["sympy>=1.14", "filelock"])]})
+    assert resolve.unmet_by_stack(torch_meta, ["sympy==1.13.3", "numpy"]) == [("sympy", "sympy==1.13.3", "sympy>=1.14")]
+    assert resolve.unmet_by_stack(torch_meta, ["sympy<1.14"]) == [("sympy", "sympy<1.14", "sympy>=1.14")]
+    assert resolve.unmet_by_stack(torch_meta, ["sympy>=1.13", "sympy<=1.14"]) == []  # the stack lets it move
+
+
+def test_changes_list_every_package_but_torch() -> None:
+    assert resolve.changes({"torch": "2.13.0", "torchvision": "0.28.0", "old": "1.0", "same": "1"},
+                           {"torch": "2.14.1", "torchvision": "0.29.1", "new": "2.0", "same": "1"}) == [
+        "new (new) 2.0", "old 1.0 (gone)", "torchvision 0.28.0 -> 0.29.1"]
+
+
+# Real packages from the index: torchvision 0.28.0 requires torch==2.13.0 exactly. pip resolves from metadata:
+# torch 2.14.1 (5.5 GB with its CUDA wheels) is never downloaded or installed.
+
+@pytest.mark.slow
+def test_a_companion_pinned_to_the_baseline_fails_resolve_before_any_install(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("torchvision==0.28.0\n")
+    proc = run_cli("compare", "--baseline", "2.13.0", "--candidate", "2.14.1", "--installer", "pip",
+                   "--torch-backend", "pypi", "--venv-dir", str(tmp_path / "venvs"), "--device", "cpu",
+                   "--requirements", str(tmp_path / "requirements.txt"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    baseline, candidate = json.loads((tmp_path / "out" / "report.json").read_text())["reports"]
+    result = candidate["results"][0]
+    assert result["id"] == "stack[-]/resolve" and result["outcome"] == "failed"
+    assert result["reason"].startswith("the stack does not resolve with torch 2.14.1: torchvision 0.28.0 requires "
+                                       "torch==2.13.0; torchvision 0.29."), result["reason"]
+    assert re.search(r"torchvision 0\.29\.\d+ accepts torch 2\.14\.1", result["reason"])
+    assert baseline["results"][0]["outcome"] == "passed" and candidate["label"] == "2.14.1"
+    assert not (tmp_path / "venvs").exists()  # nothing was installed, for either side
+    logs = "".join(p.read_text() for p in (tmp_path / "out" / "logs").glob("resolve-*.log"))
+    assert "Downloading torch-" not in logs and "Collecting torch==2.14.1" not in logs.replace("Processing", "")
+
+
+@pytest.mark.slow
+def test_a_a_resolves_alike_and_a_companion_bump_is_listed(tmp_path: Path) -> None:
+    same = [resolve.Side(role, "torch==2.13.0", resolve.Index(), "2.13.0") for role in ("baseline", "candidate")]
+    results = resolve.check(same, ["torchvision==0.28.0"], PIP, tmp_path / "aa", device="cpu", repro="")
+    assert [r.outcome.value for r in results.values()] == ["passed", "passed"]
+    assert results["candidate"].metrics["changed"] == []
+    assert "every package resolves as with the baseline's torch" in results["candidate"].reason
+    bump = [resolve.Side("baseline", "torch==2.13.0", resolve.Index(), "2.13.0"),
+            resolve.Side("candidate", "torch==2.14.1", resolve.Index(), "2.14.1")]
+    results = resolve.check(bump, ["torchvision"], PIP, tmp_path / "ab", device="cpu", repro="")
+    cand = results["candidate"]
+    assert cand.outcome.value == "passed", cand.reason
+    assert any(re.fullmatch(r"torchvision 0\.28\.0 -> 0\.29\.\d+", line) for line in cand.metrics["changed"]), cand.reason
