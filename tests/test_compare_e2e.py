@@ -46,7 +46,7 @@ def test_same_torch_on_both_sides_passes(tmp_path: Path, torch_python: str) -> N
     cv = cand["mlp[float32]/cross-version"]
     assert cv["outcome"] == "passed" and cv["metrics"]["bitwise_equal_to_baseline"] is True
     lat = cand["matmul[float32]/latency"]
-    assert lat["outcome"] != "failed" and lat["metrics"]["change"] in ("unchanged", "suspicious", "improved")
+    assert lat["outcome"] != "failed" and lat["metrics"]["change"] in ("unchanged", "undecided", "improved")
     assert len(lat["metrics"]["baseline_samples_ms"]) >= 24 and 0.5 < lat["metrics"]["ratio"] < 2
     assert lat["metrics"]["batches"] >= 1 and lat["metrics"]["inner_loops"] >= 1  # fresh pairs, one loop count
     assert by_id(baseline)["matmul[float32]/latency"]["metrics"]["samples_ms"] == lat["metrics"]["baseline_samples_ms"]
@@ -98,6 +98,49 @@ def test_injected_slowdown_is_a_confirmed_regression_and_fail_on_decides(tmp_pat
     proc = compare(tmp_path / "b", torch_python, str(slow), "matmul[float32]/latency",
                    extra=("--fail-on", "correctness"))
     assert proc.returncode == 0 and "--fail-on lets it pass" in proc.stdout
+
+
+USER_MODEL = """
+import torch
+
+
+def build():
+    # a team's real-size model: about 100 ms a forward on one thread of the 2-core machine this was written on
+    layers = []
+    for _ in range(3):
+        layers += [torch.nn.Linear(2048, 2048), torch.nn.GELU()]
+    return torch.nn.Sequential(*layers), (torch.randn(256, 2048),)
+"""
+USER_CONFIG = """version: 1
+suite: none
+python-path: [.]
+workloads:
+  - name: user_mlp
+    factory: user_model:build
+    aspects: [latency]
+"""
+
+
+def test_a_real_size_model_slowed_2x_fails_within_the_default_budget_and_its_aa_passes(tmp_path: Path,
+                                                                                       torch_python: str) -> None:
+    """Issue 18: on a ~100 ms forward one pair of 24 rounds used to spend the whole 20 s budget, and a doubled
+    latency was `suspicious`, exit 0. Both sides are wrapped (inject.py), so the wrapper's cost cancels."""
+    (tmp_path / "user_model.py").write_text(USER_MODEL)
+    (tmp_path / "tuc.yml").write_text(USER_CONFIG)
+    base = injected_python(torch_python, tmp_path / "base", slowdown=0.0)
+    slow = injected_python(torch_python, tmp_path / "slow", slowdown=1.0)  # every forward takes twice as long
+    config = ("--config", str(tmp_path / "tuc.yml"))
+    proc = compare(tmp_path / "2x", str(base), str(slow), extra=config)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
+    lat = by_id(load(tmp_path / "2x")[1])["user_mlp[float32]/latency"]
+    m = lat["metrics"]
+    assert lat["outcome"] == "failed" and m["change"] in ("regression", "undecided") and m["ratio"] > 1.7, lat["reason"]
+    assert m["budget_s"] == 20 and sum(m["batch_seconds"]) <= 1.25 * m["budget_s"], m["batch_seconds"]
+    assert m["inner_loops"] == 1  # a sample is one forward: no extra calls besides the warm-up round
+    proc = compare(tmp_path / "aa", str(base), str(base), extra=config)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    aa = by_id(load(tmp_path / "aa")[1])["user_mlp[float32]/latency"]
+    assert aa["outcome"] != "failed" and aa["metrics"]["change"] != "regression"
 
 
 def test_zero_tolerances_fail_a_drift_that_default_tolerances_let_pass(tmp_path: Path, torch_python: str) -> None:

@@ -284,7 +284,8 @@ def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
     with torch.no_grad():
         for _ in range(int(params.get("warmup", 3))):
             model(*inputs)
-        once = max(timed(1), 1e-7)
+        # a single call is timed only to calibrate `inner`: compare's A/B rounds give it, and each call costs a forward
+        once = None if params.get("inner") else max(timed(1), 1e-7)
         inner = int(params.get("inner") or max(1, int(float(params.get("min_sample_s", 0.005)) / once) + 1))
         samples: list[float] = []
         # no collection before timing: with Dynamo's and Inductor's objects alive it costs ~100 ms a request
@@ -297,7 +298,8 @@ def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
         finally:
             if enabled:
                 gc.enable()
-    return {"samples_ms": samples, "inner_loops": inner, "once_ms": once * 1000.0, "threads": torch.get_num_threads()}
+    return {"samples_ms": samples, "inner_loops": inner, "once_ms": None if once is None else once * 1000.0,
+            "threads": torch.get_num_threads()}
 
 
 def memory_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
