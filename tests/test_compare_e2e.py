@@ -143,6 +143,25 @@ def test_a_real_size_model_slowed_2x_fails_within_the_default_budget_and_its_aa_
     assert aa["outcome"] != "failed" and aa["metrics"]["change"] != "regression"
 
 
+def test_an_undecided_slowdown_fails_unless_the_config_says_pass(tmp_path: Path, torch_python: str) -> None:
+    """A budget too small for the three pairs a regression needs: `undecided`, with what deciding would cost;
+    its estimate is beyond the threshold, so it fails by default and passes (warning) under `undecided: pass`."""
+    slow = injected_python(torch_python, tmp_path / "slow", slowdown=2.0)
+    proc = compare(tmp_path / "a", torch_python, str(slow), "matmul[float32]/latency", extra=("--ab-budget", "0.1"))
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
+    lat = by_id(load(tmp_path / "a")[1])["matmul[float32]/latency"]
+    assert (lat["outcome"], lat["metrics"]["change"], lat["metrics"]["batches"]) == ("failed", "undecided", 1)
+    assert lat["reason"].startswith("undecided: latency ") and "deciding would take about 2 more process pairs" in lat["reason"]
+    assert "undecided" in (tmp_path / "a" / "summary.md").read_text()
+    (tmp_path / "cfg.yml").write_text("version: 1\nundecided: pass\n")
+    proc = compare(tmp_path / "b", torch_python, str(slow), "matmul[float32]/latency",
+                   extra=("--ab-budget", "0.1", "--config", str(tmp_path / "cfg.yml")))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    lat = by_id(load(tmp_path / "b")[1])["matmul[float32]/latency"]
+    assert (lat["outcome"], lat["metrics"]["change"]) == ("suspicious", "undecided")
+    assert "undecided (warns, does not fail): undecided: latency" in (tmp_path / "b" / "junit.xml").read_text()
+
+
 def test_zero_tolerances_fail_a_drift_that_default_tolerances_let_pass(tmp_path: Path, torch_python: str) -> None:
     # rtol = atol = 0 compares with the baseline bitwise: a drift of 1e-7 (far inside float32's default
     # tolerance) must fail cross-version, while the same torch passes (tests/action: the act run)
@@ -175,6 +194,7 @@ def test_user_pytest_runs_under_both_versions(tmp_path: Path, torch_python: str)
     (["--candidate", "2.13.0", "--max-latency-regression", "ten"], 2,
      "--max-latency-regression must be a percentage like 10% or a ratio like 0.10, got 'ten'"),
     (["--candidate", "2.13.0", "--venv-cap", "-1"], 2, "--venv-cap must be a positive number of GB like 20, got '-1'"),
+    (["--candidate", "2.13.0", "--undecided", "maybe"], 2, "--undecided: invalid choice: 'maybe'"),
 ])
 def test_bad_compare_flags(tmp_path: Path, args: list[str], code: int, message: str) -> None:
     proc = run_cli("compare", *args, "--out", str(tmp_path))
