@@ -10,7 +10,10 @@ tiny workload are not +25%).
 kernel choice, a process landing on a slow core) are constant within a pair and change between pairs,
 so rounds of one pair are not independent evidence about the change. Each pair gives one estimate
 m_i (the Hodges-Lehmann estimate of its rounds: robust to a stalled round) with its within-pair
-variance w_i (robust SD of its rounds squared, over their number). The test is on the pair estimates:
+variance w_i = s^2 / n_i (t_df / z)^2: s the SD of one round, pooled over the check's pairs (robust:
+1.4826 MAD of each round's deviation from its pair's median), df its degrees of freedom (rounds less
+pairs); the t/z factor keeps a few noisy rounds (a compile-time pair's) from looking certain. The test
+is on the pair estimates:
 
 - estimate M = mean of the m_i, reported as the ratio exp(M);
 - variance of one pair's estimate, moderated (as limma does for few replicates): a prior of
@@ -75,24 +78,31 @@ class Batch:
         return [math.log((c + floor) / (b + floor)) for b, c in zip(self.baseline, self.candidate)
                 if b + floor > 0 and c + floor > 0]
 
-    def estimate(self, floor: float = 0.0) -> tuple[float, float]:
-        """This pair's estimate of the log ratio and its within-pair variance (0 for an exact series)."""
+    def estimate(self, floor: float = 0.0) -> float:
+        """This pair's estimate of the log ratio (nan when nothing could be compared)."""
         d = self.log_ratios(floor)
-        if not d:
-            return math.nan, math.nan
-        if self.exact or len(d) < 2:
-            return stats.hodges_lehmann(d), 0.0
-        return stats.hodges_lehmann(d), robust_sd(d) ** 2 / len(d)
+        return stats.hodges_lehmann(d) if d else math.nan
 
 
-def robust_sd(d: Sequence[float]) -> float:
-    """1.4826 MAD (a stalled round does not inflate it); the plain SD where more than half the values tie."""
-    centre = stats.median(d)
-    mad = 1.4826 * stats.median([abs(x - centre) for x in d])
-    if mad > 0 or len(d) < 2:
-        return mad
-    mean = sum(d) / len(d)
-    return math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1))
+def round_sd(batches: Sequence[Batch], floor: float = 0.0) -> tuple[float, int]:
+    """The SD of one round's log ratio within a pair, pooled over the pairs (each round's deviation from its own
+    pair's median: the pairs' offsets do not count), and its degrees of freedom (rounds less pairs). Robust:
+    1.4826 times the median absolute deviation, so a stalled round does not inflate it; the plain pooled SD
+    where more than half the deviations are 0."""
+    devs: list[float] = []
+    pairs = 0
+    for b in batches:
+        d = b.log_ratios(floor)
+        if b.exact or len(d) < 2:
+            continue
+        centre = stats.median(d)
+        devs += [x - centre for x in d]
+        pairs += 1
+    df = len(devs) - pairs
+    if df < 1:
+        return 0.0, 0
+    mad = 1.4826 * stats.median([abs(x) for x in devs])
+    return (mad if mad > 0 else math.sqrt(sum(x * x for x in devs) / df)), df
 
 
 @dataclass(frozen=True)
@@ -124,14 +134,19 @@ class PairLevel:
 
 
 def pair_level(batches: Sequence[Batch], floor: float = 0.0) -> PairLevel:
-    pairs = [b.estimate(floor) for b in batches]
-    pairs = [(m, w) for m, w in pairs if not math.isnan(m)]
-    ests = tuple(m for m, _ in pairs)
+    measured = [(b, b.estimate(floor)) for b in batches]
+    measured = [(b, m) for b, m in measured if not math.isnan(m)]
+    ests = tuple(m for _, m in measured)
     if not ests:
         return PairLevel((), math.nan, math.nan, math.nan, False)
     k, mean = len(ests), sum(ests) / len(ests)
     exact = all(b.exact for b in batches) and len(set(ests)) == 1
-    prior = PAIR_SD**2 + sum(w for _, w in pairs) / k
+    # each pair's within variance: the pooled round SD over its rounds, widened by t/z for the rounds the SD
+    # was estimated from (6 noisy compile rounds must not look as certain as 24)
+    sd, df = round_sd([b for b, _ in measured], floor)
+    widen = (stats.t_quantile(0.975, df) / stats.normal_quantile(0.975)) ** 2 if df else 1.0
+    within = [0.0 if b.exact else sd * sd * widen / max(1, len(b.log_ratios(floor))) for b, _ in measured]
+    prior = PAIR_SD**2 + sum(within) / k
     own = sum((m - mean) ** 2 for m in ests) / (k - 1) if k > 1 else 0.0
     variance = (PRIOR_DF * prior + (k - 1) * own) / (PRIOR_DF + k - 1)
     return PairLevel(ests, mean, variance, PRIOR_DF + k - 1, exact)
@@ -265,8 +280,7 @@ def rounds_for(batches: Sequence[Batch], threshold: float, floor: float = 0.0, *
     m = level.mean
     margin = (abs(m) - tau / 2) if abs(m) > tau else tau - abs(m)
     target = max(PAIR_SD, margin / 3)
-    spread = [robust_sd(d) for d in (b.log_ratios(floor) for b in batches) if len(d) > 1]
-    noise = stats.median(spread) if spread else 0.0
+    noise, _ = round_sd(batches, floor)
     rounds = math.ceil((noise / target) ** 2)
     rounds += rounds % 2  # whole ABBA cycles
     return max(least, min(most, rounds))

@@ -168,6 +168,7 @@ def t_cdf(t: float, df: int) -> float:
     return 0.5 + math.copysign(inside / 2, t)
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: int | float) -> float:
     """Student's t quantile (bisection on t_cdf); df = inf gives the normal quantile, a fractional df is
     rounded down (the wider interval)."""

@@ -223,9 +223,11 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
             break
         order = (("b", baseline), ("c", candidate)) if r % 2 == 0 else (("c", candidate), ("b", baseline))
         warm = r < 0
-        # the warm-up round calibrates (the single-call timing) and warms; a timed round calls the workload
-        # only for its sample: the rounds before it warmed this process
-        params = {"samples": 1 if warm else LATENCY_SAMPLES, "warmup": 1 if warm else 0, "inner": t.inner,
+        # the warm-up round warms (3 calls before the single call that calibrates `inner`: a new process's first
+        # calls are slow, and a calibration on them gives too few loops; 1 once `inner` is known); a timed round
+        # calls the workload only for its sample: the rounds before it warmed this process
+        warmup = (1 if t.inner else 3) if warm else 0
+        params = {"samples": 1 if warm else LATENCY_SAMPLES, "warmup": warmup, "inner": t.inner,
                   "min_sample_s": MIN_SAMPLE_S} if latency else {"samples": 1} if timed else {}
         once: list[float] = []
         for side, worker in order:
