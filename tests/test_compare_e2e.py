@@ -134,7 +134,8 @@ def test_a_real_size_model_slowed_2x_fails_within_the_default_budget_and_its_aa_
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
     lat = by_id(load(tmp_path / "2x")[1])["user_mlp[float32]/latency"]
     m = lat["metrics"]
-    assert lat["outcome"] == "failed" and m["change"] in ("regression", "undecided") and m["ratio"] > 1.7, lat["reason"]
+    # measured 2.0-2.1x on a quiet machine; a busy one shrinks the busy-wait injection's share (1.6x seen)
+    assert lat["outcome"] == "failed" and m["change"] in ("regression", "undecided") and m["ratio"] > 1.3, lat["reason"]
     assert m["budget_s"] == 20 and sum(m["batch_seconds"]) <= 1.25 * m["budget_s"], m["batch_seconds"]
     assert m["inner_loops"] == 1  # a sample is one forward: no extra calls besides the warm-up round
     proc = compare(tmp_path / "aa", str(base), str(base), extra=config)
