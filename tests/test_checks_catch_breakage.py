@@ -332,7 +332,8 @@ def test_a_flex_attention_compile_half_again_as_slow_fails_within_its_budget_and
     200 s budget. Its pairs are now planned for the 25% threshold and the budget counts warm-up compiles."""
     check = "flex_attention_causal[float32]/compile-time"
     code, same = compared(torch_python, torch_python, tmp_path / "aa", check, extra=("--compile-time",))
-    assert (code, same[check]["outcome"]) == (0, "passed"), same[check]["reason"]
+    # passes: unchanged, or (a busy machine) undecided with its estimate inside the threshold, which warns
+    assert code == 0 and same[check]["outcome"] in ("passed", "suspicious"), same[check]["reason"]
     slower = str(interpreter(torch_python, tmp_path / "py", breaks=["compile-slower"]))
     code, cand = compared(torch_python, slower, tmp_path / "out", check, extra=("--compile-time",))
     result = cand[check]
