@@ -144,7 +144,8 @@ def pair_level(batches: Sequence[Batch], floor: float = 0.0) -> PairLevel:
     # each pair's within variance: the pooled round SD over its rounds, widened by t/z for the rounds the SD
     # was estimated from (6 noisy compile rounds must not look as certain as 24)
     sd, df = round_sd([b for b, _ in measured], floor)
-    widen = (stats.t_quantile(0.975, df) / stats.normal_quantile(0.975)) ** 2 if df else 1.0
+    # (at least 2 degrees of freedom: one ABBA cycle cut short by the budget would otherwise give a 40x variance)
+    widen = (stats.t_quantile(0.975, max(2, df)) / stats.normal_quantile(0.975)) ** 2 if df else 1.0
     within = [0.0 if b.exact else sd * sd * widen / max(1, len(b.log_ratios(floor))) for b, _ in measured]
     prior = PAIR_SD**2 + sum(within) / k
     own = sum((m - mean) ** 2 for m in ests) / (k - 1) if k > 1 else 0.0
