@@ -229,6 +229,8 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
         warmup = (1 if t.inner else 3) if warm else 0
         params = {"samples": 1 if warm else LATENCY_SAMPLES, "warmup": warmup, "inner": t.inner,
                   "min_sample_s": MIN_SAMPLE_S} if latency else {"samples": 1} if timed else {}
+        if warm and not latency and timed:  # a compile-time pair warms its processes on a tiny compile
+            params["warm_up"] = "tiny"
         once: list[float] = []
         for side, worker in order:
             obs = worker.request(replace(t.spec, params={**t.spec.params, **params}), timeout_s)
