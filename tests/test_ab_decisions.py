@@ -89,7 +89,8 @@ def run(rng: random.Random, effect: float, threshold: float = 0.10, max_batches:
 
 
 def fails(d: ab.Decision) -> bool:
-    """Whether compare fails it by default (--undecided fail): a regression, or undecided beyond the threshold."""
+    """Whether compare fails it by default (--undecided fail): a regression, or undecided beyond the threshold
+    and significant."""
     return d.state == "regression" or (d.state == "undecided" and d.beyond)
 
 
@@ -159,7 +160,7 @@ def test_a_regression_needs_three_fresh_pairs_and_undecided_says_what_deciding_c
     assert out_of_budget.more_seconds == pytest.approx(2.4)  # a pair of 24 rounds took 2.4 s
     line = explain(out_of_budget, 0.10, format_ms, "latency", budget_s=20)
     assert line.startswith("undecided: latency 1.5") and "deciding would take about 1 more process pair, ~2 s" in line
-    assert "fails: its estimate is beyond the threshold (--undecided pass lets it pass)" in line
+    assert "fails: its estimate is beyond the threshold and significant (--undecided pass lets it pass)" in line
     confirmed = ab.decide([*first, batch(rng, 0.5)], 0.10, alpha=ALPHA, final=False)
     assert confirmed.state == "regression" and confirmed.agreeing == 3 and confirmed.batches == 3
 
@@ -231,6 +232,17 @@ def test_a_noisy_memory_series_can_fail() -> None:
             break
     assert d is not None and d.state == "regression" and len(batches[1].baseline) >= measure.NOISY_MEMORY_ROUNDS
     assert explain(d, 0.20, format_bytes, "peak memory").startswith("regression: peak memory 1.3")
+
+
+def test_an_undecided_estimate_beyond_the_threshold_fails_only_when_significant() -> None:
+    """An A/A compile-time pair cut to two noisy rounds read 1.29x against a 25% threshold: undecided, and
+    not a failure; a 2x slowdown seen in one pair is."""
+    noisy = ab.Batch((200.0, 210.0), (330.0, 200.0))
+    d = ab.decide([noisy], 0.25, alpha=ALPHA, final=True)
+    assert d.state == "undecided" and d.ratio > 1.25 and d.ci_low < 1 and not d.beyond
+    doubled = ab.Batch((100.0,) * 8, tuple(200.0 + i for i in range(8)))
+    d = ab.decide([doubled], 0.10, alpha=ALPHA, final=True)
+    assert d.state == "undecided" and d.beyond and fails(d)
 
 
 def test_too_noisy_to_settle_says_how_much_more_would() -> None:

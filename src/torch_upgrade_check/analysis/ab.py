@@ -41,7 +41,9 @@ With t the threshold (0.10 = 10% slower) and tau = ln(1 + t), states:
   whether a smaller change was seen: `slower, within the 10% threshold`).
 - `pending`: not settled: the caller measures another pair, sized by `rounds_for`, within its budget.
 - `undecided`: still unsettled when the budget is spent; it says how many more pairs, and about how
-  many seconds of measuring, deciding would take. The caller decides whether it fails (`--undecided`).
+  many seconds of measuring, deciding would take. The caller decides whether it fails (`--undecided`):
+  by default it does when its estimate is beyond the threshold and the increase is significant (the
+  95% interval above 1), so that a 2x slowdown seen in one or two pairs fails and noise does not.
 Exact series (peak memory usually is: every round the same) are judged by their ratio, re-measured in
 fresh pairs before they fail.
 """
@@ -184,8 +186,10 @@ class Decision:
 
     @property
     def beyond(self) -> bool:
-        """The point estimate is beyond the threshold (what `--undecided fail` fails on)."""
-        return math.isfinite(self.ratio) and self.ratio > 1 + self.threshold
+        """The point estimate is beyond the threshold and the increase significant (its 95% interval above 1):
+        what `--undecided fail` fails. Two noisy rounds at 1.29x in an A/A are not evidence; a 2x slowdown
+        seen in one pair is."""
+        return math.isfinite(self.ratio) and self.ratio > 1 + self.threshold and self.ci_low > 1
 
     @property
     def significant(self) -> bool:

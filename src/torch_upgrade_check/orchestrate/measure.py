@@ -38,7 +38,8 @@ COMPILE_ROUNDS = 6  # cold compiles a side in a first batch (fewer when the budg
 MEMORY_ROUNDS = 3  # peak memory is usually exact: identical rounds
 NOISY_MEMORY_ROUNDS = 8  # a memory series that was not exact gets at least this many in later pairs
 LEAST_ROUNDS = {"latency": ab.CONFIRM_LEAST, "compile-time": 2, "memory": MEMORY_ROUNDS}  # a confirmation pair's
-FEWEST_ROUNDS = 2  # a pair cut short by the budget still measures one whole ABBA cycle
+FEWEST_ROUNDS = 2  # a later pair cut short by the budget still measures one whole ABBA cycle
+FIRST_FEWEST_ROUNDS = 4  # the first pair two: its rounds are where the round noise is first learnt
 WARMUP_ROUNDS = 1  # per check per batch, discarded: caches, allocator and thread pools settle in a new process
 MIN_SAMPLE_S = 0.01  # a sample times enough calls to last this long (timer resolution, scheduler jitter)
 MEMORY_FLOOR_BYTES = 64 * 1024  # peak-memory changes are judged on (bytes + floor): 0 -> 0 is no change
@@ -219,7 +220,8 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
     raw: dict[str, list[list[float]]] = {"b": [], "c": []}
     seconds = warm_seconds = 0.0
     for r in range(-WARMUP_ROUNDS, rounds):
-        if r >= FEWEST_ROUNDS and r % 2 == 0 and warm_seconds + seconds * (r + 1) / r > cap_s:
+        fewest = FEWEST_ROUNDS if t.batches else FIRST_FEWEST_ROUNDS
+        if r >= fewest and r % 2 == 0 and warm_seconds + seconds * (r + 1) / r > cap_s:
             break
         order = (("b", baseline), ("c", candidate)) if r % 2 == 0 else (("c", candidate), ("b", baseline))
         warm = r < 0
@@ -264,7 +266,8 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
 
 def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECIDED[0]) -> tuple[CheckResult, CheckResult]:
     """The baseline's and the candidate's results of one A/B check. An `undecided` check fails when its point
-    estimate is beyond the threshold and `undecided` is "fail" (the default); otherwise it warns."""
+    estimate is beyond the threshold, the increase is significant (ab.Decision.beyond) and `undecided` is
+    "fail" (the default); otherwise it warns."""
     spec = t.spec
     if t.failed is not None:
         return (decide(spec, t.failed[0], max_latency_ms=max_latency_ms),
@@ -335,7 +338,8 @@ def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what:
             more = (f"; deciding would take about {d.more_pairs} more process pair{'s' if d.more_pairs != 1 else ''}, "
                     f"~{d.more_seconds:.0f} s of measuring beyond its {budget_s:g} s budget (raise --ab-budget)")
         if d.beyond:
-            more += ("; fails: its estimate is beyond the threshold (--undecided pass lets it pass)" if undecided == "fail"
-                     else "; passes under --undecided pass though its estimate is beyond the threshold")
+            more += ("; fails: its estimate is beyond the threshold and significant (--undecided pass lets it pass)"
+                     if undecided == "fail" else
+                     "; passes under --undecided pass though its estimate is beyond the threshold and significant")
     return (f"{state}: {what} {size}{interval}, {medians}; {d.why}; threshold {1 + threshold:.2f}×, "
             f"{d.rounds} rounds in {d.batches} process pair{'s' if d.batches != 1 else ''}{more}")
