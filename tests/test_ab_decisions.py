@@ -240,6 +240,7 @@ def test_an_undecided_estimate_beyond_the_threshold_fails_only_when_significant(
     noisy = ab.Batch((200.0, 210.0), (330.0, 200.0))
     d = ab.decide([noisy], 0.25, alpha=ALPHA, final=True)
     assert d.state == "undecided" and d.ratio > 1.25 and d.ci_low < 1 and not d.beyond
+    assert "warns: its estimate is beyond the threshold but not significant" in explain(d, 0.25, format_ms, "latency")
     doubled = ab.Batch((100.0,) * 8, tuple(200.0 + i for i in range(8)))
     d = ab.decide([doubled], 0.10, alpha=ALPHA, final=True)
     assert d.state == "undecided" and d.beyond and fails(d)
