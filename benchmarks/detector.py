@@ -1,7 +1,9 @@
 """How good is compare's change detector on this machine? False alarms, detection rates, wall time.
 
   python benchmarks/detector.py [--python PY] [--aa-runs 20] [--slowdown-runs 3] [--wall-runs 3]
-                                [--parts aa,slowdown,drift,wall] [--out benchmarks/results]
+                                [--parts aa,slowdown,drift,wall,sizes,bimodal,compile] [--out benchmarks/results]
+                                [--sizes small,medium,large] [--effects 0,0.05,...] [--size-runs 10]
+                                [--size-aa-runs 60] [--compile-runs 10]
 
 - A/A: the same torch version in two separately provisioned environments (venvs built here, under
   --envs), compared with the tool's defaults over every built-in latency and memory check,
@@ -14,6 +16,16 @@
   Linear-using workloads that fail, and of the others (which must not).
 - Wall time: `run` of the whole built-in suite and an A/A `compare` of it, with defaults, alternated
   --wall-runs times (one machine's speed drifts by a third between minutes); the medians are compared.
+- Sizes (part `sizes`): a user workload of three Linear+GELU layers at three sizes (SIZES: about 2, 20 and
+  100 ms a forward on one thread of a 2-core machine), `aspects: [latency]`, compared with the defaults
+  (--threads 1, --ab-budget 20 s) under injected slowdowns both sides wrap: --size-aa-runs A/A runs
+  (effect 0) and --size-runs runs of every other effect in --effects. Per size and effect: the measured
+  ratio, fails (a `regression`, or `undecided` beyond the threshold: what `compare` fails by default),
+  `undecided`, `improved`, and the check's measuring and wall time.
+- Bimodal A/A (part `bimodal`): the same workloads, both sides wrapped with one process in four 12%
+  slower as a whole (inject.py's slow state): --size-aa-runs runs per size.
+- Compile time (part `compile`): `flex_attention_causal[float32]/compile-time`, --compile-runs A/A runs and
+  --compile-runs runs with Inductor's compile 50% slower on the candidate (both sides wrapped).
 Every rate comes with its binomial 95% interval (Wilson). Writes results.json and results.md under --out;
 with --parts, only those parts are measured again and the others are kept from the results.json there.
 """
@@ -33,7 +45,22 @@ from inject import injected_python
 from torch_upgrade_check.analysis.stats import binomial_interval, quantile
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("aa", "slowdown", "drift", "wall")
+PARTS = ("aa", "slowdown", "drift", "wall", "sizes", "bimodal", "compile")
+DEFAULT_PARTS = ("aa", "slowdown", "drift", "wall")  # the long new parts are asked for by name
+# width and batch of the user workload: about 2, 20 and 100 ms a forward on one thread of the 2-core machine
+SIZES = {"small": (512, 64), "medium": (1024, 256), "large": (2048, 256)}
+EFFECTS = (0.0, 0.05, 0.075, 0.10, 0.125, 0.25, 1.0)
+COMPILE_CHECK = "flex_attention_causal[float32]/compile-time"
+WORKLOADS = """
+import torch
+
+
+def _mlp(width, batch):
+    layers = []
+    for _ in range(3):
+        layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
+    return torch.nn.Sequential(*layers), (torch.randn(batch, width),)
+""" + "".join(f"\n\ndef {name}():\n    return _mlp({w}, {b})\n" for name, (w, b) in SIZES.items())
 LINEAR = ("mlp", "cnn", "transformer_block")
 
 
@@ -51,10 +78,11 @@ def provision(python: str, folder: Path) -> str:
     return str(venv_python)
 
 
-def compare(baseline: str, candidate: str, out: Path, only: list[str]) -> tuple[list[dict], float]:
+def compare(baseline: str, candidate: str, out: Path, only: list[str], extra: tuple[str, ...] = ()
+            ) -> tuple[list[dict], float]:
     cmd = [sys.executable, "-m", "torch_upgrade_check", "compare", "--baseline-python", baseline,
            "--candidate-python", candidate, "--device", "cpu", "--out", str(out), "--fail-on", "none",
-           "--no-job-summary"]
+           "--no-job-summary", *extra]
     for o in only:
         cmd += ["--only", o]
     started = time.monotonic()
@@ -69,7 +97,64 @@ def ab_rows(results: list[dict]) -> list[dict]:
     return [{"id": r["id"], "aspect": r["aspect"], "change": r["metrics"].get("change", r["outcome"]),
              "outcome": r["outcome"], "ratio": r["metrics"].get("ratio"), "batches": r["metrics"].get("batches"),
              "seconds": sum(r["metrics"].get("batch_seconds") or [0.0])}
-            for r in results if r["aspect"] in ("latency", "memory")]
+            for r in results if r["aspect"] in ("latency", "memory", "compile-time")]
+
+
+def user_config(folder: Path, size: str) -> Path:
+    """A config with one user workload of `size` (SIZES), latency only, and its module beside it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "bench_workloads.py").write_text(WORKLOADS)
+    config = folder / f"{size}.yml"
+    config.write_text(f"version: 1\nsuite: none\npython-path: [.]\nthreads: 1\nworkloads:\n"
+                      f"  - name: {size}\n    factory: bench_workloads:{size}\n    aspects: [latency]\n")
+    return config
+
+
+def timed_runs(label: str, runs: int, baseline: str, candidate: str, out: Path, only: list[str],
+               extra: tuple[str, ...]) -> list[dict]:
+    """`runs` comparisons, each one's A/B rows and wall time."""
+    done = []
+    for i in range(runs):
+        rows, secs = compare(baseline, candidate, out / f"{i}", only, extra)
+        done.append({"rows": ab_rows(rows), "seconds": secs})
+        states = [f"{r['change']}/{r['outcome']}" for r in done[-1]["rows"]]
+        print(f"{label} run {i + 1}/{runs}: {states} in {secs:.0f}s", flush=True)
+    return done
+
+
+def measure_sizes(args: argparse.Namespace, parts: list[str], results: dict, env_a: str, env_b: str, tmp: Path) -> None:
+    """Parts sizes, bimodal and compile (see the module docstring); results go into `results`."""
+    sizes = [s for s in args.sizes.split(",") if s]
+    effects = [float(e) for e in args.effects.split(",") if e]
+    base = injected_python(env_a, tmp / "wrapped-a", slowdown=0.0)
+    if "sizes" in parts:
+        results["sizes"] = {}
+    if "bimodal" in parts:
+        results["bimodal"] = {}
+    for size in sizes:
+        extra = ("--config", str(user_config(tmp / "user", size)))
+        for effect in effects if "sizes" in parts else ():
+            slow = injected_python(env_b, tmp / f"user-slow{effect}", slowdown=effect)
+            runs = args.size_aa_runs if effect == 0 else args.size_runs
+            results["sizes"].setdefault(size, {})[f"{effect:.3f}"] = timed_runs(
+                f"{size} +{effect:.1%}", runs, str(base), str(slow), tmp / f"{size}-{effect}", [], extra)
+        if "bimodal" in parts:
+            a, b = (injected_python(env, tmp / f"bimodal-{n}", slow_state=0.25) for n, env in (("a", env_a), ("b", env_b)))
+            results["bimodal"][size] = timed_runs(f"{size} bimodal A/A", args.size_aa_runs, str(a), str(b),
+                                                  tmp / f"bimodal-{size}", [], extra)
+    if "compile" in parts:  # the tests' own breakage: Inductor's compile_fx takes 50% longer; both sides wrapped
+        sys.path.insert(0, str(HERE.parent / "tests"))
+        from harness import interpreter
+
+        plain, slower = (str(interpreter(env, tmp / name, breaks=breaks))
+                         for env, name, breaks in ((env_b, "compile-plain", ()), (env_b, "compile-slower", ("compile-slower",))))
+        wrapped_a = str(interpreter(env_a, tmp / "compile-plain-a"))
+        extra = ("--compile-time", "--threads", "1")
+        results["compile"] = {
+            "check": COMPILE_CHECK,
+            "0.000": timed_runs("compile A/A", args.compile_runs, wrapped_a, plain, tmp / "compile-aa", [COMPILE_CHECK], extra),
+            "0.500": timed_runs("compile +50%", args.compile_runs, wrapped_a, slower, tmp / "compile-slow",
+                                [COMPILE_CHECK], extra)}
 
 
 def main() -> int:
@@ -80,20 +165,31 @@ def main() -> int:
     parser.add_argument("--envs", default=str(Path.home() / ".cache" / "torch-upgrade-check" / "bench-envs"),
                         help="where the two A/A environments are built (reused)")
     parser.add_argument("--wall-runs", type=int, default=3, help="run/compare wall-time pairs, alternated (default 3)")
-    parser.add_argument("--parts", default=",".join(PARTS),
-                        help=f"comma-separated parts to measure (default all: {','.join(PARTS)}); the others are "
-                             "kept from --out's results.json")
+    parser.add_argument("--parts", default=",".join(DEFAULT_PARTS),
+                        help=f"comma-separated parts to measure, of {','.join(PARTS)} (default: {','.join(DEFAULT_PARTS)});"
+                             " the others are kept from --out's results.json")
+    parser.add_argument("--sizes", default=",".join(SIZES), help=f"user workload sizes for sizes/bimodal, of {','.join(SIZES)}")
+    parser.add_argument("--effects", default=",".join(str(e) for e in EFFECTS),
+                        help="injected slowdowns for part sizes, as fractions (0 is the A/A)")
+    parser.add_argument("--size-runs", type=int, default=10, help="comparisons per size and injected slowdown")
+    parser.add_argument("--size-aa-runs", type=int, default=60, help="A/A comparisons per size (plain and bimodal)")
+    parser.add_argument("--compile-runs", type=int, default=10, help="compile-time comparisons, A/A and slowed")
     parser.add_argument("--out", default=str(HERE / "results"), help="folder for results.json and results.md")
     args = parser.parse_args()
     parts = [x for x in args.parts.split(",") if x]
     if not parts or set(parts) - set(PARTS):
         parser.error(f"--parts takes a comma-separated subset of {','.join(PARTS)}")
+    if set(args.sizes.split(",")) - set(SIZES):
+        parser.error(f"--sizes takes a comma-separated subset of {','.join(SIZES)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="tuc-bench-"))
     env_a, env_b = (provision(args.python, Path(args.envs) / name) for name in ("a", "b"))
     previous = out / "results.json"
     results: dict = json.loads(previous.read_text()) if set(parts) != set(PARTS) and previous.exists() else {}
+    results.setdefault("sizes", {})
+    results.setdefault("bimodal", {})
+    results.setdefault("compile", {})
     results = {"aa": [], "slowdown": {}, "drift": {}, **results, "envs": [env_a, env_b]}
     results.setdefault("measured", {}).update({part: time.strftime("%Y-%m-%d") for part in parts})
     if "aa" in parts:
@@ -139,6 +235,8 @@ def main() -> int:
             print(f"wall {i + 1}/{args.wall_runs}: run {results['wall']['run_s'][-1]:.0f}s, "
                   f"compare {results['wall']['compare_s'][-1]:.0f}s", flush=True)
 
+    measure_sizes(args, parts, results, env_a, env_b, tmp)
+
     (out / "results.json").write_text(json.dumps(results, indent=2))
     md = render(results)
     (out / "results.md").write_text(md)
@@ -151,29 +249,63 @@ def _rate(k: int, n: int) -> str:
     return f"{k} of {n} ({k / n:.1%}; 95% CI {low:.1%}–{high:.1%})" if n else "none measured"
 
 
+UNSETTLED = ("undecided", "suspicious")  # results measured before `undecided` existed say `suspicious`
+
+
+def _fails(row: dict) -> bool:
+    """What compare fails by default: a regression, or an undecided check beyond its threshold."""
+    return row["change"] == "regression" or row.get("outcome") == "failed"
+
+
+def _tally(runs: list[dict]) -> str:
+    """One row's cells: measured ratio, fails, undecided, improved, measuring and wall time p50."""
+    rows = [r for run in runs for r in run["rows"]]
+    n = len(rows)
+    fails = sum(_fails(r) for r in rows)
+    ratios = [r["ratio"] for r in rows if isinstance(r["ratio"], (int, float))]
+    return (f"{quantile(ratios, 0.5):.3f} | {_rate(fails, n)} | {sum(r['change'] == 'undecided' for r in rows)} | "
+            f"{sum(r['change'] == 'improved' for r in rows)} | {quantile([r['seconds'] for r in rows], 0.5):.1f} s / "
+            f"{quantile([run['seconds'] for run in runs], 0.5):.0f} s")
+
+
+def render_sizes(res: dict) -> list[str]:
+    """The sizes, bimodal and compile parts: one row per workload and effect."""
+    rows = [(size, f"+{float(effect):.1%}" if float(effect) else "A/A", runs)
+            for size, by_effect in res.get("sizes", {}).items() for effect, runs in by_effect.items()]
+    rows += [(size, "bimodal A/A (1 process in 4 12% slower)", runs) for size, runs in res.get("bimodal", {}).items()]
+    comp = res.get("compile") or {}
+    rows += [(comp["check"], f"+{float(k):.0%} Inductor compile" if float(k) else "A/A", runs)
+             for k, runs in comp.items() if k != "check"]
+    if not rows:
+        return []
+    head = ["", "| workload (forward ms: small ≈2, medium ≈20, large ≈100) | injected | measured ratio p50 | fails | "
+            "undecided | improved | measuring / wall time p50 |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    return head + [f"| {size} | {effect} | {_tally(runs)} |" for size, effect, runs in rows if runs]
+
+
 def render(res: dict) -> str:
     aa_rows = [r for run in res["aa"] for r in run["rows"]]
     runs = len(res["aa"])
     lines = ["| measurement | result |", "| --- | --- |"]
     if runs:
-        failing_runs = sum(any(r["change"] == "regression" for r in run["rows"]) for run in res["aa"])
+        failing_runs = sum(any(_fails(r) for r in run["rows"]) for run in res["aa"])
         improved_runs = sum(any(r["change"] == "improved" for r in run["rows"]) for run in res["aa"])
-        warned_runs = sum(any(r["change"] == "suspicious" for r in run["rows"]) for run in res["aa"])
+        warned_runs = sum(any(r["change"] in UNSETTLED for r in run["rows"]) for run in res["aa"])
         lines += [
             f"| A/A runs with a failing verdict (whole latency + memory suite) | {_rate(failing_runs, runs)} |",
             f"| A/A runs with an `improved` | {_rate(improved_runs, runs)} |",
-            f"| A/A runs with a `suspicious` | {_rate(warned_runs, runs)} |",
-            f"| A/A checks failing / improved / suspicious | "
-            f"{sum(r['change'] == 'regression' for r in aa_rows)} / {sum(r['change'] == 'improved' for r in aa_rows)} / "
-            f"{sum(r['change'] == 'suspicious' for r in aa_rows)} of {len(aa_rows)} |",
+            f"| A/A runs with an `undecided` (`suspicious` before it) | {_rate(warned_runs, runs)} |",
+            f"| A/A checks failing / improved / undecided | "
+            f"{sum(_fails(r) for r in aa_rows)} / {sum(r['change'] == 'improved' for r in aa_rows)} / "
+            f"{sum(r['change'] in UNSETTLED for r in aa_rows)} of {len(aa_rows)} |",
         ]
     for factor, factor_runs in res["slowdown"].items():
         rows = [r for run in factor_runs for r in run if r["aspect"] == "latency"]
-        hit = sum(r["change"] == "regression" for r in rows)
-        warned = sum(r["change"] == "suspicious" for r in rows)
+        hit = sum(_fails(r) for r in rows)
+        warned = sum(r["change"] in UNSETTLED for r in rows)
         ratios = sorted(r["ratio"] for r in rows if isinstance(r["ratio"], (int, float)))
         lines.append(f"| injected slowdown {float(factor):.0%}: latency checks failed | {_rate(hit, len(rows))}; "
-                     f"{warned} suspicious; median measured ratio {quantile(ratios, 0.5):.3f} |")
+                     f"{warned} undecided; median measured ratio {quantile(ratios, 0.5):.3f} |")
     d = res["drift"]
     if d:
         lines.append(f"| injected drift (Linear ×(1+1e-3)): cross-version failures | Linear-using: "
@@ -196,6 +328,7 @@ def render(res: dict) -> str:
                      f"{each[0]:.2f}×–{each[-1]:.2f}×) |")
     if res.get("measured"):
         lines.append("| measured on | " + ", ".join(f"{k} {v}" for k, v in res["measured"].items()) + " |")
+    lines += render_sizes(res)
     return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,8 @@
 """Interpreters that misbehave on purpose, for the detector benchmark and the compare tests: a wrapper
-around a real Python whose sitecustomize slows every top-level module call by a known factor, or
-perturbs nn.Linear's output by a known relative amount.
+around a real Python whose sitecustomize slows every top-level module call by a known factor, puts a
+process now and then in a slow state (a bimodal machine: with probability `slow_state` a process is
+`slow_factor` slower as a whole), or perturbs nn.Linear's output by a known relative amount. (A slower
+Inductor compile is the tests' own `compile-slower` breakage, tests/harness/site/tuc_breakage.py.)
 
 Both sides of a benchmark comparison are wrapped (the baseline with factor 0): the wrapper's own
 overhead is then the same on both sides, and only the injected factor differs.
@@ -14,6 +16,7 @@ from pathlib import Path
 SITECUSTOMIZE = '''
 """Injected by torch-upgrade-check's benchmarks: slow down or perturb torch on purpose."""
 import os
+import random
 import time
 
 if os.environ.get("TUC_INJECT") == "1":
@@ -21,6 +24,9 @@ if os.environ.get("TUC_INJECT") == "1":
 
     _slowdown = float(os.environ.get("TUC_INJECT_SLOWDOWN", "0") or 0)
     _drift = float(os.environ.get("TUC_INJECT_DRIFT", "0") or 0)
+    # a process in the slow state is slower as a whole, for its whole life (drawn once, at start)
+    if random.SystemRandom().random() < float(os.environ.get("TUC_INJECT_SLOW_STATE", "0") or 0):
+        _slowdown = (1 + _slowdown) * (1 + float(os.environ.get("TUC_INJECT_SLOW_FACTOR", "0.12") or 0)) - 1
     _call = torch.nn.Module.__call__
     _depth = [0]
 
@@ -51,7 +57,8 @@ if os.environ.get("TUC_INJECT") == "1":
 '''
 
 
-def injected_python(real_python: str, folder: Path, *, slowdown: float = 0.0, drift: float = 0.0) -> Path:
+def injected_python(real_python: str, folder: Path, *, slowdown: float = 0.0, drift: float = 0.0,
+                    slow_state: float = 0.0, slow_factor: float = 0.12) -> Path:
     """A `python` in `folder` that runs `real_python` with the injection active (factor 0: the wrapper alone)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "site").mkdir(exist_ok=True)
@@ -61,7 +68,8 @@ def injected_python(real_python: str, folder: Path, *, slowdown: float = 0.0, dr
         "#!/bin/sh\n"
         f'PYTHONPATH="{folder / "site"}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
         f"TUC_INJECT=1\nTUC_INJECT_SLOWDOWN={slowdown}\nTUC_INJECT_DRIFT={drift}\n"
-        "export PYTHONPATH TUC_INJECT TUC_INJECT_SLOWDOWN TUC_INJECT_DRIFT\n"
+        f"TUC_INJECT_SLOW_STATE={slow_state}\nTUC_INJECT_SLOW_FACTOR={slow_factor}\n"
+        "export PYTHONPATH TUC_INJECT TUC_INJECT_SLOWDOWN TUC_INJECT_DRIFT TUC_INJECT_SLOW_STATE TUC_INJECT_SLOW_FACTOR\n"
         f'exec "{real_python}" "$@"\n'
     )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

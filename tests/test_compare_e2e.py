@@ -46,7 +46,7 @@ def test_same_torch_on_both_sides_passes(tmp_path: Path, torch_python: str) -> N
     cv = cand["mlp[float32]/cross-version"]
     assert cv["outcome"] == "passed" and cv["metrics"]["bitwise_equal_to_baseline"] is True
     lat = cand["matmul[float32]/latency"]
-    assert lat["outcome"] != "failed" and lat["metrics"]["change"] in ("unchanged", "suspicious", "improved")
+    assert lat["outcome"] != "failed" and lat["metrics"]["change"] in ("unchanged", "undecided", "improved")
     assert len(lat["metrics"]["baseline_samples_ms"]) >= 24 and 0.5 < lat["metrics"]["ratio"] < 2
     assert lat["metrics"]["batches"] >= 1 and lat["metrics"]["inner_loops"] >= 1  # fresh pairs, one loop count
     assert by_id(baseline)["matmul[float32]/latency"]["metrics"]["samples_ms"] == lat["metrics"]["baseline_samples_ms"]
@@ -103,6 +103,69 @@ def test_injected_slowdown_is_a_confirmed_regression_and_fail_on_decides(tmp_pat
     assert proc.returncode == 0 and "--fail-on lets it pass" in proc.stdout
 
 
+USER_MODEL = """
+import torch
+
+
+def build():
+    # a team's real-size model: about 100 ms a forward on one thread of the 2-core machine this was written on
+    layers = []
+    for _ in range(3):
+        layers += [torch.nn.Linear(2048, 2048), torch.nn.GELU()]
+    return torch.nn.Sequential(*layers), (torch.randn(256, 2048),)
+"""
+USER_CONFIG = """version: 1
+suite: none
+python-path: [.]
+workloads:
+  - name: user_mlp
+    factory: user_model:build
+    aspects: [latency]
+"""
+
+
+def test_a_real_size_model_slowed_2x_fails_within_the_default_budget_and_its_aa_passes(tmp_path: Path,
+                                                                                       torch_python: str) -> None:
+    """Issue 18: on a ~100 ms forward one pair of 24 rounds used to spend the whole 20 s budget, and a doubled
+    latency was `suspicious`, exit 0. Both sides are wrapped (inject.py), so the wrapper's cost cancels."""
+    (tmp_path / "user_model.py").write_text(USER_MODEL)
+    (tmp_path / "tuc.yml").write_text(USER_CONFIG)
+    base = injected_python(torch_python, tmp_path / "base", slowdown=0.0)
+    slow = injected_python(torch_python, tmp_path / "slow", slowdown=1.0)  # every forward takes twice as long
+    config = ("--config", str(tmp_path / "tuc.yml"))
+    proc = compare(tmp_path / "2x", str(base), str(slow), extra=config)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
+    lat = by_id(load(tmp_path / "2x")[1])["user_mlp[float32]/latency"]
+    m = lat["metrics"]
+    # measured 2.0-2.1x on a quiet machine; a busy one shrinks the busy-wait injection's share (1.6x seen)
+    assert lat["outcome"] == "failed" and m["change"] in ("regression", "undecided") and m["ratio"] > 1.3, lat["reason"]
+    assert m["budget_s"] == 20 and sum(m["batch_seconds"]) <= 1.25 * m["budget_s"], m["batch_seconds"]
+    assert m["inner_loops"] == 1  # a sample is one forward: no extra calls besides the warm-up round
+    proc = compare(tmp_path / "aa", str(base), str(base), extra=config)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    aa = by_id(load(tmp_path / "aa")[1])["user_mlp[float32]/latency"]
+    assert aa["outcome"] != "failed" and aa["metrics"]["change"] != "regression"
+
+
+def test_an_undecided_slowdown_fails_unless_the_config_says_pass(tmp_path: Path, torch_python: str) -> None:
+    """A budget too small for the three pairs a regression needs: `undecided`, with what deciding would cost;
+    its estimate is beyond the threshold, so it fails by default and passes (warning) under `undecided: pass`."""
+    slow = injected_python(torch_python, tmp_path / "slow", slowdown=2.0)
+    proc = compare(tmp_path / "a", torch_python, str(slow), "matmul[float32]/latency", extra=("--ab-budget", "0.1"))
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
+    lat = by_id(load(tmp_path / "a")[1])["matmul[float32]/latency"]
+    assert (lat["outcome"], lat["metrics"]["change"], lat["metrics"]["batches"]) == ("failed", "undecided", 1)
+    assert lat["reason"].startswith("undecided: latency ") and "deciding would take about 2 more process pairs" in lat["reason"]
+    assert "undecided" in (tmp_path / "a" / "summary.md").read_text()
+    (tmp_path / "cfg.yml").write_text("version: 1\nundecided: pass\n")
+    proc = compare(tmp_path / "b", torch_python, str(slow), "matmul[float32]/latency",
+                   extra=("--ab-budget", "0.1", "--config", str(tmp_path / "cfg.yml")))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    lat = by_id(load(tmp_path / "b")[1])["matmul[float32]/latency"]
+    assert (lat["outcome"], lat["metrics"]["change"]) == ("suspicious", "undecided")
+    assert "undecided (warns, does not fail): undecided: latency" in (tmp_path / "b" / "junit.xml").read_text()
+
+
 def test_zero_tolerances_fail_a_drift_that_default_tolerances_let_pass(tmp_path: Path, torch_python: str) -> None:
     # rtol = atol = 0 compares with the baseline bitwise: a drift of 1e-7 (far inside float32's default
     # tolerance) must fail cross-version, while the same torch passes (tests/action: the act run)
@@ -135,6 +198,7 @@ def test_user_pytest_runs_under_both_versions(tmp_path: Path, torch_python: str)
     (["--candidate", "2.13.0", "--max-latency-regression", "ten"], 2,
      "--max-latency-regression must be a percentage like 10% or a ratio like 0.10, got 'ten'"),
     (["--candidate", "2.13.0", "--venv-cap", "-1"], 2, "--venv-cap must be a positive number of GB like 20, got '-1'"),
+    (["--candidate", "2.13.0", "--undecided", "maybe"], 2, "--undecided: invalid choice: 'maybe'"),
 ])
 def test_bad_compare_flags(tmp_path: Path, args: list[str], code: int, message: str) -> None:
     proc = run_cli("compare", *args, "--out", str(tmp_path))

@@ -39,7 +39,7 @@ from torch_upgrade_check.orchestrate.store import default_venv_dir, store_root, 
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import SchemaError, read_bisection, read_reports
 from torch_upgrade_check.suite import rerun_pattern
-from torch_upgrade_check.values import gigabytes, latency_limit, percent, timeout, tolerance
+from torch_upgrade_check.values import gigabytes, latency_limit, percent, threads, timeout, tolerance, undecided
 
 PROG = "torch-upgrade-check"
 
@@ -48,7 +48,7 @@ INPUTS: tuple[str, ...] = (
     "torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url", "find-links",
     "extra-requirements", "requirements", "extras", "base-ref", "venv-cap", "cache", "device", "config", "suite", "rtol", "atol", "max-latency-regression",
     "max-memory-regression", "compile-time", "max-compile-time-regression", "max-latency-ms", "timeout", "fail-on",
-    "python", "working-directory",
+    "ab-budget", "undecided", "threads", "python", "working-directory",
     "job-summary", "report-dir", "bisect", "bisect-good",
 )
 DEFAULTS: dict[str, str] = {
@@ -132,6 +132,13 @@ def validate(values: Mapping[str, str]) -> list[str]:
             problems.append(_problem(tolerance, name, values[name]))
     if values["timeout"]:
         problems.append(_problem(timeout, "timeout", values["timeout"]))
+    if values["threads"]:
+        problems.append(_problem(threads, "threads", values["threads"]))
+    for name, parse in (("ab-budget", timeout), ("undecided", undecided)):
+        if values[name]:
+            problems.append(_problem(parse, name, values[name]))
+            if not baseline:
+                problems.append(f"input '{name}' compares with a baseline; set 'baseline-torch-version' too, or remove it")
     for name in ("max-latency-regression", "max-memory-regression", "max-compile-time-regression"):
         if values[name]:
             problems.append(_problem(percent, name, values[name]))
@@ -248,16 +255,17 @@ def _install_flags(values: Mapping[str, str]) -> list[str]:
         argv += ["--extras", ",".join(split_items(values["extras"]))]
     if values["venv-cap"]:
         argv += ["--venv-cap", values["venv-cap"]]
-    for name in ("max-latency-regression", "max-memory-regression", "max-compile-time-regression"):
+    for name in ("max-latency-regression", "max-memory-regression", "max-compile-time-regression", "ab-budget",
+                 "undecided"):
         if values[name]:
-            argv += [f"--{name}", values[name]]
+            argv += [f"--{name}", values[name].strip().lower() if name == "undecided" else values[name]]
     return argv
 
 
 def _check_flags(values: Mapping[str, str], only: Sequence[str]) -> list[str]:
     argv = ["--config", values["config"]] if values["config"] else []
     argv += _repeat("--only", only)
-    for name in ("rtol", "atol", "timeout"):
+    for name in ("rtol", "atol", "timeout", "threads"):
         if values[name]:
             argv += [f"--{name}", values[name]]
     argv += _repeat("--max-latency-ms", [item.replace(" ", "") for item in split_items(values["max-latency-ms"])])

@@ -33,7 +33,7 @@ from torch_upgrade_check.schema import SchemaError, read_reports, write_bisectio
 # compare's flags that bisect hands on to every step as given (the rest are bisect's own)
 FORWARD_ONE = ("device", "timeout", "rtol", "atol", "config", "threads", "python", "torch_backend", "installer",
                "venv_dir", "venv_cap", "max_latency_regression", "max_memory_regression",
-               "max_compile_time_regression", "ab_budget")
+               "max_compile_time_regression", "ab_budget", "undecided")
 FORWARD_MANY = ("max_latency_ms", "workload", "python_path", "extra_index_url", "find_links", "extra_requirement",
                 "requirements", "extras")
 GITHUB_COMPARE = "https://github.com/pytorch/pytorch/compare/{good}...{bad}"

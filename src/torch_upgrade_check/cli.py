@@ -101,8 +101,13 @@ def _add_install_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-latency-regression", default=None, metavar="PCT",
                      help="slowdown that fails when significant: 10%% or 0.10 (default: the config's, else 10%%)")
     p.add_argument("--ab-budget", default=None, metavar="SECONDS",
-                     help="measuring time per latency/memory check before an unsettled one is called suspicious "
-                          "(default: 20)")
+                     help="measuring time per latency/memory check, warm-ups included, before an unsettled one is "
+                          "undecided; a compile-time check gets 10 times it, warm-up compiles apart (default: the "
+                          "config's ab-budget, else 20)")
+    p.add_argument("--undecided", default=None, choices=("fail", "pass"),
+                     help="an A/B check undecided within its budget whose estimate is beyond the threshold (and "
+                          "significant): fail it "
+                          "(as its --fail-on kind) or let it pass with a warning (default: the config's, else fail)")
     p.add_argument("--max-memory-regression", default=None, metavar="PCT",
                      help="peak-memory growth that fails (default: the config's, else 20%%)")
     p.add_argument("--max-compile-time-regression", default=None, metavar="PCT",

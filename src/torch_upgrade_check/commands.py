@@ -98,6 +98,8 @@ def settings_from_args(args: argparse.Namespace, argv: Sequence[str], *, cross_v
         raise UsageError(*problems)
     args.fail_on_set = fail_on
     args.config_obj = cfg
+    if threads is None and cfg is not None:
+        threads = cfg.threads  # config key `threads:`; --threads overrides it
     params = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
     python_path = [str(Path(p).resolve()) for p in args.python_path]
     if cfg is None:

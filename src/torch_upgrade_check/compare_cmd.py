@@ -57,6 +57,11 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
         ratios[flag] = values.collect(problems, values.percent, given, "--" + flag.replace("_", "-"))
     if args.ab_budget is not None:
         args.ab_budget_s = values.collect(problems, values.timeout, args.ab_budget, "--ab-budget")
+    elif cfg is not None and cfg.ab_budget is not None:
+        args.ab_budget_s = cfg.ab_budget
+    given_undecided = getattr(args, "undecided", None)
+    args.undecided_policy = (given_undecided or (cfg.undecided if cfg is not None else None)
+                             or measure.UNDECIDED[0])
     given_cap = getattr(args, "venv_cap", None)
     args.venv_cap_gb = (store.DEFAULT_CAP_GB if given_cap is None
                         else values.collect(problems, values.gigabytes, given_cap, "--venv-cap"))
@@ -173,7 +178,9 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     reports = {k: replace(r, thresholds={**r.thresholds, "max_latency_regression": thresholds.latency,
                                           "max_memory_regression": thresholds.memory,
                                           "max_compile_time_regression": thresholds.compile_time, "threads": settings.threads,
-                                          "ab_budget_s": budget_s}) for k, r in reports.items()}
+                                          "ab_budget_s": budget_s,
+                                          "undecided": getattr(args, "undecided_policy", measure.UNDECIDED[0])})
+               for k, r in reports.items()}
     started = time.monotonic()
     pythons: dict[str, str] = {}
     try:
@@ -339,7 +346,7 @@ def _measure(args: argparse.Namespace, settings: session.Settings, device: str, 
         write()
 
     def on_track(track: measure.Track) -> None:
-        base, cand = measure.results(track, settings.max_latency_ms)
+        base, cand = measure.results(track, settings.max_latency_ms, getattr(args, "undecided_policy", "fail"))
         record(base, cand)
         finished[0] += 1
         say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")

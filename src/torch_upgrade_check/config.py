@@ -14,7 +14,7 @@ import yaml
 from torch_upgrade_check import suite
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import DEVICES, DTYPES
-from torch_upgrade_check.values import flag, milliseconds, percent, steps, tolerance
+from torch_upgrade_check.values import flag, milliseconds, percent, steps, threads, timeout, tolerance, undecided
 
 DEFAULT_PATH = Path("torch-upgrade-check.yml")
 SCHEMA_VERSION = 1
@@ -26,7 +26,8 @@ WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "dete
 DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a != "compile-time")
 DEFAULT_DTYPES = ("float32",)
 
-TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest", "requirements", "extras")
+TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest", "requirements", "extras",
+            "threads", "ab-budget", "undecided")
 THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression", "max-compile-time-regression")
 WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks",
                  "training-steps")
@@ -86,6 +87,9 @@ class Config:
     requirements: tuple[str, ...] = ()  # the team's stack (stack.py), relative to the config's folder
     extras: tuple[str, ...] = ()  # pyproject.toml groups of the stack
     version: int = SCHEMA_VERSION
+    threads: int | None = None  # torch CPU threads of every worker (--threads overrides)
+    ab_budget: float | None = None  # compare's measuring seconds per A/B check (--ab-budget overrides)
+    undecided: str | None = None  # fail | pass: an undecided A/B check beyond its threshold (--undecided overrides)
 
     @property
     def root(self) -> Path:
@@ -289,7 +293,10 @@ class _Checker:
         walkers = {"suite": self._suite, "python-path": self._python_path, "thresholds": self._thresholds,
                    "workloads": self._workloads, "pytest": self._pytest,
                    "requirements": lambda n: self._texts(n, "requirements", "[requirements.txt]"),
-                   "extras": lambda n: self._texts(n, "extras", "[test, serve]")}
+                   "extras": lambda n: self._texts(n, "extras", "[test, serve]"),
+                   "threads": lambda n: self.value(threads, n, "threads"),
+                   "ab-budget": lambda n: self.value(timeout, n, "ab-budget"),
+                   "undecided": lambda n: self.value(undecided, n, "undecided")}
         fields = {key.replace("-", "_"): walk(top[key]) for key, walk in walkers.items() if key in top}
         self.raise_problems()
         return Config(path=self.path, **fields)

@@ -122,6 +122,14 @@ def threads(value: object, key: str, *, got: str | None = None) -> int:
     return int(number)
 
 
+def undecided(value: object, key: str, *, got: str | None = None) -> str:
+    """What an undecided A/B check beyond its threshold does: 'fail' or 'pass'."""
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in ("fail", "pass"):
+        raise UsageError(f"{key} must be fail or pass, got {_shown(value, got)}")
+    return str(text)
+
+
 def collect(problems: list[str], parse: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
     """parse(*args, **kwargs), or None with its problems added to `problems`: front ends report every problem together."""
     try:

@@ -54,6 +54,15 @@ def test_compile_time_reaches_compare_with_its_threshold() -> None:
     assert "--compile-time" in p.argv and "--compile-time" not in plan(_env(torch_version="2.13.0")).argv
 
 
+def test_ab_budget_undecided_and_threads_reach_the_cli() -> None:
+    p = plan(_env(torch_version="2.13.0", baseline_torch_version="2.12.1", ab_budget="60", undecided="Pass",
+                  threads="1"))
+    assert p.problems == ()
+    assert ("--ab-budget", "60", "--undecided", "pass") == p.argv[p.argv.index("--ab-budget"):][:4]
+    assert ("--threads", "1") == p.argv[p.argv.index("--threads"):][:2]
+    assert plan(_env(threads="2")).argv[:1] == ("run",) and "--threads" in plan(_env(threads="2")).argv
+
+
 def test_baseline_alone_compares_with_the_installed_torch_as_candidate() -> None:
     assert plan(_env(baseline_torch_version="2.12.1")).argv[:5] == ("compare", "--candidate", "current",
                                                                      "--baseline", "2.12.1")
@@ -98,6 +107,10 @@ def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
     ({"max_memory_regression": "20%"}, "input 'max-memory-regression' compares with a baseline"),
     ({"max_compile_time_regression": "40%"}, "input 'max-compile-time-regression' compares with a baseline"),
     ({"compile_time": "yes please"}, "input 'compile-time' must be true or false, got 'yes please'"),
+    ({"baseline_torch_version": "current", "undecided": "maybe"}, "input 'undecided' must be fail or pass, got 'maybe'"),
+    ({"baseline_torch_version": "current", "ab_budget": "0"}, "input 'ab-budget' must be a positive number"),
+    ({"undecided": "pass"}, "input 'undecided' compares with a baseline"),
+    ({"threads": "0"}, "input 'threads' must be 1 or more (a whole number like 4), got '0'"),
     ({"max_latency_ms": "mlp"}, "input 'max-latency-ms' must be NAME=MS with MS a positive number of milliseconds"),
     ({"fail_on": "speed"}, "input 'fail-on' must be a comma-separated list of correctness, latency, memory, warnings, or none"),
     ({"fail_on": "none,latency"}, "input 'fail-on' must be a comma-separated list"),

@@ -49,10 +49,14 @@ MALFORMED = [
     ("version-text", "version: '1'\n", "{file}:1: version must be 1 (the schema version this tool reads), got '1'"),
     ("top-key-typo", "version: 1\nthreshold:\n  rtol: 1.0e-4\n",
      "{file}:2: unknown key 'threshold' (did you mean 'thresholds'?); allowed keys: version, suite, python-path, "
-     "thresholds, workloads, pytest, requirements, extras"),
+     "thresholds, workloads, pytest, requirements, extras, threads, ab-budget, undecided"),
     ("top-key-underscore", "version: 1\npython_path: [src]\n",
      "{file}:2: unknown key 'python_path' (did you mean 'python-path'?); allowed keys: version, suite, python-path, "
-     "thresholds, workloads, pytest, requirements, extras"),
+     "thresholds, workloads, pytest, requirements, extras, threads, ab-budget, undecided"),
+    ("undecided-value", "version: 1\nundecided: maybe\n", "{file}:2: undecided must be fail or pass, got 'maybe'"),
+    ("ab-budget-value", "version: 1\nab-budget: -5\n",
+     "{file}:2: ab-budget must be a positive number like 600 (seconds per check), got -5"),
+    ("threads-value", "version: 1\nthreads: 1.5\n", "{file}:2: threads must be 1 or more (a whole number like 4), got 1.5"),
     ("duplicate-key", "version: 1\nsuite: none\nsuite: builtin\n",
      "{file}:3: key 'suite' appears twice (first on line 2); keep one"),
     ("threshold-key-typo", "version: 1\nthresholds:\n  rtl: 1.0e-4\n",
@@ -220,7 +224,15 @@ def test_overrides_and_precedence(tmp_path: Path) -> None:
     assert cfg.latency_limits("cpu") == {"a": 80.0, "b": 12.0}
     assert cfg.latency_limits("mps") == {"b": 12.0}
     assert cfg.python_path == ("src",) and cfg.resolved_python_path() == [str(tmp_path / "src")]
+    assert (cfg.threads, cfg.ab_budget, cfg.undecided) == (None, None, None)  # unset: the flags' defaults apply
     assert cfg.pytest.args == ("tests/", "-k", "not slow", "-n", "4") and cfg.root == tmp_path
+
+
+def test_the_run_keys_of_compare_load(tmp_path: Path) -> None:
+    path = tmp_path / "torch-upgrade-check.yml"
+    path.write_text("version: 1\nthreads: 1\nab-budget: 60\nundecided: pass\n")
+    cfg = load_config(path, explicit=True)
+    assert (cfg.threads, cfg.ab_budget, cfg.undecided) == (1, 60.0, "pass")
 
 
 def test_suite_forms(tmp_path: Path) -> None:

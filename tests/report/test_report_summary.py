@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import cmarkgfm
 import lxml.html
 import pytest
@@ -202,6 +204,23 @@ def test_what_changed_orders_regressions_suspicious_improved_then_unchanged() ->
     memory = _what_changed(doc, "MiB")
     assert memory[1][:5] == ["resnet18[float32]/memory", "1,024", "1,280", "1.25× (exact)", "3 of 3 agree"]
     assert memory[1][-1].startswith("🔺 regression: peak memory 1.25× more") and len(memory) == 2
+
+
+def test_a_significant_change_inside_the_threshold_is_not_called_unchanged() -> None:
+    """cnn 1.09× slower (95% CI 1.07–1.10) is inside the 10% threshold: it passes and its `change` stays
+    `unchanged` for gating, but the verdict says what was measured."""
+    base, cand = CASES["comparison_regression"]
+    marked = []
+    for r in cand.results:
+        if r.id == "cnn[float32]/latency":
+            r = dataclasses.replace(r, metrics={**r.metrics, "ratio": 1.09, "ci_low": 1.07, "ci_high": 1.10,
+                                                "significant": True})
+        marked.append(r)
+    doc = _html(render_summary([base, dataclasses.replace(cand, results=tuple(marked))]))
+    (rest,) = doc.xpath("//details[summary[starts-with(., 'The other')]]")
+    (others,) = [t for t in _tables(rest) if t[0][:2] == ["check", "baseline (ms)"]]
+    assert others[-1][0] == "cnn[float32]/latency" and others[-1][-1] == "➖ slower, within the 10% threshold"
+    assert [r for r in marked if r.id == "cnn[float32]/latency"][0].metrics["change"] == "unchanged"
 
 
 def test_cross_version_table_shows_failures_first_with_the_divergent_module() -> None:

@@ -1,31 +1,51 @@
-"""A/B verdicts for latency and memory between a baseline and a candidate torch (pure).
+"""A/B verdicts for latency, compile time and memory between a baseline and a candidate torch (pure).
 
-Evidence comes in batches: each batch is a freshly started pair of worker processes (baseline and
-candidate) measuring a check in interleaved rounds (ABBA order), so that the machine's drift cancels
-within a round. A round gives d = ln((candidate + floor) / (baseline + floor)) of the two sides'
-medians (floor: 0 for latency; an absolute floor in bytes for memory, so 0 -> 0 is no change and a
-few KiB on a tiny workload are not +25%). Offsets that belong to a process (allocator state, thread
-placement, kernel choice) are constant within a batch and change between batches, so a batch is
-the unit that is really replicated, and a change must show in more than one of them.
+Evidence comes in pairs: each is a freshly started pair of worker processes (baseline and candidate)
+measuring a check in interleaved rounds (ABBA order), so that the machine's drift cancels within a
+round. A round gives d = ln((candidate + floor) / (baseline + floor)) of the two sides' medians
+(floor: 0 for times; an absolute floor in bytes for memory, so 0 -> 0 is no change and a few KiB on a
+tiny workload are not +25%).
 
-With t the threshold (0.10 = 10% slower) and tau = ln(1 + t), over all rounds so far:
-- M: the Hodges-Lehmann estimate of d (robust to a stalled round), reported as the ratio exp(M);
-- [L, U]: its distribution-free interval, each side at `alpha`, the run's false-alarm budget shared
-  by its A/B checks (FAMILY_ALPHA / number of checks, Bonferroni): what a failure must clear;
-- U95: the upper end of the ordinary 95% interval: what "unchanged" must clear (a miss costs less
-  than a false alarm, so ruling a slowdown out needs no run-level correction);
-- a batch *agrees* on a slowdown when, on its own, its estimate exceeds tau/2 and the signed-rank
-  test says slower at CONFIRM_ALPHA (an exact series: when its ratio exceeds the threshold).
-States:
-- `regression` (fails): at least MIN_PAIRS batches, all of them but at most one agreeing, the
-  median of their own estimates and M beyond tau, and L > tau/2. A false failure needs the pooled
-  interval and several independent process pairs to err together, and an odd pair cannot carry it;
-  an effect below half the threshold cannot fail at the run's confidence.
+**The process pair is the unit.** Offsets that belong to a process (allocator state, thread placement,
+kernel choice, a process landing on a slow core) are constant within a pair and change between pairs,
+so rounds of one pair are not independent evidence about the change. Each pair gives one estimate
+m_i (the Hodges-Lehmann estimate of its rounds: robust to a stalled round) with its within-pair
+variance w_i = s^2 / n_i (t_df / z)^2: s the SD of one round, pooled over the check's pairs (robust:
+1.4826 MAD of each round's deviation from its pair's median), df its degrees of freedom (rounds less
+pairs); the t/z factor keeps a few noisy rounds (a compile-time pair's) from looking certain. The test
+is on the pair estimates:
+
+- estimate M = mean of the m_i, reported as the ratio exp(M);
+- variance of one pair's estimate, moderated (as limma does for few replicates): a prior of
+  PAIR_SD^2 + mean(w_i) worth PRIOR_DF pairs, updated by the check's own k pairs' sample variance:
+  V = (PRIOR_DF (PAIR_SD^2 + mean w) + (k - 1) s^2) / (PRIOR_DF + k - 1), with PRIOR_DF + k - 1 degrees
+  of freedom; SE = sqrt(V / k). PAIR_SD is the process-level offset benchmarks/noise.py measured here
+  (pair SD 1-5% with round noise included). This is the small-sample fallback too: with one or two
+  pairs the prior carries the interval, so a single pair cannot be "significant" on its rounds alone;
+  with many pairs the check's own spread dominates, so a bimodal machine (a process now and then in a
+  slow state) widens its own interval.
+- intervals are Student's t on SE: [L, U] at `alpha / LOOKS` a side, where `alpha` is the run's
+  false-alarm budget shared by its A/B checks (FAMILY_ALPHA / number of checks, Bonferroni) and LOOKS
+  the number of times a regression is tested (after pairs MIN_PAIRS..MAX_PAIRS, Bonferroni again):
+  what a failure must clear; U95: the upper end of the ordinary 95% interval: what "unchanged" must
+  clear (a miss costs less than a false alarm, so ruling a slowdown out needs no run-level correction).
+- a pair *agrees* on a slowdown when its own estimate exceeds tau/2 (an exact series: tau).
+
+With t the threshold (0.10 = 10% slower) and tau = ln(1 + t), states:
+- `regression` (fails): at least MIN_PAIRS pairs, all of them but at most one agreeing, M and the median
+  of the m_i beyond tau, and L > tau/2. An effect below half the threshold cannot fail at the run's
+  confidence, one odd pair cannot carry a failure, and a process-level slow state must hit the
+  candidate in MIN_PAIRS pairs running to fail (one process in four: 0.19^3, 0.7% a run).
 - `improved`: the mirror image (informs, passes).
-- `unchanged`: U95 < tau: a slowdown as large as the threshold is ruled out.
-- `pending`: not settled: the caller measures another batch in a fresh pair, within its budget.
-- `suspicious` (warns, fails nothing): still unsettled when the budget is spent; it says how many
-  more rounds would settle it.
+- `unchanged`: U95 < tau: a slowdown as large as the threshold is ruled out (the words then say
+  whether a smaller change was seen: `slower, within the 10% threshold`).
+- `pending`: not settled: the caller measures another pair, sized by `rounds_for`, within its budget.
+- `undecided`: still unsettled when the budget is spent; it says how many more pairs, and about how
+  many seconds of measuring, deciding would take. The caller decides whether it fails (`--undecided`):
+  by default it does when its estimate is beyond the threshold and the increase is significant (the
+  95% interval above 1), so that a 2x slowdown seen in one or two pairs fails and noise does not.
+Exact series (peak memory usually is: every round the same) are judged by their ratio, re-measured in
+fresh pairs before they fail.
 """
 
 from __future__ import annotations
@@ -37,9 +57,13 @@ from dataclasses import dataclass
 from torch_upgrade_check.analysis import stats
 
 FAMILY_ALPHA = 0.05  # the chance that a run with nothing changed reports any A/B change, at most
-CONFIRM_ALPHA = 0.05  # each agreeing batch, on its own
 UNCHANGED_ALPHA = 0.025  # each side of the 95% interval reported, and that "unchanged" must clear
 MIN_PAIRS = 3  # measured on a noisy 2-core runner: with 2, a 5% slowdown failed 1.3% of checks; with 3, 0.3%
+MAX_PAIRS = 6
+LOOKS = MAX_PAIRS - MIN_PAIRS + 1  # a regression is tested after each pair from MIN_PAIRS to MAX_PAIRS
+PAIR_SD = 0.02  # prior SD of a pair's own offset in the log ratio (benchmarks/noise.py: pair SD 1-5% here)
+PRIOR_DF = 10  # the prior's weight, in pairs
+CONFIRM_LEAST = 4  # the fewest rounds of a confirmation pair (ABBA twice)
 
 
 @dataclass(frozen=True)
@@ -49,16 +73,96 @@ class Batch:
     baseline: tuple[float, ...]
     candidate: tuple[float, ...]
     exact: bool = False  # every sample on each side was the same value (peak memory usually is)
-    seconds: float = 0.0  # measuring time it took, both sides
+    seconds: float = 0.0  # measuring time its rounds took, both sides
+    warm_seconds: float = 0.0  # its warm-up round, both sides (counted against the budget too)
 
     def log_ratios(self, floor: float = 0.0) -> list[float]:
         return [math.log((c + floor) / (b + floor)) for b, c in zip(self.baseline, self.candidate)
                 if b + floor > 0 and c + floor > 0]
 
+    def estimate(self, floor: float = 0.0) -> float:
+        """This pair's estimate of the log ratio (nan when nothing could be compared)."""
+        d = self.log_ratios(floor)
+        return stats.hodges_lehmann(d) if d else math.nan
+
+
+def round_sd(batches: Sequence[Batch], floor: float = 0.0) -> tuple[float, int]:
+    """The SD of one round's log ratio within a pair, pooled over the pairs (each round's deviation from its own
+    pair's median: the pairs' offsets do not count), and its degrees of freedom (rounds less pairs). Robust:
+    1.4826 times the median absolute deviation, so a stalled round does not inflate it; the plain pooled SD
+    where more than half the deviations are 0."""
+    devs: list[float] = []
+    pairs = 0
+    for b in batches:
+        d = b.log_ratios(floor)
+        if b.exact or len(d) < 2:
+            continue
+        centre = stats.median(d)
+        devs += [x - centre for x in d]
+        pairs += 1
+    df = len(devs) - pairs
+    if df < 1:
+        return 0.0, 0
+    mad = 1.4826 * stats.median([abs(x) for x in devs])
+    return (mad if mad > 0 else math.sqrt(sum(x * x for x in devs) / df)), df
+
+
+@dataclass(frozen=True)
+class PairLevel:
+    """The pair estimates and the moderated variance of one (see the module docstring)."""
+
+    estimates: tuple[float, ...]
+    mean: float
+    variance: float  # of one pair's estimate
+    df: float
+    exact: bool
+
+    @property
+    def se(self) -> float:
+        return math.sqrt(self.variance / len(self.estimates)) if self.estimates else math.nan
+
+    def bounds(self, alpha: float) -> tuple[float, float]:
+        """The interval missing on each side with probability alpha."""
+        if self.exact:
+            return self.mean, self.mean
+        half = stats.t_quantile(1 - alpha, self.df) * self.se
+        return self.mean - half, self.mean + half
+
+    def pairs_for(self, alpha: float, gap: float) -> int:
+        """How many pairs in all would bring the interval's half-width at alpha under `gap`."""
+        if self.exact or not gap > 0:
+            return len(self.estimates) if self.exact else 10**6
+        return math.ceil(self.variance * (stats.t_quantile(1 - alpha, self.df) / gap) ** 2)
+
+
+def pair_level(batches: Sequence[Batch], floor: float = 0.0) -> PairLevel:
+    measured = [(b, b.estimate(floor)) for b in batches]
+    measured = [(b, m) for b, m in measured if not math.isnan(m)]
+    ests = tuple(m for _, m in measured)
+    if not ests:
+        return PairLevel((), math.nan, math.nan, math.nan, False)
+    k, mean = len(ests), sum(ests) / len(ests)
+    exact = all(b.exact for b in batches) and len(set(ests)) == 1
+    # each pair's within variance: the pooled round SD over its rounds, widened by t/z for the rounds the SD
+    # was estimated from (6 noisy compile rounds must not look as certain as 24)
+    sd, df = round_sd([b for b, _ in measured], floor)
+    # (at least 2 degrees of freedom: one ABBA cycle cut short by the budget would otherwise give a 40x variance)
+    widen = (stats.t_quantile(0.975, max(2, df)) / stats.normal_quantile(0.975)) ** 2 if df else 1.0
+    within = [0.0 if b.exact else sd * sd * widen / max(1, len(b.log_ratios(floor))) for b, _ in measured]
+    prior = PAIR_SD**2 + sum(within) / k
+    own = sum((m - mean) ** 2 for m in ests) / (k - 1) if k > 1 else 0.0
+    variance = (PRIOR_DF * prior + (k - 1) * own) / (PRIOR_DF + k - 1)
+    return PairLevel(ests, mean, variance, PRIOR_DF + k - 1, exact)
+
+
+def run_alpha(checks: int) -> float:
+    """Each A/B check's share of the run's false-alarm budget (Bonferroni over the run's checks)."""
+    return FAMILY_ALPHA / max(1, checks)
+
 
 @dataclass(frozen=True)
 class Decision:
-    state: str  # regression | improved | unchanged | suspicious | pending
+    state: str  # regression | improved | unchanged | undecided | pending
     ratio: float
     ci_low: float
     ci_high: float
@@ -67,105 +171,121 @@ class Decision:
     candidate_median: float  # the baseline's median times the ratio (paired), not the candidate's own median
     rounds: int
     batches: int
-    agreeing: int  # batches that on their own show the change in the estimate's direction
+    agreeing: int  # pairs that on their own show the change in the estimate's direction
     why: str  # one line: what the numbers say and what was (not) settled
-    more_rounds: int = 0  # for suspicious: about how many more rounds would settle it
+    more_pairs: int = 0  # for undecided: about how many more fresh pairs would decide it (-1: none would)
+    more_seconds: float = 0.0  # and about how many seconds of measuring they would take
     run_low: float = math.nan  # the interval at the run's false-alarm budget, which a failure must clear
     run_high: float = math.nan
     run_level: float = math.nan
+    threshold: float = math.nan
 
     @property
     def confirmed(self) -> bool:
         return self.state in ("regression", "improved")
 
+    @property
+    def beyond(self) -> bool:
+        """The point estimate is beyond the threshold and the increase significant (its 95% interval above 1):
+        what `--undecided fail` fails. Two noisy rounds at 1.29x in an A/A are not evidence; a 2x slowdown
+        seen in one pair is."""
+        return math.isfinite(self.ratio) and self.ratio > 1 + self.threshold and self.ci_low > 1
+
+    @property
+    def significant(self) -> bool:
+        """The 95% interval leaves out "no change"."""
+        return math.isfinite(self.ci_low) and (self.ci_low > 1 or self.ci_high < 1)
+
     def metrics(self) -> dict[str, float | str | int | bool]:
         return {"change": self.state, "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high,
                 "p_value": self.p_value, "baseline_median": self.baseline_median,
                 "candidate_median": self.candidate_median, "rounds": self.rounds, "batches": self.batches,
-                "agreeing_batches": self.agreeing, "confirmed": self.confirmed, "more_rounds": self.more_rounds,
+                "agreeing_batches": self.agreeing, "confirmed": self.confirmed, "more_pairs": self.more_pairs,
+                "more_seconds": round(self.more_seconds, 1), "significant": self.significant,
                 "ci_level": 1 - 2 * UNCHANGED_ALPHA, "run_ci_low": self.run_low, "run_ci_high": self.run_high,
                 "run_ci_level": self.run_level}
 
 
 def decide(batches: Sequence[Batch], threshold: float, *, alpha: float, final: bool, floor: float = 0.0,
            increase: str = "slowdown") -> Decision:
-    """The state after these batches; `final` when no more can be measured (`pending` becomes a verdict).
+    """The state after these pairs; `final` when no more can be measured (`pending` becomes `undecided`).
 
-    `increase` names a change upwards in the reasons: "slowdown" for latency, "growth" for memory.
+    `alpha`: this check's share of the run's false-alarm budget (`run_alpha`); it is divided by LOOKS here.
+    `increase` names a change upwards in the reasons: "slowdown" for times, "growth" for memory.
     """
     tau = math.log1p(threshold)
-    d = [x for b in batches for x in b.log_ratios(floor)]
     base = [x for b in batches for x in b.baseline]
-    cand = [x for b in batches for x in b.candidate]
-    medians = (stats.median(base), stats.median(cand))
-    if not d:
-        return Decision("suspicious" if final else "pending", math.nan, math.nan, math.nan, 1.0, *medians,
-                        0, len(batches), 0, "no paired measurement could be compared")
-    exact = all(b.exact for b in batches) and len(set(d)) == 1
-    m = stats.hodges_lehmann(d)
-    low, high = (m, m) if exact else stats.hl_interval(d, alpha)
-    low95, high95 = (m, m) if exact else stats.hl_interval(d, UNCHANGED_ALPHA)
-    up = [_agrees(b, floor, tau, "greater") for b in batches]
-    down = [_agrees(b, floor, tau, "less") for b in batches]
-    p = 0.0 if exact and m != 0 else stats.signed_rank_p(d, "greater" if m >= 0 else "less")
+    medians = (stats.median(base), stats.median([x for b in batches for x in b.candidate]))
+    level = pair_level(batches, floor)
+    if not level.estimates:
+        return Decision("undecided" if final else "pending", math.nan, math.nan, math.nan, 1.0, *medians,
+                        0, len(batches), 0, "no paired measurement could be compared", -1 if final else 0,
+                        threshold=threshold)
+    m, k = level.mean, len(level.estimates)
+    low, high = level.bounds(alpha / LOOKS)
+    low95, high95 = level.bounds(UNCHANGED_ALPHA)
+    up = sum(e > (tau if level.exact else tau / 2) for e in level.estimates)
+    down = sum(e < -(tau if level.exact else tau / 2) for e in level.estimates)
+    if level.exact or level.se == 0:
+        p = 0.0 if m != 0 else 1.0
+    else:
+        p = 1 - stats.t_cdf(abs(m) / level.se, max(1, int(level.df)))
     # the candidate's figure is the baseline's median times the paired ratio: when the machine's speed
-    # changes during a batch (it doubled here under load), each side's own median moves with it, and a
+    # changes during a pair (it doubled here under load), each side's own median moves with it, and a
     # reviewer reading "4.5 ms -> 5.5 ms" beside "1.01x" would be misled; the raw samples are in the report
     shown = (medians[0], (medians[0] + floor) * math.exp(m) - floor)
-    common = (math.exp(m), math.exp(low95), math.exp(high95), p, *shown, len(d), len(batches))
-    n_up, n_down = sum(up), sum(down)
+    rounds = sum(len(b.log_ratios(floor)) for b in batches)
+    common = (math.exp(m), math.exp(low95), math.exp(high95), p, *shown, rounds, len(batches))
+    per_pair = stats.median(list(level.estimates))
 
-    def done(state: str, agreeing: int, why: str, more: int = 0) -> Decision:
-        return Decision(state, *common, agreeing, why, more, run_low=math.exp(low), run_high=math.exp(high),
-                        run_level=1 - 2 * alpha)
+    def done(state: str, agreeing: int, why: str, more: int = 0, seconds: float = 0.0) -> Decision:
+        return Decision(state, *common, agreeing, why, more, seconds, run_low=math.exp(low), run_high=math.exp(high),
+                        run_level=1 - 2 * alpha / LOOKS, threshold=threshold)
 
-    pairs = len(batches)
-    per_pair = stats.median([stats.hodges_lehmann(x) for x in (b.log_ratios(floor) for b in batches) if x])
-    enough = pairs >= MIN_PAIRS
-    if enough and m > tau and per_pair > tau and low > tau / 2 and n_up >= max(MIN_PAIRS, pairs - 1):
-        return done("regression", n_up, f"confirmed in {n_up} of {pairs} fresh process pairs")
-    if enough and m < -tau and per_pair < -tau and high < -tau / 2 and n_down >= max(MIN_PAIRS, pairs - 1):
-        return done("improved", n_down, f"confirmed in {n_down} of {pairs} fresh process pairs")
+    needed = max(MIN_PAIRS, k - 1)
+    if k >= MIN_PAIRS and m > tau and per_pair > tau and low > tau / 2 and up >= needed:
+        return done("regression", up, f"confirmed in {up} of {k} fresh process pairs")
+    if k >= MIN_PAIRS and m < -tau and per_pair < -tau and high < -tau / 2 and down >= needed:
+        return done("improved", down, f"confirmed in {down} of {k} fresh process pairs")
     if m < -tau and high < -tau / 2 and not final:
-        return done("pending", n_down, "an improvement to confirm in fresh process pairs")
+        return done("pending", down, "an improvement to confirm in fresh process pairs")
     if high95 < tau:
-        return done("unchanged", n_up, f"a {increase} of {threshold:.0%} or more is ruled out")
+        return done("unchanged", up, f"a {increase} of {threshold:.0%} or more is ruled out")
     if not final:
-        return done("pending", n_up, "not settled yet")
-    more = _rounds_to_settle(len(d), m, high95, tau) if m < tau else _rounds_to_settle(len(d), m, low, tau / 2)
+        return done("pending", up, "not settled yet")
     if m > tau:
-        return done("suspicious", n_up, f"beyond the threshold in {n_up} of {pairs} fresh process pairs; a failure "
-                                        f"needs {max(MIN_PAIRS, pairs - 1)} that agree", more)
-    return done("suspicious", n_up, f"too noisy to rule out a {increase} of {threshold:.0%}", more)
+        total = max(MIN_PAIRS, level.pairs_for(alpha / LOOKS, m - tau / 2))
+        why = f"beyond the threshold in {up} of {k} fresh process pairs, not confirmed within the budget"
+    else:
+        total = level.pairs_for(UNCHANGED_ALPHA, tau - m)
+        why = f"too noisy to rule out a {increase} of {threshold:.0%} within the budget"
+    if total - k > 100:  # it sits on the threshold: no budget decides it
+        return done("undecided", up, why, -1)
+    more = max(1, total - k)
+    per_pair_s = sum(b.seconds + b.warm_seconds for b in batches) / len(batches)
+    return done("undecided", up, why, more, more * per_pair_s)
 
 
-def rounds_for(batches: Sequence[Batch], floor: float = 0.0, *, target_se: float = 0.015, least: int = 24,
-               most: int = 96) -> int:
-    """Rounds for the next batch, sized from the noise measured so far (Kalibera & Jones): enough for a
-    standard error of `target_se` in the log ratio, between `least` and `most`."""
-    d = [x for b in batches for x in b.log_ratios(floor)]
-    if len(d) < 2:
+def rounds_for(batches: Sequence[Batch], threshold: float, floor: float = 0.0, *, first: int = 24,
+               least: int = CONFIRM_LEAST, most: int = 96) -> int:
+    """Rounds for the next pair, sized from what the earlier ones measured (Kalibera & Jones): enough that
+    the pair's own estimate is not blurred by round noise where it matters. The standard error aimed
+    at is a third of the estimate's distance from the boundary it must clear (tau/2 for a slowdown
+    beyond the threshold, tau otherwise), and never below PAIR_SD: below the pairs' own offsets more
+    rounds buy nothing. A 2x slowdown's confirmation pairs are short; a change near the threshold gets
+    many rounds. `first`: the first pair's."""
+    if not batches:
+        return first
+    level = pair_level(batches, floor)
+    if not level.estimates:
+        return first
+    if level.exact and all(b.exact for b in batches):
         return least
-    centre = stats.median(d)
-    spread = 1.4826 * stats.median([abs(x - centre) for x in d])  # robust SD: a stalled round does not inflate it
-    return max(least, min(most, math.ceil((spread / target_se) ** 2)))
-
-
-def _agrees(batch: Batch, floor: float, tau: float, direction: str) -> bool:
-    d = batch.log_ratios(floor)
-    if not d:
-        return False
-    m = stats.hodges_lehmann(d)
-    if batch.exact:
-        return m > tau if direction == "greater" else m < -tau
-    shifted = m > tau / 2 if direction == "greater" else m < -tau / 2
-    return shifted and stats.signed_rank_p(d, direction) < CONFIRM_ALPHA
-
-
-def _rounds_to_settle(n: int, m: float, bound: float, target: float) -> int:
-    """About how many more rounds would move the interval's end `bound` past `target`, its half-width
-    shrinking as 1/sqrt(rounds)."""
-    half, gap = abs(bound - m), abs(m - target)
-    if not (math.isfinite(half) and gap > 0):
-        return 0
-    return max(1, math.ceil(n * (half / gap) ** 2) - n)
+    tau = math.log1p(threshold)
+    m = level.mean
+    margin = (abs(m) - tau / 2) if abs(m) > tau else tau - abs(m)
+    target = max(PAIR_SD, margin / 3)
+    noise, _ = round_sd(batches, floor)
+    rounds = math.ceil((noise / target) ** 2)
+    rounds += rounds % 2  # whole ABBA cycles
+    return max(least, min(most, rounds))

@@ -146,6 +146,49 @@ def normal_quantile(p: float) -> float:
         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
 
 
+def t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for Student's t with a whole number of degrees of freedom: the closed forms of Abramowitz &
+    Stegun 26.7.3-4 (finite sums in cos(theta), theta = atan(t / sqrt(df)))."""
+    if df < 1:
+        raise ValueError(f"df must be 1 or more, got {df}")
+    theta = math.atan(abs(t) / math.sqrt(df))
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if df % 2:  # odd: (2/pi) (theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...))
+        term, total = 1.0, 1.0 if df > 1 else 0.0
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+        inside = 2 / math.pi * (theta + s * math.cos(theta) * total)
+    else:  # even: sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
+        term, total = 1.0, 1.0
+        for k in range(1, df // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        inside = s * total
+    return 0.5 + math.copysign(inside / 2, t)
+
+
+@functools.lru_cache(maxsize=4096)
+def t_quantile(p: float, df: int | float) -> float:
+    """Student's t quantile (bisection on t_cdf); df = inf gives the normal quantile, a fractional df is
+    rounded down (the wider interval)."""
+    if not 0 < p < 1:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if math.isinf(df) or df > 1000:
+        return normal_quantile(p)
+    whole = max(1, int(df))
+    low, high = -1e6, 1e6
+    for _ in range(200):
+        mid = (low + high) / 2
+        if t_cdf(mid, whole) < p:
+            low = mid
+        else:
+            high = mid
+        if high - low < 1e-10 * max(1.0, abs(mid)):
+            break
+    return (low + high) / 2
+
+
 def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for a proportion k/n (good coverage at 0 and n, unlike the Wald interval)."""
     if n == 0:

@@ -3,11 +3,20 @@ worker pair.
 
 Loop batches outside, checks inside: batch 1 measures every A/B check in one new baseline/candidate
 pair; each later batch starts a new pair and measures only the checks still unsettled, until each is
-settled (analysis.ab) or has spent its time budget. Both sides run with the same explicit thread
-count, pinned to the same CPUs, OpenMP's passive waiting (an idle side's spinning threads would steal
-the other side's CPU), the garbage collector off while timing, and the same loop count per sample,
-calibrated once (batch 1, on the faster side) so that a sample lasts at least MIN_SAMPLE_S. A compile-time
-round is one cold compile a side (a fresh Inductor cache each), judged like latency.
+settled (analysis.ab) or cannot afford another pair within its budget (then `undecided`). Both sides
+run with the same explicit thread count, pinned to the same CPUs, OpenMP's passive waiting (an idle
+side's spinning threads would steal the other side's CPU), the garbage collector off while timing,
+and the same loop count per sample, calibrated once (batch 1's warm-up round, on the faster side) so
+that a sample lasts at least MIN_SAMPLE_S. A compile-time round is one cold compile a side (a fresh
+Inductor cache each), judged like latency against its own threshold.
+
+The budget is honest: it counts every second a check's workers spend on it, warm-up rounds included
+(a compile-time check's warm-up compiles apart: see Track.counts_warm; they are reported).
+Each pair is planned from what the earlier ones cost: its rounds from `ab.rounds_for` (few for a
+large effect), capped so that the pairs a failure still needs fit in what is left (the first pair
+gets a third of the budget; the pair itself stops early when its rounds run longer than planned).
+Only the warm-up round calls the workload more than the sample needs: the timed rounds ask for no
+extra warm-up call and no separate single-call timing.
 """
 
 from __future__ import annotations
@@ -26,13 +35,18 @@ from torch_upgrade_check.orchestrate.live import LiveWorker
 
 LATENCY_ROUNDS, LATENCY_SAMPLES = 24, 1  # the first batch: ABBA rounds, samples per side per round
 MAX_ROUNDS = 96  # later batches size their rounds from the noise of the earlier ones, up to this
-COMPILE_ROUNDS = 6  # cold compiles a side in a first batch: the fewest a signed-rank test can call significant
-MEMORY_ROUNDS = 3  # peak memory is usually exact: identical rounds; a noisy series gets more in later pairs
+COMPILE_ROUNDS = 6  # cold compiles a side in a first batch (fewer when the budget's third cannot hold them)
+MEMORY_ROUNDS = 3  # peak memory is usually exact: identical rounds
+NOISY_MEMORY_ROUNDS = 8  # a memory series that was not exact gets at least this many in later pairs
+LEAST_ROUNDS = {"latency": ab.CONFIRM_LEAST, "compile-time": 2, "memory": MEMORY_ROUNDS}  # a confirmation pair's
+FEWEST_ROUNDS = 2  # a later pair cut short by the budget still measures one whole ABBA cycle
+FIRST_FEWEST_ROUNDS = 4  # the first pair two: its rounds are where the round noise is first learnt
 WARMUP_ROUNDS = 1  # per check per batch, discarded: caches, allocator and thread pools settle in a new process
 MIN_SAMPLE_S = 0.01  # a sample times enough calls to last this long (timer resolution, scheduler jitter)
 MEMORY_FLOOR_BYTES = 64 * 1024  # peak-memory changes are judged on (bytes + floor): 0 -> 0 is no change
-MAX_BATCHES = 6
-DEFAULT_BUDGET_S = 20.0  # measuring time per check (both sides, warm-ups apart) before an unsettled one is suspicious
+MAX_BATCHES = ab.MAX_PAIRS
+DEFAULT_BUDGET_S = 20.0  # measuring time per check (both sides, warm-ups included) before an unsettled one is undecided
+UNDECIDED = ("fail", "pass")  # what an undecided check whose estimate is beyond the threshold does (default first)
 COMPILE_BUDGET_FACTOR = 10  # a compile-time check's budget, in latency budgets: one sample is a whole cold compile
 TIMED = ("latency", "compile-time")  # A/B aspects whose samples are times (judged as slowdowns)
 
@@ -116,10 +130,45 @@ class Track:
     metrics: dict[str, dict] = field(default_factory=lambda: {"b": {}, "c": {}})
     decision: ab.Decision | None = None
     failed: tuple[Observation, Observation] | None = None
+    next_rounds: int = 0  # planned for the next pair (0: the aspect's first-pair count)
+    budget_s: float = DEFAULT_BUDGET_S  # --ab-budget (a compile-time check gets COMPILE_BUDGET_FACTOR times it)
+
+    @property
+    def counts_warm(self) -> bool:
+        """Whether the budget counts each pair's warm-up round. Not for compile time: its warm-up is what a new
+        process pays once for its first compile (27-270 s a process on a busy 2-core machine, where later cold
+        compiles took 0.2-30 s), which would leave the budget no room for rounds; it is reported apart."""
+        return self.spec.aspect != "compile-time"
 
     @property
     def seconds(self) -> float:
-        return sum(b.seconds for b in self.batches)
+        return sum(b.seconds + (b.warm_seconds if self.counts_warm else 0.0) for b in self.batches)
+
+    @property
+    def floor(self) -> float:
+        return MEMORY_FLOOR_BYTES if self.spec.aspect == "memory" else 0.0
+
+    @property
+    def budget(self) -> float:
+        return self.budget_s * (COMPILE_BUDGET_FACTOR if self.spec.aspect == "compile-time" else 1)
+
+    def pair_cap(self) -> float:
+        """Seconds the next pair may take: what is left, shared by the pairs a failure still needs."""
+        still = max(1, ab.MIN_PAIRS - len(self.batches))
+        return max(0.0, self.budget - self.seconds) / still
+
+    def plan(self) -> int:
+        """Rounds for the next pair (0: none fits in the budget left)."""
+        aspect = self.spec.aspect
+        exact = all(b.exact for b in self.batches)
+        least = LEAST_ROUNDS[aspect] if aspect != "memory" or exact else NOISY_MEMORY_ROUNDS
+        wanted = ab.rounds_for(self.batches, self.threshold, self.floor, least=least, most=MAX_ROUNDS)
+        rounds = sum(len(b.baseline) for b in self.batches)
+        per_round = sum(b.seconds for b in self.batches) / max(1, rounds)
+        warm = sum(b.warm_seconds for b in self.batches) / max(1, len(self.batches)) if self.counts_warm else 0.0
+        fits = math.floor((self.pair_cap() - warm) / per_round) if per_round > 0 else wanted
+        fits -= fits % 2
+        return min(wanted, fits) if fits >= FEWEST_ROUNDS else 0
 
     @property
     def open(self) -> bool:
@@ -140,8 +189,8 @@ def measure(
     """Measure every spec A/B until settled or out of budget; `on_track` gets each check once it is decided.
 
     `launched`: the first batch's pair, started ahead (while the correctness checks finished); closed here."""
-    tracks = [Track(s, thresholds[s.aspect]) for s in specs]
-    alpha = ab.FAMILY_ALPHA / max(1, len(tracks))  # the run's false-alarm budget, shared (Bonferroni)
+    tracks = [Track(s, thresholds[s.aspect], budget_s=budget_s) for s in specs]
+    alpha = ab.run_alpha(len(tracks))  # the run's false-alarm budget, shared (Bonferroni); ab divides by its looks
     for batch in range(1, MAX_BATCHES + 1):
         todo = [t for t in tracks if t.open]
         if not todo:
@@ -152,39 +201,53 @@ def measure(
         with pair.start(batch, {t.spec.aspect for t in todo}, launched) as (b, c):
             launched = None
             for t in todo:
-                measure_batch(t, b, c, timeout_s)
+                measure_batch(t, b, c, timeout_s, cap_s=t.pair_cap())
                 if t.failed is not None:
                     on_track(t)
                     continue
-                per_batch = t.seconds / len(t.batches)
-                check_budget = budget_s * (COMPILE_BUDGET_FACTOR if t.spec.aspect == "compile-time" else 1)
-                last = batch == MAX_BATCHES or t.seconds + per_batch > check_budget
-                floor = MEMORY_FLOOR_BYTES if t.spec.aspect == "memory" else 0.0
-                t.decision = ab.decide(t.batches, t.threshold, alpha=alpha, final=last, floor=floor,
+                t.next_rounds = t.plan()
+                last = batch == MAX_BATCHES or not t.next_rounds
+                t.decision = ab.decide(t.batches, t.threshold, alpha=alpha, final=last, floor=t.floor,
                                        increase="slowdown" if t.spec.aspect in TIMED else "growth")
                 if not t.open:
                     on_track(t)
 
 
-def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout_s: float) -> None:
-    """Warm-up, then ABBA rounds; a failure on either side ends the check with both sides' observations."""
+def first_rounds(aspect: str) -> int:
+    return {"latency": LATENCY_ROUNDS, "compile-time": COMPILE_ROUNDS}.get(aspect, MEMORY_ROUNDS)
+
+
+def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout_s: float,
+                  cap_s: float = math.inf) -> None:
+    """Warm-up, then ABBA rounds (t.next_rounds, or the aspect's first-pair count), stopping at a whole ABBA
+    cycle once another round would take the pair past `cap_s`; a failure on either side ends the check
+    with both sides' observations."""
     latency, timed = t.spec.aspect == "latency", t.spec.aspect in TIMED
-    floor = 0.0 if timed else MEMORY_FLOOR_BYTES
-    least = {"latency": LATENCY_ROUNDS, "compile-time": COMPILE_ROUNDS}.get(t.spec.aspect, MEMORY_ROUNDS)
-    seen_exact = bool(t.batches) and all(b.exact for b in t.batches)
-    rounds = least if seen_exact else ab.rounds_for(t.batches, floor, least=least, most=MAX_ROUNDS)
+    rounds = t.next_rounds or first_rounds(t.spec.aspect)
     values: dict[str, list[float]] = {"b": [], "c": []}
     raw: dict[str, list[list[float]]] = {"b": [], "c": []}
-    seconds = 0.0
+    seconds = warm_seconds = 0.0
     for r in range(-WARMUP_ROUNDS, rounds):
+        fewest = FEWEST_ROUNDS if t.batches else FIRST_FEWEST_ROUNDS
+        counted = warm_seconds if t.counts_warm else 0.0
+        if r >= fewest and r % 2 == 0 and counted + seconds * (r + 1) / r > cap_s:
+            break
         order = (("b", baseline), ("c", candidate)) if r % 2 == 0 else (("c", candidate), ("b", baseline))
         warm = r < 0
-        params = {"samples": 1 if warm else LATENCY_SAMPLES, "warmup": 3 if warm else 1, "inner": t.inner,
+        # the warm-up round warms (3 calls before the single call that calibrates `inner`: a new process's first
+        # calls are slow, and a calibration on them gives too few loops; 1 once `inner` is known); a timed round
+        # calls the workload only for its sample: the rounds before it warmed this process
+        warmup = (1 if t.inner else 3) if warm else 0
+        params = {"samples": 1 if warm else LATENCY_SAMPLES, "warmup": warmup, "inner": t.inner,
                   "min_sample_s": MIN_SAMPLE_S} if latency else {"samples": 1} if timed else {}
+        if warm and not latency and timed:  # a compile-time pair warms its processes on a tiny compile
+            params["warm_up"] = "tiny"
         once: list[float] = []
         for side, worker in order:
             obs = worker.request(replace(t.spec, params={**t.spec.params, **params}), timeout_s)
-            if not warm:  # the budget counts measuring; a new process's first calls (compiling, caching) are apart
+            if warm:
+                warm_seconds += obs.duration_s
+            else:
                 seconds += obs.duration_s
             if obs.status != "ok":
                 other = Observation(t.spec.id, "skipped", message="the other side failed first")
@@ -204,13 +267,16 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
             fastest = min((x for x in once if x > 0), default=1.0)  # ms for one call
             t.inner = max(1, math.ceil(MIN_SAMPLE_S * 1000.0 / fastest))
     exact = all(len({x for s in raw[side] for x in s}) == 1 for side in ("b", "c"))
-    t.batches.append(ab.Batch(tuple(values["b"]), tuple(values["c"]), exact=exact, seconds=seconds))
+    t.batches.append(ab.Batch(tuple(values["b"]), tuple(values["c"]), exact=exact, seconds=seconds,
+                              warm_seconds=warm_seconds))
     for side in ("b", "c"):
         t.samples[side] += [x for s in raw[side] for x in s]
 
 
-def results(t: Track, max_latency_ms: dict[str, float]) -> tuple[CheckResult, CheckResult]:
-    """The baseline's and the candidate's results of one A/B check."""
+def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECIDED[0]) -> tuple[CheckResult, CheckResult]:
+    """The baseline's and the candidate's results of one A/B check. An `undecided` check fails when its point
+    estimate is beyond the threshold, the increase is significant (ab.Decision.beyond) and `undecided` is
+    "fail" (the default); otherwise it warns."""
     spec = t.spec
     if t.failed is not None:
         return (decide(spec, t.failed[0], max_latency_ms=max_latency_ms),
@@ -219,7 +285,9 @@ def results(t: Track, max_latency_ms: dict[str, float]) -> tuple[CheckResult, Ch
     assert d is not None
     common = {"workload": spec.workload, "aspect": spec.aspect, "device": spec.device, "dtype": spec.dtype}
     ab_metrics = {**d.metrics(), "threshold": t.threshold, "inner_loops": t.inner or None,
-                  "batch_seconds": [round(b.seconds, 3) for b in t.batches]}
+                  "batch_seconds": [round(b.seconds + (b.warm_seconds if t.counts_warm else 0.0), 3) for b in t.batches],
+                  "warm_up_seconds": [round(b.warm_seconds, 3) for b in t.batches],
+                  "budget_s": t.budget, "undecided_policy": undecided}
     b_vals, c_vals = t.samples["b"], t.samples["c"]
     if spec.aspect in TIMED:
         base = decide(spec, Observation(spec.id, "ok", {**t.metrics["b"], "samples_ms": b_vals},
@@ -239,9 +307,12 @@ def results(t: Track, max_latency_ms: dict[str, float]) -> tuple[CheckResult, Ch
         thresholds = {"max_memory_regression": t.threshold, "floor_bytes": MEMORY_FLOOR_BYTES}
         over_limit = False
         fmt = format_bytes
-    outcome = {"regression": Outcome.FAILED, "suspicious": Outcome.SUSPICIOUS}.get(d.state, Outcome.PASSED)
+    outcome = {"regression": Outcome.FAILED, "undecided": Outcome.SUSPICIOUS}.get(d.state, Outcome.PASSED)
+    if d.state == "undecided" and d.beyond and undecided == "fail":
+        outcome = Outcome.FAILED
     reason = explain(d, t.threshold, fmt, {"latency": "latency", "compile-time": "cold compile time"}.get(spec.aspect,
-                                                                                                        "peak memory"))
+                                                                                                        "peak memory"),
+                     budget_s=t.budget, undecided=undecided)
     if over_limit:
         outcome, reason = Outcome.FAILED, f"{reason}; median over the --max-latency-ms limit {thresholds['max_latency_ms']:g} ms"
     cand = CheckResult(**common, outcome=outcome, reason=reason, metrics=cand_m, thresholds=thresholds,
@@ -249,19 +320,38 @@ def results(t: Track, max_latency_ms: dict[str, float]) -> tuple[CheckResult, Ch
     return base, cand
 
 
-def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what: str) -> str:
-    """One line a reviewer understands: "1.14× slower (95% CI 1.09–1.19), confirmed in 2 of 2 fresh process
-    pairs; threshold 1.10×"."""
+def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what: str, *, budget_s: float = math.nan,
+            undecided: str = UNDECIDED[0]) -> str:
+    """One line a reviewer understands: "regression: latency 1.14× slower (95% CI 1.09–1.19), confirmed in 3 of 3
+    fresh process pairs; threshold 1.10×". A significant change that the threshold rules out as a
+    regression reads "slower, within the 10% threshold" (or faster), not "unchanged": the JSON keeps the
+    state for gating, the words say what was measured."""
     if math.isnan(d.ratio):
         return f"{d.state}: {d.why}"
+    up, down = ("more", "less") if what == "peak memory" else ("slower", "faster")
     if round(d.ratio, 2) == 1.0:
         size = "the same" if d.ci_low == d.ci_high else "1.00×"
     elif d.ratio > 1:
-        size = f"{d.ratio:.2f}× {'more' if what == 'peak memory' else 'slower'}"
+        size = f"{d.ratio:.2f}× {up}"
     else:
-        size = f"{1 / d.ratio:.2f}× {'less' if what == 'peak memory' else 'faster'}"
+        size = f"{1 / d.ratio:.2f}× {down}"
+    state = d.state
+    if state == "unchanged" and d.significant:
+        state = f"{up if d.ratio > 1 else down}, within the {threshold:.0%} threshold"
     interval = "" if d.ci_low == d.ci_high else f" (95% CI {d.ci_low:.2f}–{d.ci_high:.2f})"
     medians = f"{fmt(d.baseline_median)} → {fmt(d.candidate_median)}"
-    more = f"; about {d.more_rounds} more rounds would settle it (raise --ab-budget)" if d.more_rounds else ""
-    return (f"{d.state}: {what} {size}{interval}, {medians}; {d.why}; threshold {1 + threshold:.2f}×, "
+    more = ""
+    if d.state == "undecided":
+        if d.more_pairs < 0:
+            more = "; it sits on the threshold: no budget would decide it"
+        elif math.isfinite(budget_s):
+            more = (f"; deciding would take about {d.more_pairs} more process pair{'s' if d.more_pairs != 1 else ''}, "
+                    f"~{d.more_seconds:.0f} s of measuring beyond its {budget_s:g} s budget (raise --ab-budget)")
+        if d.ratio > 1 + threshold and not d.beyond:
+            more += "; warns: its estimate is beyond the threshold but not significant"
+        if d.beyond:
+            more += ("; fails: its estimate is beyond the threshold and significant (--undecided pass lets it pass)"
+                     if undecided == "fail" else
+                     "; passes under --undecided pass though its estimate is beyond the threshold and significant")
+    return (f"{state}: {what} {size}{interval}, {medians}; {d.why}; threshold {1 + threshold:.2f}×, "
             f"{d.rounds} rounds in {d.batches} process pair{'s' if d.batches != 1 else ''}{more}")

@@ -17,7 +17,9 @@ CORRECTNESS_ASPECTS = frozenset({"numerics", "cross-backend", "cross-version", "
                                   "deterministic-backward", "fsdp2"})
 # aspects a comparison measures A/B, and the unit of their medians
 AB_ASPECTS = {"latency": "ms", "memory": "bytes", "compile-time": "ms"}
-CHANGES = ("regression", "suspicious", "improved", "unchanged")  # the four A/B states, most urgent first
+# the A/B states, most urgent first: four, plus `undecided` (not settled within its budget; reports written
+# before it was introduced say `suspicious` for it)
+CHANGES = ("regression", "undecided", "suspicious", "improved", "unchanged")
 TIME_UNITS = (("ns", 1e-6), ("µs", 1e-3), ("ms", 1.0), ("s", 1e3))  # factors in milliseconds
 BYTE_UNITS = (("B", 1.0), ("KiB", 1024.0), ("MiB", 1024.0**2), ("GiB", 1024.0**3))
 

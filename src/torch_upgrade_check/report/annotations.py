@@ -46,11 +46,12 @@ def annotations(reports: Sequence[Report]) -> list[str]:
         for r in report.results:
             if r.outcome in FAILING:
                 word = "not run" if r.outcome is Outcome.NOT_RUN else r.outcome.value
-                if r.outcome is Outcome.FAILED and r.metrics.get("change") == "regression":
-                    word = "regressed"
+                if r.outcome is Outcome.FAILED and r.metrics.get("change") in ("regression", "undecided"):
+                    word = "regressed" if r.metrics["change"] == "regression" else "undecided, beyond its threshold,"
                 errors.append((f"{visible(r.id)} {word} on {run}", _message(r, word)))
             elif r.outcome is Outcome.SUSPICIOUS:
-                warnings.append((f"{visible(r.id)} suspicious on {run}", _message(r, "suspicious")))
+                word = "undecided" if r.metrics.get("change") == "undecided" else "suspicious"
+                warnings.append((f"{visible(r.id)} {word} on {run}", _message(r, word)))
             elif r.outcome is Outcome.SKIPPED and r.device != "cpu":
                 warnings.append((f"{visible(r.id)} skipped on {run}", r.reason or "skipped"))
     lines = [command("error", title, message) for title, message in errors[:MAX_ERRORS]]

@@ -164,7 +164,7 @@ def _ab_tables(aspect: str, candidate: tuple[Report, str], baseline: Report | No
 
 
 def _needs_attention(r: CheckResult) -> bool:
-    return r.outcome in ATTENTION or _change(r) in ("regression", "suspicious")
+    return r.outcome in ATTENTION or _change(r) in ("regression", "undecided", "suspicious")
 
 
 def _abtally(results: Iterable[CheckResult]) -> str:
@@ -186,7 +186,7 @@ def _ab_order(r: CheckResult) -> tuple[int, float, str]:
     ratio = math.inf if ratio is None or math.isnan(ratio) else ratio
     if change == "regression" or r.outcome in FAILING:
         return 0, -ratio, r.id
-    rank = {"suspicious": 1, "improved": 2, "unchanged": 4}.get(change, 3)
+    rank = {"undecided": 1, "suspicious": 1, "improved": 2, "unchanged": 4}.get(change, 3)
     return rank, ratio if rank == 2 else -ratio, r.id
 
 
@@ -213,7 +213,7 @@ def _pairs_cell(r: CheckResult) -> str:
     batches, agreeing = number(r.metrics.get("batches")), number(r.metrics.get("agreeing_batches"))
     if batches is None or not math.isfinite(batches):
         return "—"
-    if _change(r) in ("regression", "improved", "suspicious") and agreeing is not None and math.isfinite(agreeing):
+    if _change(r) in ("regression", "improved", "undecided", "suspicious") and agreeing is not None and math.isfinite(agreeing):
         return f"{int(agreeing)} of {int(batches)} agree"
     return f"{int(batches)}"
 
@@ -223,7 +223,17 @@ def _verdict_cell(r: CheckResult) -> str:
     change = _change(r)
     if not change:
         return outcome_cell(r) + (f": {reason_cell(r)}" if r.reason else "")
-    return f"{CHANGE_ICON[change]} {change}"
+    return f"{CHANGE_ICON[change]} {_within(r) or change}"
+
+
+def _within(r: CheckResult) -> str:
+    """For an `unchanged` check whose 95% interval leaves out 1: "slower, within the 10% threshold" (or faster,
+    more, less): the state gates, the words say what was measured."""
+    ratio, threshold = number(r.metrics.get("ratio")), number(r.metrics.get("threshold"))
+    if _change(r) != "unchanged" or r.metrics.get("significant") is not True or ratio is None or threshold is None:
+        return ""
+    up, down = ("more", "less") if r.aspect == "memory" else ("slower", "faster")
+    return f"{up if ratio > 1 else down}, within the {threshold:.0%} threshold"
 
 
 def _explained(r: CheckResult) -> str:

@@ -142,7 +142,8 @@ def _case(result: CheckResult, *, informs: bool) -> TestCase:
         case.result = [outcome]
     out = "\n".join(f"{k}: {_value(v)}" for k, v in result.metrics.items())
     if result.outcome is Outcome.SUSPICIOUS:  # passes, so the note goes where a passing case keeps text
-        out = "\n\n".join(p for p in (f"suspicious (warns, does not fail): {_body(result) or reason}", out) if p)
+        word = "undecided" if result.metrics.get("change") == "undecided" else "suspicious"
+        out = "\n\n".join(p for p in (f"{word} (warns, does not fail): {_body(result) or reason}", out) if p)
     if out:
         case.system_out = xml_text(out)
     return case

@@ -21,7 +21,7 @@ ICON = {Outcome.FAILED: "❌", Outcome.ERROR: "💥", Outcome.NOT_RUN: "⏹️",
         Outcome.SKIPPED: "⏭️", Outcome.PASSED: "✅"}
 RANK = {Outcome.FAILED: 0, Outcome.ERROR: 1, Outcome.NOT_RUN: 2, Outcome.SUSPICIOUS: 3, Outcome.SKIPPED: 4,
         Outcome.PASSED: 5}
-CHANGE_ICON = {"regression": "🔺", "suspicious": "⚠️", "improved": "🟢", "unchanged": "➖"}
+CHANGE_ICON = {"regression": "🔺", "undecided": "⏳", "suspicious": "⚠️", "improved": "🟢", "unchanged": "➖"}
 _MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 
 

@@ -187,6 +187,8 @@ def compile_time(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, d
     import torch._dynamo
 
     fresh = _fresh_inductor_cache()
+    if spec.params.get("warm_up") == "tiny":
+        return _warm_compiler(fresh, device)
     if isinstance(inst.model, torch.nn.Module):
         inst.model.eval()
     samples = []
@@ -202,6 +204,23 @@ def compile_time(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, d
             samples.append((time.perf_counter() - start) * 1000.0)
     torch._dynamo.reset()
     return {"samples_ms": samples, "once_ms": samples[0], "inner_loops": 1, "cache": "fresh Inductor cache per sample"}
+
+
+def _warm_compiler(fresh: Callable[[], Any], device: devices.Device) -> dict[str, Any]:
+    """compare's warm-up round of a compile-time A/B pair: one cold compile of a tiny function readies what a new
+    process pays for once (Inductor's imports, its compile workers, the C++ toolchain) without compiling the
+    whole workload on top of it. That once-a-process cost is large: on the shared 2-core machine this was
+    written on, 27-270 s, where matmul's later cold compiles took 0.2-0.5 s and FlexAttention's 8-30 s."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    x = torch.ones(8, device=device.name)
+    start = time.perf_counter()
+    with fresh():
+        torch.compile(lambda t: torch.sin(t) * 2 + 1)(x)
+        device.synchronize()
+    torch._dynamo.reset()
+    return {"samples_ms": [(time.perf_counter() - start) * 1000.0], "inner_loops": 1, "warm_up": "tiny"}
 
 
 def _fresh_inductor_cache() -> Callable[[], Any]:
@@ -284,7 +303,8 @@ def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
     with torch.no_grad():
         for _ in range(int(params.get("warmup", 3))):
             model(*inputs)
-        once = max(timed(1), 1e-7)
+        # a single call is timed only to calibrate `inner`: compare's A/B rounds give it, and each call costs a forward
+        once = None if params.get("inner") else max(timed(1), 1e-7)
         inner = int(params.get("inner") or max(1, int(float(params.get("min_sample_s", 0.005)) / once) + 1))
         samples: list[float] = []
         # no collection before timing: with Dynamo's and Inductor's objects alive it costs ~100 ms a request
@@ -297,7 +317,8 @@ def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
         finally:
             if enabled:
                 gc.enable()
-    return {"samples_ms": samples, "inner_loops": inner, "once_ms": once * 1000.0, "threads": torch.get_num_threads()}
+    return {"samples_ms": samples, "inner_loops": inner, "once_ms": None if once is None else once * 1000.0,
+            "threads": torch.get_num_threads()}
 
 
 def memory_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
