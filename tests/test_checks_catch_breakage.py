@@ -132,6 +132,10 @@ def test_a_graph_break_new_in_the_candidate_fails_compile_unless_the_workload_al
     assert (code, strict["outcome"], lenient["outcome"]) == (1, "failed", "passed"), (strict["reason"], lenient["reason"])
     assert strict["reason"].startswith("new in the candidate: ") and "no longer one graph" in strict["reason"]
     assert "graph_break()" in strict["reason"] and strict["metrics"]["baseline_graph_breaks"] == 0
+    # both sides' post-grad graphs are in report.json, and the first node where they part is named
+    diff = strict["metrics"]["first_graph_difference"]
+    assert "the post-grad graphs first differ at graph 1, node " in strict["reason"], strict["reason"]
+    assert diff["baseline"] != diff["candidate"] and strict["metrics"]["post_grad_graphs"]
     assert "allowed by the workload's allow-graph-breaks" in lenient["reason"]
 
 
