@@ -156,3 +156,15 @@ def test_a_changed_fp64_golden_fails_cross_version_even_where_every_output_is_cl
     assert outcome is Outcome.PASSED, reason
     outcome, _ = judge("numerics", metrics(tensor("output"), fp64_vs_baseline=changed))  # cross-version's rule alone
     assert outcome is Outcome.PASSED
+
+
+def test_fsdp2_fails_a_reduced_gradient_off_beyond_its_stated_tolerance_even_where_the_parameters_match() -> None:
+    base = {"max_abs_err": 5e-7, "max_rel_err": 4.6, "world_size": 2, "backend": "gloo", "steps": 3,
+            "worst_grad": "self_attn.in_proj_weight", "worst_grad_step": 3, "worst_grad_rank": 1,
+            "grad_shards_compared": 72}
+    outcome, reason = judge("fsdp2", {**base, "max_grad_err": 7e-3})
+    assert outcome is Outcome.FAILED and reason.startswith("the reduced gradients differ from the unsharded model's")
+    outcome, reason = judge("fsdp2", {**base, "max_grad_err": 3e-6})
+    assert outcome is Outcome.PASSED and "at most 0.0001" in reason, reason
+    outcome, reason = judge("fsdp2", {**base, "grad_shards_compared": 0})  # nothing compared never passes
+    assert outcome is Outcome.FAILED and "no reduced gradient shard was compared" in reason
