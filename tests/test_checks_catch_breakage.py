@@ -410,3 +410,17 @@ def test_a_reduce_scatter_off_by_a_tenth_of_a_percent_fails_fsdp2(tmp_path: Path
     assert result["outcome"] == "failed", result["reason"]
     assert result["reason"].startswith("the reduced gradients differ from the unsharded model's on 2 ranks (gloo)")
     assert result["metrics"]["max_abs_err"] <= 1e-5  # the parameters alone would still pass
+
+
+@pytest.mark.parametrize(("op", "check", "module"), [
+    ("addmm", "mlp[float32]/cross-version", "0"),
+    ("native_layer_norm", "transformer_block[float32]/cross-version", "norm1"),
+])
+def test_other_kernels_changed_in_every_dtype_fail_cross_version_and_are_named(tmp_path: Path, torch_python: str,
+                                                                               op: str, check: str, module: str) -> None:
+    """More of the issue's seven ops (each passed cross-version when the candidate's own golden judged it)."""
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=[f"{op}-every-dtype"]))
+    code, cand = compared(torch_python, broken, tmp_path / "out", check)
+    result = cand[check]
+    assert (code, result["outcome"]) == (1, "failed"), result["reason"]
+    assert result["reason"].startswith(f"first aten op that changed: aten.{op}.default in {module} "), result["reason"]
