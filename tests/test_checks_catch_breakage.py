@@ -215,9 +215,9 @@ def test_a_changed_random_stream_is_named_as_such_not_blamed_on_numerics(tmp_pat
     """Issue 20: a seed that draws other numbers (as 2.7's multinomial did) diverges a training run from the same
     seed; the failure says the random stream changed and in which op. cross-version, on the baseline's weights
     and inputs, passes: the numerics did not change."""
-    checks = ("mlp[float32]/training-curve", "mlp[float32]/cross-version")
+    checks = ("mlp[float32]/training-curve", "mlp[float32]/cross-version", "mlp[float32]/checkpoint")
     code, same = compared(torch_python, torch_python, tmp_path / "aa", *checks)
-    assert code == 0 and "random_stream_changed" not in same[checks[0]]["metrics"], same
+    assert code == 0 and not any("random_stream_changed" in same[c]["metrics"] for c in checks), same
     assert same[checks[0]]["metrics"]["random_draws"] >= 8  # 3 Linear layers' weights and biases, each step's jitter
     broken = str(interpreter(torch_python, tmp_path / "py", breaks=["uniform-stream-changed"]))
     code, cand = compared(torch_python, broken, tmp_path / "out", *checks)
@@ -225,6 +225,10 @@ def test_a_changed_random_stream_is_named_as_such_not_blamed_on_numerics(tmp_pat
     assert (code, curve["outcome"], cand[checks[1]]["outcome"]) == (1, "failed", "passed"), curve["reason"]
     assert curve["reason"].startswith("the random stream changed, not the numerics: aten.uniform_.default draws "
                                       "different numbers for the same seed (draw 1 of "), curve["reason"]
+    # the resumed step loads the baseline's weights and RNG state and draws with normal_: it passes, the change noted
+    resumed = cand[checks[2]]
+    assert resumed["outcome"] == "passed", resumed["reason"]
+    assert resumed["metrics"]["random_stream_changed"]["op"] == "aten.uniform_.default"
 
 
 def test_training_steps_of_a_user_workload_come_from_the_config(tmp_path: Path, torch_python: str) -> None:
