@@ -152,7 +152,8 @@ def _fsdp2(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
     thresholds = {"atol": FSDP2_ATOL, "rtol": FSDP2_RTOL, "grad_tol": FSDP2_GRAD_TOL,
                   "grad_tol_scaled_by": "each unsharded gradient's RMS"}
     where = f"{m.get('world_size')} ranks ({m.get('backend')})"
-    shards = (f"reduced gradient shards within {short(grad)} of each gradient's RMS (worst {m.get('worst_grad')}, "
+    shards = (f"{m.get('grad_shards_compared')} reduced gradient shards within {short(grad)} of each gradient's RMS "
+              f"(worst {m.get('worst_grad')}, "
               f"step {m.get('worst_grad_step')}, rank {m.get('worst_grad_rank')}; at most {FSDP2_GRAD_TOL:g})")
     params = f"parameters max abs err {short(err)}, max rel err {short(rel)}"
     if not grad <= FSDP2_GRAD_TOL:  # NaN (no shard compared, or an old worker) fails too
