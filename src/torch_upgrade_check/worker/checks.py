@@ -188,11 +188,12 @@ def _post_grad_graphs() -> Iterator[list[list[str]]]:
         if len(graphs) < MAX_GRAPHS:
             graphs.append([_node_line(n) for n in list(graph.nodes)[:MAX_NODES]])
 
-    if not hasattr(config, "post_grad_custom_post_pass"):
+    if not hasattr(config, "post_grad_custom_post_pass"):  # an older torch: no graphs kept, nothing else changes
         yield graphs
         return
-    with config.patch(post_grad_custom_post_pass=keep, fx_graph_cache=False), \
-            functorch_config.patch(enable_autograd_cache=False):
+    caches = {k: False for k in ("fx_graph_cache",) if hasattr(config, k)}
+    aot = {k: False for k in ("enable_autograd_cache",) if hasattr(functorch_config, k)}
+    with config.patch(post_grad_custom_post_pass=keep, **caches), functorch_config.patch(**aot):
         yield graphs
 
 
