@@ -5,6 +5,7 @@ counted, compile checks past the recompile limit passed in 0.0 s, eager against 
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -428,3 +429,26 @@ def test_other_kernels_changed_in_every_dtype_fail_cross_version_and_are_named(t
     result = cand[check]
     assert (code, result["outcome"]) == (1, "failed"), result["reason"]
     assert result["reason"].startswith(f"first aten op that changed: aten.{op}.default in {module} "), result["reason"]
+
+
+def test_the_op_recording_stops_at_its_budget_and_says_so(tmp_path: Path, torch_python: str) -> None:
+    """The recording's cost is bounded: past MAX_OPS ops or BYTE_BUDGET bytes it keeps nothing more, and says so."""
+    script = (
+        "import json, sys, torch\n"
+        "from pathlib import Path\n"
+        "from torch_upgrade_check.model import CheckSpec\n"
+        "from torch_upgrade_check.worker import opreplay\n"
+        "from torch_upgrade_check.worker.instance import build, resolve_factory\n"
+        "inst = build(resolve_factory(CheckSpec('mlp', 'cross-version', 'cpu', 'float32')), 'cpu', torch.float32)\n"
+        "out = {'all': opreplay.record(inst, Path(sys.argv[1]) / 'all.pt')}\n"
+        "opreplay.BYTE_BUDGET = 200_000\n"
+        "out['bytes'] = opreplay.record(inst, Path(sys.argv[1]) / 'bytes.pt')\n"
+        "opreplay.BYTE_BUDGET, opreplay.MAX_OPS = 64 * 2**20, 5\n"
+        "out['ops'] = opreplay.record(inst, Path(sys.argv[1]) / 'ops.pt')\n"
+        "print(json.dumps(out))\n")
+    proc = subprocess.run([torch_python, "-c", script, str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not found["all"]["ops_truncated"] and found["all"]["ops_recorded"] == 46
+    assert found["bytes"]["ops_truncated"] and 0 < found["bytes"]["ops_bytes"] <= 200_000
+    assert found["ops"]["ops_truncated"] and found["ops"]["ops_recorded"] == 5
