@@ -156,3 +156,28 @@ def test_a_changed_fp64_golden_fails_cross_version_even_where_every_output_is_cl
     assert outcome is Outcome.PASSED, reason
     outcome, _ = judge("numerics", metrics(tensor("output"), fp64_vs_baseline=changed))  # cross-version's rule alone
     assert outcome is Outcome.PASSED
+
+
+def test_fsdp2_fails_a_reduced_gradient_off_beyond_its_stated_tolerance_even_where_the_parameters_match() -> None:
+    base = {"max_abs_err": 5e-7, "max_rel_err": 4.6, "world_size": 2, "backend": "gloo", "steps": 3,
+            "worst_grad": "self_attn.in_proj_weight", "worst_grad_step": 3, "worst_grad_rank": 1,
+            "grad_shards_compared": 72}
+    outcome, reason = judge("fsdp2", {**base, "max_grad_err": 7e-3})
+    assert outcome is Outcome.FAILED and reason.startswith("the reduced gradients differ from the unsharded model's")
+    outcome, reason = judge("fsdp2", {**base, "max_grad_err": 3e-6})
+    assert outcome is Outcome.PASSED and "at most 0.0001" in reason, reason
+    outcome, reason = judge("fsdp2", {**base, "grad_shards_compared": 0})  # nothing compared never passes
+    assert outcome is Outcome.FAILED and "no reduced gradient shard was compared" in reason
+
+
+def test_a_changed_random_stream_is_said_first_where_a_resumed_step_or_a_curve_fails() -> None:
+    changed = {"op": "aten.multinomial.default", "call": 3, "of": 9,
+               "how": "aten.multinomial.default draws different numbers for the same seed"}
+    resumed = {"mode": "compare", "loaded": True, "mismatched_count": 12, "max_abs_err": 0.1, "rtol": 1.3e-6,
+               "atol": 1e-5, "first_differing": ["loss"], "baseline_torch": "2.6.0"}
+    outcome, reason = judge("checkpoint", {**resumed, "random_stream_changed": changed})
+    assert outcome is Outcome.FAILED and reason.startswith(
+        "the random stream changed, not the numerics: aten.multinomial.default draws different numbers for the same "
+        "seed (draw 3 of 9); so the step resumed from baseline 2.6.0's checkpoint differs"), reason
+    outcome, reason = judge("checkpoint", resumed)
+    assert outcome is Outcome.FAILED and reason.startswith("the step resumed from"), reason

@@ -129,3 +129,17 @@ def test_a_training_step_that_no_longer_compiles_fails_compare() -> None:
 def test_an_autocast_step_with_nothing_compared_never_passes() -> None:
     empty = amp(bf16={"per_tensor": []})
     assert empty.outcome is Outcome.FAILED and "nothing was compared with the golden" in empty.reason
+
+
+def test_the_first_node_where_the_post_grad_graphs_part_is_named() -> None:
+    from torch_upgrade_check.orchestrate.compare import first_graph_difference
+
+    one = [["placeholder float32[4, 8]", "call_function aten.mm.default float32[4, 16]", "output"]]
+    assert first_graph_difference(one, one) is None
+    assert first_graph_difference(None, one) is None  # a side that kept no graphs: nothing to name
+    fused = [["placeholder float32[4, 8]", "call_function aten.addmm.default float32[4, 16]", "output"]]
+    assert first_graph_difference(one, fused) == {"where": "graph 1, node 2",
+                                                  "baseline": "call_function aten.mm.default float32[4, 16]",
+                                                  "candidate": "call_function aten.addmm.default float32[4, 16]"}
+    assert first_graph_difference(one, [one[0][:2]])["candidate"] == "(the graph ends)"
+    assert first_graph_difference(one, one + one) == {"where": "graph 2", "baseline": "1 graphs", "candidate": "2 graphs"}

@@ -10,7 +10,8 @@ Rules (thresholds are recorded on each result):
 - compile-time: cold compiles (a fresh Inductor cache each) timed; passes (compare judges it A/B, as latency).
 - memory: recorded; passes when measured.
 - checkpoint: loads with the default torch.load and the resumed training step is bitwise equal to the
-  uninterrupted one (compare's candidate: the baseline's file, its step within tolerance).
+  uninterrupted one (compare's candidate: the baseline's file, its step within tolerance; a failure says first
+  when the seeded random stream changed).
 - sdpa-backends: every backend that runs, on every case, by the numerics rule.
 - training-curve: finite losses; in compare every step within the band around the baseline's (CURVE_*); a failure
   says first when the seeded random stream changed (worker.randomness), which explains it without numerics.
@@ -129,7 +130,8 @@ def _checkpoint(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         if ok:
             return Outcome.PASSED, (f"loaded {whose} with the default torch.load; the step resumed from it matches "
                                     f"the baseline's ({how})"), tol
-        return Outcome.FAILED, (f"the step resumed from {whose} differs from the baseline's: {m.get('mismatched_count')} "
+        return Outcome.FAILED, (f"{random_stream_line(m)}the step resumed from {whose} differs from the baseline's: "
+                                f"{m.get('mismatched_count')} "
                                 f"elements beyond tolerance (max abs err {short(m.get('max_abs_err'))}; first: "
                                 f"{', '.join(m.get('first_differing', [])[:3])})"), tol
     contents = ", ".join(m.get("contents") or [])
@@ -150,7 +152,8 @@ def _fsdp2(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
     thresholds = {"atol": FSDP2_ATOL, "rtol": FSDP2_RTOL, "grad_tol": FSDP2_GRAD_TOL,
                   "grad_tol_scaled_by": "each unsharded gradient's RMS"}
     where = f"{m.get('world_size')} ranks ({m.get('backend')})"
-    shards = (f"reduced gradient shards within {short(grad)} of each gradient's RMS (worst {m.get('worst_grad')}, "
+    shards = (f"{m.get('grad_shards_compared')} reduced gradient shards within {short(grad)} of each gradient's RMS "
+              f"(worst {m.get('worst_grad')}, "
               f"step {m.get('worst_grad_step')}, rank {m.get('worst_grad_rank')}; at most {FSDP2_GRAD_TOL:g})")
     params = f"parameters max abs err {short(err)}, max rel err {short(rel)}"
     if not grad <= FSDP2_GRAD_TOL:  # NaN (no shard compared, or an old worker) fails too

@@ -206,12 +206,34 @@ def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> Ch
     if lost_step:
         found.append(f"the compiled training step raises {str(m.get('training_step_error'))[:160]}")
     metrics = {**m, "baseline_graph_breaks": was, "baseline_graphs_compiled": graphs_was, "new_graph_break_reasons": new_reasons}
+    diff = first_graph_difference(b.get("post_grad_graphs"), m.get("post_grad_graphs"))
+    if diff:
+        metrics["first_graph_difference"] = diff
+        found.append(f"the post-grad graphs first differ at {diff['where']}: baseline {diff['baseline']}, candidate "
+                     f"{diff['candidate']}")
     if after.thresholds.get("allow_graph_breaks"):
         return replace(after, metrics=metrics, reason=f"{after.reason}; new in the candidate, allowed by the "
                                                       f"workload's allow-graph-breaks: {'; '.join(found)}")
     return replace(after, outcome=Outcome.FAILED, metrics=metrics,
                    reason=f"new in the candidate: {'; '.join(found)} (the compiled model runs partly eager; set "
                           f"allow-graph-breaks: true on the workload to accept it)")
+
+
+def first_graph_difference(before: Any, after: Any) -> dict[str, str] | None:
+    """Where two sides' post-grad graphs (one line per node, as the compile check keeps them in report.json) first
+    differ: graph and node, and each side's node there; None where they agree or a side kept none."""
+    if not isinstance(before, list) or not isinstance(after, list) or not before:
+        return None
+    for g, (old, new) in enumerate(zip(before, after)):
+        for n in range(max(len(old), len(new))):
+            a = old[n] if n < len(old) else "(the graph ends)"
+            b = new[n] if n < len(new) else "(the graph ends)"
+            if a != b:
+                return {"where": f"graph {g + 1}, node {n + 1}", "baseline": a, "candidate": b}
+    if len(before) != len(after):
+        return {"where": f"graph {min(len(before), len(after)) + 1}", "baseline": f"{len(before)} graphs",
+                "candidate": f"{len(after)} graphs"}
+    return None
 
 
 def _new_default_backend(before: CheckResult, after: CheckResult, label: str) -> CheckResult:

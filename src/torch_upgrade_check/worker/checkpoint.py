@@ -16,6 +16,7 @@ and the workload's `checkpoint_extra` object, and then:
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import crossversion, first_line, tensors, training
+from torch_upgrade_check.worker import crossversion, first_line, randomness, tensors, training
 from torch_upgrade_check.worker.devices import Device
 from torch_upgrade_check.worker.instance import Instance, Skip, require_training, tolerances
 
@@ -53,8 +54,8 @@ def _alone(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device:
         torch.save(saved, path)
         uninterrupted = training.state(model, training.step(model, optimizer, inst.loss, inputs))
         if spec.params.get("mode") == "save":
-            torch.save({"torch": str(torch.__version__), "second_step": {k: tensors.host(v) for k, v in uninterrupted.items()}},
-                       _path(spec, "second-step"))
+            torch.save({"torch": str(torch.__version__), "second_step": {k: tensors.host(v) for k, v in uninterrupted.items()},
+                        "random_stream": json.dumps(training.random_stream(factory, spec, inst.loss))}, _path(spec, "second-step"))
         loaded, how = _load(path)
         metrics = {"mode": spec.params.get("mode") or "alone", "contents": sorted(saved), "rng_states": sorted(saved["rng"]),
                    **how}
@@ -80,6 +81,10 @@ def _resume_the_baselines(spec: CheckSpec, factory: Callable[..., Any], inst: In
         return {**metrics, **resumed}
     rtol, atol = tolerances(spec, inst)
     close = tensors.compare(resumed, expected["second_step"], rtol=rtol, atol=atol)
+    changed = randomness.first_change(json.loads(expected.get("random_stream") or "[]"),
+                                      training.random_stream(factory, spec, inst.loss))
+    if changed:
+        metrics["random_stream_changed"] = changed
     return {**metrics, "rtol": rtol, "atol": atol, "max_abs_err": close["max_abs_err"],
             "mismatched_count": close["mismatched_count"], "uncompared": close.get("uncompared", []),
             **tensors.bitwise_diff(resumed, expected["second_step"])}

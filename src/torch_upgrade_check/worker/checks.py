@@ -6,9 +6,10 @@ FlexAttention can do) come from the device object in `devices`; host transfers f
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -113,6 +114,12 @@ def compile_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, devic
     per-function recompile limit is shared by every check in this worker), and what it compiled is counted: a
     model that ran eagerly must never pass as compiled.
     """
+    with _post_grad_graphs() as graphs:
+        metrics = _compile(spec, factory, inst, device)
+    return {**metrics, "post_grad_graphs": graphs}
+
+
+def _compile(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
     import torch._dynamo
     from torch._dynamo.utils import counters
 
@@ -160,6 +167,48 @@ def compile_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, devic
             "fullgraph": not fullgraph_error, **({"fullgraph_error": fullgraph_error} if fullgraph_error else {}),
             "graphs_compiled": graphs, "graph_breaks": sum(breaks.values()),
             "graph_break_reasons": sorted(breaks)[:5], "dynamo_fallbacks": sorted(fallbacks)[:5]}
+
+
+# the post-grad graphs kept per compile check: enough to name where two torches' graphs first differ, small
+# enough for report.json
+MAX_GRAPHS, MAX_NODES = 8, 400
+
+
+@contextlib.contextmanager
+def _post_grad_graphs() -> Iterator[list[list[str]]]:
+    """Each graph Inductor compiles, after its post-grad passes, as one line per node (op, target, dtype and shape),
+    through Inductor's own post_grad_custom_post_pass hook. Inductor's FX graph cache and AOTAutograd's cache are
+    off meanwhile: a graph served from either (an earlier worker's, on disk) never passes through the hook."""
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config
+
+    graphs: list[list[str]] = []
+
+    def keep(graph: Any) -> None:
+        if len(graphs) < MAX_GRAPHS:
+            graphs.append([_node_line(n) for n in list(graph.nodes)[:MAX_NODES]])
+
+    if not hasattr(config, "post_grad_custom_post_pass"):  # an older torch: no graphs kept, nothing else changes
+        yield graphs
+        return
+    caches = {k: False for k in ("fx_graph_cache",) if hasattr(config, k)}
+    aot = {k: False for k in ("enable_autograd_cache",) if hasattr(functorch_config, k)}
+    with config.patch(post_grad_custom_post_pass=keep, **caches), functorch_config.patch(**aot):
+        yield graphs
+
+
+def _node_line(node: Any) -> str:
+    """`call_function aten.mm.default float32[32, 128]`: placeholders and outputs by kind only (their names are
+    Inductor's numbering, which differs between releases without meaning anything)."""
+    if node.op in ("placeholder", "output", "get_attr"):
+        target = ""
+    else:
+        target = str(getattr(node.target, "__name__", "") if not hasattr(node.target, "_schema") else node.target)
+        target = target or str(node.target)
+    val = node.meta.get("val")
+    shape = (f" {str(val.dtype).removeprefix('torch.')}{list(val.shape)}"
+             if isinstance(val, torch.Tensor) else "")
+    return " ".join(part for part in (node.op, target, shape.strip()) if part)
 
 
 def _first_call(inst: Instance, device: devices.Device, compiled: Any) -> tuple[Any, float]:

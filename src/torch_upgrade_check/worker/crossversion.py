@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import opreplay, tensors
+from torch_upgrade_check.worker import first_line, opreplay, tensors
 from torch_upgrade_check.worker.instance import Instance, Skip, forward_backward, golden, not_checked, tolerances
 
 
@@ -50,7 +50,11 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
             },
             path,
         )
-        return {"saved": str(path), "tensors": len(outputs), **opreplay.record(inst, path.with_suffix(".ops.pt"))}
+        try:  # the op recording only explains a failure: it never costs the candidate its comparison
+            recorded = opreplay.record(inst, path.with_suffix(".ops.pt"))
+        except Exception as e:
+            recorded = {"ops_record_error": f"{type(e).__name__}: {first_line(e)}"[:300]}
+        return {"saved": str(path), "tensors": len(outputs), **recorded}
     if not path.exists():
         raise Skip("the baseline saved no outputs for this check (it did not run there, or failed there)")
     saved = torch.load(path, map_location="cpu", weights_only=True)
@@ -75,11 +79,14 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
     ops = path.with_suffix(".ops.pt")
     if (not metrics["bitwise_equal_to_baseline"] or metrics["fp64_vs_baseline"]["mismatched_count"]) and ops.exists():
         own = {("float32" if spec.dtype == "tf32" else spec.dtype): (rtol, atol)}
-        op = opreplay.first_changed(ops, spec.device, {**tensors.DEFAULT_TOLERANCES, **own}, repro_dir(spec),
-                                    _safe(spec))
-        if op["op"] is None:
-            op["calls_changed"] = opreplay.first_call_changed(inst, ops)
-        metrics["first_divergent_op"] = op
+        try:
+            op = opreplay.first_changed(ops, spec.device, {**tensors.DEFAULT_TOLERANCES, **own}, repro_dir(spec),
+                                        _safe(spec))
+            if op["op"] is None:
+                op["calls_changed"] = opreplay.first_call_changed(inst, ops)
+            metrics["first_divergent_op"] = op
+        except Exception as e:  # the verdict stands without it
+            metrics["first_divergent_op_error"] = f"{type(e).__name__}: {first_line(e)}"[:300]
     return metrics
 
 

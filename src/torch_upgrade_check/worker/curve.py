@@ -32,7 +32,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
                                "losses": _curve(factory, spec, device, steps, inst.loss),
                                "second_run": _curve(factory, spec, device, steps, inst.loss)}
     path = crossversion.store_path(spec).with_suffix(".curve.json") if mode != "alone" else None
-    stream = _random_stream(factory, spec, inst.loss) if mode != "alone" else []
+    stream = training.random_stream(factory, spec, inst.loss) if mode != "alone" else []
     if mode == "save" and path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"torch": str(torch.__version__), "losses": metrics["losses"],
@@ -49,16 +49,6 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
         if changed:
             metrics["random_stream_changed"] = changed
     return metrics
-
-
-def _random_stream(factory: Callable[..., Any], spec: CheckSpec, loss: Any) -> list[dict[str, Any]]:
-    """The random stream's fingerprint of the curve's start: the seeded build and two steps (their jitter)."""
-    def start() -> None:
-        model, optimizer, inputs = training.trainable(factory, spec)
-        for _ in range(2):
-            training.step(model, optimizer, loss, inputs)
-
-    return randomness.fingerprint(start)
 
 
 def _curve(factory: Callable[..., Any], spec: CheckSpec, device: Device, steps: int, loss: Any) -> list[float | None]:

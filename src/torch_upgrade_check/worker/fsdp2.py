@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import socket
 import subprocess
@@ -131,7 +132,9 @@ def main(backend: str, device: str, dtype_name: str, out: str) -> None:
         tmp = out + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump({"max_abs_err": max_err, "max_rel_err": max_rel, "max_loss_err": max_loss_err,
-                       "max_grad_err": worst["grad_err"], "worst_grad": worst["grad_worst"],
+                       # report.json is strict JSON: an infinite error goes as the string "inf"
+                       "max_grad_err": worst["grad_err"] if math.isfinite(worst["grad_err"]) else "inf",
+                       "worst_grad": worst["grad_worst"],
                        "worst_grad_step": worst["grad_step"], "worst_grad_rank": worst["rank"],
                        "grad_shards_compared": worst["grad_shards"]}, f)
         os.replace(tmp, out)
@@ -154,6 +157,7 @@ def _worst_shard(model: torch.nn.Module, ref: torch.nn.Module, rank: int, world:
             continue
         scale = float(rp.grad.double().pow(2).mean().sqrt()) or 1.0
         err = float((shard.double() - expected.double()).abs().max()) / scale
+        err = math.inf if math.isnan(err) else err  # a NaN shard is the worst there is
         worst["grad_shards"] += 1
         if err > worst["grad_err"]:
             worst.update(grad_err=err, grad_index=index, grad_step=step + 1)

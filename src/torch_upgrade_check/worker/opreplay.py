@@ -142,7 +142,8 @@ def _module_hooks(inst: Instance, stack: list[str]) -> list[Any]:
 
 def _where(stack: list[str]) -> str:
     """The module whose forward called the op; in the backward, the autograd node running it."""
-    node = torch._C._current_autograd_node()
+    current = getattr(torch._C, "_current_autograd_node", None)  # torch 2.1 and later
+    node = current() if current is not None else None
     if node is not None:
         return f"backward: {node.name()}"
     return stack[-1] if stack else "(outside the model: the loss)"

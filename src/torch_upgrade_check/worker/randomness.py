@@ -75,7 +75,10 @@ def _bytes(t: torch.Tensor) -> bytes:
 def first_change(theirs: list[dict[str, Any]], mine: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Where this torch's random stream first leaves the baseline's: the op, which call, and how; None if the same
     as far as it can be told: a draw whose inputs differ (dropout of different activations, multinomial of other
-    probabilities) differs for its inputs' sake, and nothing from there on is the stream's alone."""
+    probabilities) differs for its inputs' sake, and nothing from there on is the stream's alone. A side that
+    recorded nothing (its fingerprint failed) tells nothing."""
+    if not theirs or not mine:
+        return None
     for index, (a, b) in enumerate(zip(theirs, mine)):
         if a["op"] == b["op"] and a.get("inputs_sha256") != b.get("inputs_sha256"):
             return None

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
+from torch_upgrade_check.worker import randomness
 from torch_upgrade_check.worker.devices import DTYPES
 from torch_upgrade_check.worker.instance import build
 
@@ -36,6 +37,20 @@ def step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: Callabl
     value.backward()
     optimizer.step()
     return value.detach()
+
+
+def random_stream(factory: Callable[..., Any], spec: CheckSpec, loss: Callable[[Any], torch.Tensor]) -> list[dict[str, Any]]:
+    """The random stream's fingerprint of this job's start: the seeded build and two steps (their jitter), as the
+    training-curve and checkpoint aspects draw it."""
+    def start() -> None:
+        model, optimizer, inputs = trainable(factory, spec)
+        for _ in range(2):
+            step(model, optimizer, loss, inputs)
+
+    try:
+        return randomness.fingerprint(start)
+    except Exception:  # the fingerprint only explains a failure: none (and no explanation) rather than a lost check
+        return []
 
 
 def state(model: torch.nn.Module, loss: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -32,9 +32,10 @@ changes float64 too, as a real kernel change does.
 - gradscaler-misses-inf: the GradScaler's unscale never reports an inf or NaN gradient (its overflow check,
   torch._amp_foreach_non_finite_check_and_unscale_, as on a backend where that kernel was wrong): a step
   whose float16 gradients overflowed is applied.
-- gelu-every-dtype: aten.gelu's CPU kernel, replaced through torch.library by its torch._decomp decomposition,
-  returns its output x(1+1e-3) in every dtype, float64 included (as a new decomposition, vectorised path or
-  formula changes a kernel for all dtypes alike); its backward (aten.gelu_backward) is untouched.
+- OP-every-dtype (gelu, addmm, native_layer_norm, …): the aten op's CPU kernel, replaced through torch.library
+  by its torch._decomp decomposition, returns its (first) output x(1+1e-3) in every dtype, float64 included (as
+  a new decomposition, vectorised path or formula changes a kernel for all dtypes alike); its backward (e.g.
+  aten.gelu_backward) is untouched.
 - uniform-stream-changed: aten.uniform_'s CPU kernel draws other numbers for the same seed (from torch.randint's
   stream, through torch.library), as torch 2.7 changed torch.multinomial's samples: the same distribution, every
   number right, a seeded initialiser (nn.Linear's kaiming_uniform_) and so a seeded training run different.
@@ -130,21 +131,24 @@ def _flash_wrong_at_odd_lengths() -> None:
     lib.impl("_scaled_dot_product_flash_attention_for_cpu", flash, "CPU")
 
 
-def _gelu_every_dtype() -> None:
+def _every_dtype(op: str) -> None:
+    import warnings
+
     from torch._decomp import decomposition_table
 
-    decomposed = decomposition_table[torch.ops.aten.gelu.default]
+    decomposed = decomposition_table[getattr(torch.ops.aten, op).default]
     lib = torch.library.Library("aten", "IMPL")
     _LIBRARIES.append(lib)
 
-    def gelu(x, approximate="none"):
-        return decomposed(x, approximate=approximate) * (1 + 1e-3)
-
-    import warnings
+    def kernel(*args, **kwargs):
+        out = decomposed(*args, **kwargs)
+        if isinstance(out, tuple):
+            return (out[0] * (1 + 1e-3), *out[1:])
+        return out * (1 + 1e-3)
 
     with warnings.catch_warnings():  # torch warns that a kernel is overridden: a real release would not
         warnings.simplefilter("ignore")
-        lib.impl("gelu", gelu, "CPU")
+        lib.impl(op, kernel, "CPU")
 
 
 def _uniform_from_another_stream() -> None:
@@ -304,8 +308,8 @@ def install(names: str) -> None:
             F.gelu = _graph_break(F.gelu)
         elif name == "sdpa-flash-odd-lengths":
             _flash_wrong_at_odd_lengths()
-        elif name == "gelu-every-dtype":
-            _gelu_every_dtype()
+        elif name.endswith("-every-dtype"):
+            _every_dtype(name.removesuffix("-every-dtype"))
         elif name == "uniform-stream-changed":
             _uniform_from_another_stream()
         elif name == "reduce-scatter-0.999":
