@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -30,7 +31,7 @@ from torch_upgrade_check.commands import (
 from torch_upgrade_check.compare_cmd import cmd_compare
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, EXIT_USAGE, UsageError
 from torch_upgrade_check.model import ASPECTS, DEVICES
-from torch_upgrade_check.orchestrate import session
+from torch_upgrade_check.orchestrate import device_choice, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import SchemaError, read_reports, write_reports
 
@@ -208,7 +209,9 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         probe = session.probe(python, settings)
     except InfrastructureError as e:
         return infra(args, [report], out, str(e))
-    device = session.resolve_device(args.device, probe.probes)
+    choice = device_choice.choose(args.device, {"candidate": probe.probes}, device_choice.host_accelerator(),
+                                  label=probe.environment.get("torch_version", ""))
+    device = choice.device
     settings = with_device_limits(settings, args, device)
     specs = session.plan(settings, device, aspects=[a for a in ASPECTS if a != "cross-version"])
     session.require_checks(specs, settings)
@@ -216,8 +219,12 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         for s in specs:
             print(s.id)
         return EXIT_PASSED
-    env = session.environment(probe)
+    env = {**session.environment(probe), "device_choice": choice.record(args.device)}
     report = replace(report, device=device, label=env.get("torch_version", "?"), environment=env)
+    lost = choice.result(shlex.join([PROG, "run", "--python", python, "--device", choice.expected]))
+    if lost is not None:
+        report = replace(report, results=(lost,))
+        say(f"{PROG}: FAILED {lost.id}: {lost.reason}")
     say(f"{PROG} {__version__}: torch {report.label} on {device} ({env.get('cpu', '')}, "
         f"{env.get('threads')} threads), {len(specs)} checks -> {out}/")
     started = time.monotonic()

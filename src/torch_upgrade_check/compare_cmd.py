@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 import threading
@@ -17,7 +18,7 @@ from torch_upgrade_check import __version__, values
 from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import compare, measure, provision, session, store
+from torch_upgrade_check.orchestrate import compare, device_choice, measure, provision, session, store
 from torch_upgrade_check.orchestrate.live import LiveWorker
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import write_reports
@@ -185,14 +186,20 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return infra(args, list(reports.values()), out, str(e))
     if has_baseline and _same_threads(probes):
         return infra(args, list(reports.values()), out, _same_threads(probes))
-    device = session.resolve_device(args.device, probes["candidate"].probes)
+    choice = device_choice.choose(args.device, {role: p.probes for role, p in probes.items()},
+                                  device_choice.host_accelerator(),
+                                  label=probes["candidate"].environment.get("torch_version", ""))
+    device = choice.device
     settings = with_device_limits(settings, args, device)
-    if has_baseline and not probes["baseline"].probes.get(device, (False, ""))[0]:
-        raise UsageError(f"the baseline cannot use {device}: {probes['baseline'].probes.get(device, (False, '?'))[1]}; "
-                         "pick a --device both can use")
     for role in reports:
-        env = session.environment(probes[role])
+        env = {**session.environment(probes[role]), "device_choice": choice.record(args.device)}
         reports[role] = replace(reports[role], device=device, label=env.get("torch_version", "?"), environment=env)
+    lost = choice.result(shlex.join([PROG, *compare_head(args), "--device", choice.expected]))
+    if lost is not None:
+        reports["candidate"] = replace(reports["candidate"], results=(lost,))
+        say(f"{PROG}: FAILED {lost.id}: {lost.reason}")
+    elif choice.note:
+        say(f"{PROG}: {choice.note}")
     corr, last = compare.correctness_specs(settings, device), compare.warnings_specs(settings, device)
     ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))
     saved_dir = out / "baseline-outputs"  # emptied above

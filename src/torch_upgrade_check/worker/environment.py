@@ -110,8 +110,7 @@ def probe(device: str) -> tuple[bool, str]:
     Hosted macOS runners report MPS available but cannot run kernels on it; this catches that.
     """
     if device == "cuda" and not torch.cuda.is_available():
-        why = "torch built without CUDA" if torch.version.cuda is None else "no CUDA device or driver found"
-        return False, f"cuda not available: {why}"
+        return False, f"cuda not available: {_cuda_unavailable()}"
     if device == "mps" and not torch.backends.mps.is_available():
         why = "torch built without MPS" if not torch.backends.mps.is_built() else "no usable Metal device"
         return False, f"mps not available: {why}"
@@ -123,5 +122,27 @@ def probe(device: str) -> tuple[bool, str]:
         if not torch.equal(got, expected):
             return False, f"{device} probe kernel gave a wrong answer (max error {(got - expected).abs().max().item():g})"
     except Exception as e:
-        return False, f"{device} probe kernel failed: {type(e).__name__}: {first_line(e)}"
+        return False, f"{device} probe kernel failed: {type(e).__name__}: {first_line(e)}{_cuda_build(device)}"
     return True, f"{device} probe kernel ran and matched"
+
+
+def _cuda_unavailable() -> str:
+    """torch's own reason CUDA cannot start (a driver too old for this wheel's CUDA, no driver, a CPU wheel)."""
+    if torch.version.cuda is None:
+        return "torch built without CUDA (a CPU-only wheel)"
+    try:
+        torch.cuda.init()  # raises what is_available() only warns: the driver version and what this wheel needs
+    except Exception as e:
+        return f"{type(e).__name__}: {first_line(e)}{_cuda_build('cuda')}"
+    return f"no CUDA device found{_cuda_build('cuda')}"
+
+
+def _cuda_build(device: str) -> str:
+    """What this wheel was built for: its CUDA runtime and GPU architectures (a GPU missing from them has no kernels)."""
+    if device != "cuda" or torch.version.cuda is None:
+        return ""
+    try:
+        arches = " ".join(torch.cuda.get_arch_list())
+    except Exception:  # the list needs CUDA initialised on some versions
+        arches = ""
+    return f" (this wheel: CUDA {torch.version.cuda}" + (f", kernels for {arches})" if arches else ")")
