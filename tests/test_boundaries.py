@@ -36,6 +36,19 @@ def test_cli_imports_and_parses_with_torch_blocked() -> None:
     assert proc.stdout.strip() == "ok"
 
 
+def test_the_cli_runs_without_junitparser() -> None:
+    """A GPU box with only torch and PyYAML (scripts/gpu-smoke.sh): JUnit is written only where junitparser is."""
+    code = (
+        "import sys; sys.modules['junitparser'] = None\n"
+        "from torch_upgrade_check import action_entry, bisect_cmd, cli, compare_cmd, github\n"
+        "assert cli.build_parser().parse_args(['run', '--device', 'cpu']).device == 'cpu'\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=PKG.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
 def test_torch_is_imported_only_in_worker() -> None:
     offenders = [
         str(p.relative_to(PKG))
