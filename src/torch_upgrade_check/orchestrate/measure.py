@@ -31,9 +31,14 @@ MEMORY_ROUNDS = 3  # peak memory is usually exact: identical rounds; a noisy ser
 WARMUP_ROUNDS = 1  # per check per batch, discarded: caches, allocator and thread pools settle in a new process
 MIN_SAMPLE_S = 0.01  # a sample times enough calls to last this long (timer resolution, scheduler jitter)
 MEMORY_FLOOR_BYTES = 64 * 1024  # peak-memory changes are judged on (bytes + floor): 0 -> 0 is no change
+# host RAM (resident set) growth is page- and allocator-grained: a few MiB of noise must not read as growth
+HOST_FLOOR_BYTES = 32 * 2**20
+HOST_QUANTUM_BYTES = 2**20  # host samples in whole MiB: KiB-level jitter is not a measurement
+HOST_NOISY_ROUNDS = 8  # a batch whose host samples differ needs enough rounds for its own signed-rank test
 MAX_BATCHES = 6
 DEFAULT_BUDGET_S = 20.0  # measuring time per check (both sides, warm-ups apart) before an unsettled one is suspicious
 COMPILE_BUDGET_FACTOR = 10  # a compile-time check's budget, in latency budgets: one sample is a whole cold compile
+TIMED_WORDS = ("latency", "cold compile time")  # what `explain` calls the timed aspects
 TIMED = ("latency", "compile-time")  # A/B aspects whose samples are times (judged as slowdowns)
 
 
@@ -116,6 +121,10 @@ class Track:
     metrics: dict[str, dict] = field(default_factory=lambda: {"b": {}, "c": {}})
     decision: ab.Decision | None = None
     failed: tuple[Observation, Observation] | None = None
+    # memory checks: host RAM (peak resident set growth) measured in the same calls, judged alike
+    host_batches: list[ab.Batch] = field(default_factory=list)
+    host_samples: dict[str, list[float]] = field(default_factory=lambda: {"b": [], "c": []})
+    host_decision: ab.Decision | None = None
 
     @property
     def seconds(self) -> float:
@@ -123,7 +132,8 @@ class Track:
 
     @property
     def open(self) -> bool:
-        return self.failed is None and (self.decision is None or self.decision.state == "pending")
+        pending = [d is None or d.state == "pending" for d in (self.decision, self.host_decision)]
+        return self.failed is None and (pending[0] or (bool(self.host_batches) and pending[1]))
 
 
 def measure(
@@ -162,6 +172,9 @@ def measure(
                 floor = MEMORY_FLOOR_BYTES if t.spec.aspect == "memory" else 0.0
                 t.decision = ab.decide(t.batches, t.threshold, alpha=alpha, final=last, floor=floor,
                                        increase="slowdown" if t.spec.aspect in TIMED else "growth")
+                if t.host_batches:
+                    t.host_decision = ab.decide(t.host_batches, t.threshold, alpha=alpha, final=last,
+                                                floor=HOST_FLOOR_BYTES, increase="growth")
                 if not t.open:
                     on_track(t)
 
@@ -171,10 +184,14 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
     latency, timed = t.spec.aspect == "latency", t.spec.aspect in TIMED
     floor = 0.0 if timed else MEMORY_FLOOR_BYTES
     least = {"latency": LATENCY_ROUNDS, "compile-time": COMPILE_ROUNDS}.get(t.spec.aspect, MEMORY_ROUNDS)
-    seen_exact = bool(t.batches) and all(b.exact for b in t.batches)
-    rounds = least if seen_exact else ab.rounds_for(t.batches, floor, least=least, most=MAX_ROUNDS)
+    seen_exact = bool(t.batches) and all(b.exact for b in (*t.batches, *t.host_batches))
+    host_least = least if all(b.exact for b in t.host_batches) else max(least, HOST_NOISY_ROUNDS)
+    rounds = least if seen_exact else max(ab.rounds_for(t.batches, floor, least=least, most=MAX_ROUNDS),
+                                          ab.rounds_for(t.host_batches, HOST_FLOOR_BYTES, least=host_least,
+                                                        most=MAX_ROUNDS))
     values: dict[str, list[float]] = {"b": [], "c": []}
     raw: dict[str, list[list[float]]] = {"b": [], "c": []}
+    host: dict[str, list[float]] = {"b": [], "c": []}
     seconds = 0.0
     for r in range(-WARMUP_ROUNDS, rounds):
         order = (("b", baseline), ("c", candidate)) if r % 2 == 0 else (("c", candidate), ("b", baseline))
@@ -200,6 +217,8 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
                 else [float(obs.metrics.get("peak_bytes", 0))]
             raw[side].append(sample)
             values[side].append(stats.median(sample))
+            if "host_peak_bytes" in obs.metrics:
+                host[side].append(float(round(obs.metrics["host_peak_bytes"] / HOST_QUANTUM_BYTES) * HOST_QUANTUM_BYTES))
         if warm and latency and not t.inner:
             fastest = min((x for x in once if x > 0), default=1.0)  # ms for one call
             t.inner = max(1, math.ceil(MIN_SAMPLE_S * 1000.0 / fastest))
@@ -207,6 +226,11 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
     t.batches.append(ab.Batch(tuple(values["b"]), tuple(values["c"]), exact=exact, seconds=seconds))
     for side in ("b", "c"):
         t.samples[side] += [x for s in raw[side] for x in s]
+    if host["b"] and len(host["b"]) == len(host["c"]):
+        t.host_batches.append(ab.Batch(tuple(host["b"]), tuple(host["c"]),
+                                       exact=all(len(set(host[side])) == 1 for side in ("b", "c")), seconds=0.0))
+        for side in ("b", "c"):
+            t.host_samples[side] += host[side]
 
 
 def results(t: Track, max_latency_ms: dict[str, float]) -> tuple[CheckResult, CheckResult]:
@@ -242,6 +266,21 @@ def results(t: Track, max_latency_ms: dict[str, float]) -> tuple[CheckResult, Ch
     outcome = {"regression": Outcome.FAILED, "suspicious": Outcome.SUSPICIOUS}.get(d.state, Outcome.PASSED)
     reason = explain(d, t.threshold, fmt, {"latency": "latency", "compile-time": "cold compile time"}.get(spec.aspect,
                                                                                                         "peak memory"))
+    h = t.host_decision
+    if h is not None:  # memory: host RAM judged alike; the worse of the two decides
+        hb, hc = t.host_samples["b"], t.host_samples["c"]
+        base = replace(base, metrics={**base.metrics, "host_peak_bytes": stats.median(hb)})
+        cand_m.update({"host_peak_bytes": stats.median(hc), "baseline_host_peak_bytes": stats.median(hb),
+                       "host_samples_bytes": hc, "baseline_host_samples_bytes": hb,
+                       "host": {**h.metrics(), "floor_bytes": HOST_FLOOR_BYTES}})
+        host_outcome = {"regression": Outcome.FAILED, "suspicious": Outcome.SUSPICIOUS}.get(h.state, Outcome.PASSED)
+        host_reason = explain(h, t.threshold, fmt, "host RAM (peak resident set growth)")
+        order = (Outcome.PASSED, Outcome.SUSPICIOUS, Outcome.FAILED)
+        if order.index(host_outcome) > order.index(outcome):
+            cand_m["change"] = h.state
+            outcome, reason = host_outcome, f"{host_reason}; device {reason}"
+        else:
+            reason = f"{reason}; {host_reason}"
     if over_limit:
         outcome, reason = Outcome.FAILED, f"{reason}; median over the --max-latency-ms limit {thresholds['max_latency_ms']:g} ms"
     cand = CheckResult(**common, outcome=outcome, reason=reason, metrics=cand_m, thresholds=thresholds,
@@ -257,9 +296,9 @@ def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what:
     if round(d.ratio, 2) == 1.0:
         size = "the same" if d.ci_low == d.ci_high else "1.00×"
     elif d.ratio > 1:
-        size = f"{d.ratio:.2f}× {'more' if what == 'peak memory' else 'slower'}"
+        size = f"{d.ratio:.2f}× {'slower' if what in TIMED_WORDS else 'more'}"
     else:
-        size = f"{1 / d.ratio:.2f}× {'less' if what == 'peak memory' else 'faster'}"
+        size = f"{1 / d.ratio:.2f}× {'faster' if what in TIMED_WORDS else 'less'}"
     interval = "" if d.ci_low == d.ci_high else f" (95% CI {d.ci_low:.2f}–{d.ci_high:.2f})"
     medians = f"{fmt(d.baseline_median)} → {fmt(d.candidate_median)}"
     more = f"; about {d.more_rounds} more rounds would settle it (raise --ab-budget)" if d.more_rounds else ""

@@ -385,6 +385,53 @@ class _ProfilerPeak(PeakMemory):
         return peak
 
 
+class HostPeak:
+    """Context manager: `bytes` is how far the process's resident set (host RAM) rose above where it was at the
+    start of the block, at its highest; `api` names the counter. Linux: the kernel's own high-water mark
+    (VmHWM), reset at the start through /proc/self/clear_refs, exact at page granularity. Elsewhere (macOS):
+    getrusage's ru_maxrss, the process's lifetime peak, which shows only growth beyond every earlier peak."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.api = "getrusage ru_maxrss (process lifetime peak: growth beyond earlier peaks only)"
+
+    def __enter__(self) -> HostPeak:
+        self._reset = _reset_hwm()
+        if self._reset:
+            self.api = "/proc/self/status VmHWM, reset through /proc/self/clear_refs (peak resident set, exact)"
+        self._start = _status_bytes("VmRSS") if self._reset else _maxrss()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        peak = _status_bytes("VmHWM") if self._reset else _maxrss()
+        self.bytes = max(0, peak - self._start)
+
+
+def _reset_hwm() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets the peak resident set size (Linux 4.0+)
+        return _status_bytes("VmHWM") > 0
+    except OSError:
+        return False
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _maxrss() -> int:
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB elsewhere
+
+
 def environment() -> dict[str, Any]:
     """What each available device says of itself (GPU, compute capability, macOS), for report.json."""
     out: dict[str, Any] = {}
