@@ -22,6 +22,7 @@ from torch_upgrade_check.commands import (
     PROG,
     exit_code,
     finish,
+    fleet_result,
     infra,
     repro_command,
     say,
@@ -214,19 +215,21 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     device = choice.device
     settings = with_device_limits(settings, args, device)
     specs = session.plan(settings, device, aspects=[a for a in ASPECTS if a != "cross-version"])
-    session.require_checks(specs, settings)
+    env = {**session.environment(probe), "device_choice": choice.record(args.device)}
+    report = replace(report, device=device, label=env.get("torch_version", "?"), environment=env)
+    lost = choice.result(shlex.join([PROG, "run", "--python", python, "--device", choice.expected]))
+    served = fleet_result(args, env, device, shlex.join([PROG, "run", "--python", python, "--only", "environment",
+                                                         *(["--config", args.config] if args.config else [])]))
+    report = replace(report, results=tuple(r for r in (lost, served) if r is not None))
+    session.require_checks(specs, settings, report.results)
     if args.list:
         for s in specs:
             print(s.id)
         return EXIT_PASSED
-    env = {**session.environment(probe), "device_choice": choice.record(args.device)}
-    report = replace(report, device=device, label=env.get("torch_version", "?"), environment=env)
-    lost = choice.result(shlex.join([PROG, "run", "--python", python, "--device", choice.expected]))
-    if lost is not None:
-        report = replace(report, results=(lost,))
-        say(f"{PROG}: FAILED {lost.id}: {lost.reason}")
     say(f"{PROG} {__version__}: torch {report.label} on {device} ({env.get('cpu', '')}, "
         f"{env.get('threads')} threads), {len(specs)} checks -> {out}/")
+    for r in report.results:
+        say(f"{PROG}: {r.outcome.value.upper()} {r.id}: {r.reason}")
     started = time.monotonic()
     final = session.execute(
         python, specs, settings, report, probes=probe.probes,

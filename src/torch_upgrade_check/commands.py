@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from torch_upgrade_check import config, suite, values
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, UsageError
-from torch_upgrade_check.model import FAIL_ON, CheckSpec, Outcome, Report, Verdict
+from torch_upgrade_check.model import FAIL_ON, CheckResult, CheckSpec, Outcome, Report, Verdict
 from torch_upgrade_check.orchestrate import session
 from torch_upgrade_check.report import merged_verdict
 from torch_upgrade_check.schema import write_reports
@@ -126,6 +126,18 @@ def with_device_limits(settings: session.Settings, args: argparse.Namespace, dev
     if cfg is None:
         return settings
     return replace(settings, max_latency_ms={**cfg.latency_limits(device), **settings.max_latency_ms})
+
+
+def fleet_result(args: argparse.Namespace, environment: dict, device: str, repro: str) -> CheckResult | None:
+    """`environment[-]/fleet` when the config names a fleet: does the torch under test serve its GPUs?"""
+    from torch_upgrade_check.analysis import fleet
+
+    cfg = getattr(args, "config_obj", None)
+    wanted = cfg.fleet if cfg is not None else None
+    if wanted is None or not (wanted.archs or wanted.driver):
+        return None
+    return fleet.judge(wanted.archs, wanted.driver, environment, label=str(environment.get("torch_version", "?")),
+                       device=device, repro=repro)
 
 
 def repro_command(args: argparse.Namespace, head: Sequence[str], device: str, spec: CheckSpec) -> str:

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import TypeVar
 
 from torch_upgrade_check import __version__, values
-from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
+from torch_upgrade_check.commands import (
+    PROG,
+    finish,
+    fleet_result,
+    infra,
+    repro_command,
+    say,
+    settings_from_args,
+    with_device_limits,
+)
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 from torch_upgrade_check.orchestrate import compare, device_choice, measure, provision, session, store
@@ -195,11 +204,10 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         env = {**session.environment(probes[role]), "device_choice": choice.record(args.device)}
         reports[role] = replace(reports[role], device=device, label=env.get("torch_version", "?"), environment=env)
     lost = choice.result(shlex.join([PROG, *compare_head(args), "--device", choice.expected]))
-    if lost is not None:
-        reports["candidate"] = replace(reports["candidate"], results=(lost,))
-        say(f"{PROG}: FAILED {lost.id}: {lost.reason}")
-    elif choice.note:
-        say(f"{PROG}: {choice.note}")
+    served = fleet_result(args, reports["candidate"].environment, device,
+                          shlex.join([PROG, *compare_head(args), "--only", "environment",
+                                      *(["--config", args.config] if args.config else [])]))
+    reports["candidate"] = replace(reports["candidate"], results=tuple(r for r in (lost, served) if r is not None))
     corr, last = compare.correctness_specs(settings, device), compare.warnings_specs(settings, device)
     ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))
     saved_dir = out / "baseline-outputs"  # emptied above
@@ -213,13 +221,17 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         side_specs["candidate"] += [*session.plan(settings, device, aspects=list(compare.TRAINING_ASPECTS)), *last,
                                     *ab_specs]
     planned = [*side_specs["candidate"], *(ab_specs if has_baseline else [])]
-    session.require_checks(planned, settings)
+    session.require_checks(planned, settings, reports["candidate"].results)
     if args.list:
         for s in planned:
             print(s.id)
         return EXIT_PASSED
     say(f"{PROG} {__version__}: " + " vs ".join(f"{role} torch {r.label}" for role, r in reports.items())
         + f" on {device}; results -> {out}/")
+    for r in reports["candidate"].results:
+        say(f"{PROG}: {r.outcome.value.upper()} {r.id}: {r.reason}")
+    if choice.note:
+        say(f"{PROG}: {choice.note}")
 
     lock = threading.Lock()
 

@@ -49,10 +49,10 @@ MALFORMED = [
     ("version-text", "version: '1'\n", "{file}:1: version must be 1 (the schema version this tool reads), got '1'"),
     ("top-key-typo", "version: 1\nthreshold:\n  rtol: 1.0e-4\n",
      "{file}:2: unknown key 'threshold' (did you mean 'thresholds'?); allowed keys: version, suite, python-path, "
-     "thresholds, workloads, pytest"),
+     "thresholds, workloads, pytest, fleet"),
     ("top-key-underscore", "version: 1\npython_path: [src]\n",
      "{file}:2: unknown key 'python_path' (did you mean 'python-path'?); allowed keys: version, suite, python-path, "
-     "thresholds, workloads, pytest"),
+     "thresholds, workloads, pytest, fleet"),
     ("duplicate-key", "version: 1\nsuite: none\nsuite: builtin\n",
      "{file}:3: key 'suite' appears twice (first on line 2); keep one"),
     ("threshold-key-typo", "version: 1\nthresholds:\n  rtl: 1.0e-4\n",

@@ -287,3 +287,12 @@ def test_an_autocast_step_runs_on_the_device_with_its_own_grad_scaler(tmp_path: 
         assert result["metrics"]["autocast_device"] == device
         assert set(result["metrics"]["checked"]) == {"bfloat16", "float16"}
         assert result["metrics"]["checked"]["float16"]["overflow_skipped"] is True
+
+
+def test_the_mps_cpu_fallback_is_recorded(tmp_path: Path, torch_python: str) -> None:
+    """PYTORCH_ENABLE_MPS_FALLBACK=1 runs ops MPS lacks on the CPU, silently: the report says it was set."""
+    python = emulated(torch_python, tmp_path / "py", "mps")
+    proc = run_cli("run", "--python", python, "--device", "mps", "--only", "matmul[float32]/numerics", "--out",
+                   str(tmp_path / "out"), "--no-job-summary", env={"PYTORCH_ENABLE_MPS_FALLBACK": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert load_report(tmp_path / "out")["environment"]["mps_fallback"] == "1"

@@ -76,8 +76,10 @@ def plan(settings: Settings, device: str, *, aspects: Sequence[str] | None = Non
     return specs
 
 
-def require_checks(specs: Sequence[CheckSpec], settings: Settings) -> None:
-    if not specs and not (settings.pytest_args is not None and _pytest_selected(settings)):
+def require_checks(specs: Sequence[CheckSpec], settings: Settings, decided: Sequence[CheckResult] = ()) -> None:
+    """UsageError when --only selects nothing: no check planned, no pytest, none `decided` before the run (the
+    environment's own checks, like environment[-]/fleet)."""
+    if not specs and not decided and not (settings.pytest_args is not None and _pytest_selected(settings)):
         raise UsageError(f"--only {' '.join(settings.only)} matches no check; try --list, or patterns like 'mlp', "
                          "'latency' or 'flex*'")
 

@@ -38,6 +38,8 @@ def collect() -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "macos": platform.mac_ver()[0] or None,
+        "mps_fallback": os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK"),  # "1": ops MPS lacks run on the CPU, silently
+        "cuda_arch_list": _cuda_arches(),
         "packages": _packages(),
     }
     if torch.backends.cudnn.is_available():
@@ -51,6 +53,15 @@ def collect() -> dict[str, Any]:
         env["driver"] = _nvidia_driver()
     env.update(devices.environment())
     return env
+
+
+def _cuda_arches() -> list[str]:
+    """What this wheel was compiled for (sm_XY kernels, compute_XY PTX), read without a GPU; [] for a CPU build."""
+    flags = getattr(torch._C, "_cuda_getArchFlags", None)
+    try:
+        return str(flags() or "").split() if flags is not None else []
+    except Exception:
+        return []
 
 
 def _affinity() -> list[int] | None:
@@ -141,8 +152,5 @@ def _cuda_build(device: str) -> str:
     """What this wheel was built for: its CUDA runtime and GPU architectures (a GPU missing from them has no kernels)."""
     if device != "cuda" or torch.version.cuda is None:
         return ""
-    try:
-        arches = " ".join(torch.cuda.get_arch_list())
-    except Exception:  # the list needs CUDA initialised on some versions
-        arches = ""
+    arches = " ".join(_cuda_arches())
     return f" (this wheel: CUDA {torch.version.cuda}" + (f", kernels for {arches})" if arches else ")")

@@ -22,7 +22,8 @@ the documented constraints of each backend are enforced:
   reset_peak_memory_stats; MPS's current_allocated_memory (live) and driver_allocated_memory (a
   pool that grows to the high-water mark in 1 MiB steps and shrinks only at empty_cache()).
 - Deterministic algorithms on CUDA need CUBLAS_WORKSPACE_CONFIG, as cuBLAS does.
-- Device properties: TUC_EMULATE_CAPABILITY (default 9.0), TUC_EMULATE_DEVICE_COUNT (default 1).
+- Device properties: TUC_EMULATE_CAPABILITY (default 9.0), TUC_EMULATE_DEVICE_COUNT (default 1); the wheel's
+  compiled architectures (torch._C._cuda_getArchFlags): TUC_EMULATE_ARCHS (default "sm_80 sm_90 compute_90").
 - Autocast: `torch.autocast(KIND, dtype)` casts as the device's autocast does, for the ops that decide a
   model's dtypes (matmuls, linear, convolutions and attention to the autocast dtype; norms, softmax and
   losses to float32), at the autocast dispatch key, so autograd records the casts. Other ops run in the
@@ -52,6 +53,7 @@ DEVICE_COUNT = int(os.environ.get("TUC_EMULATE_DEVICE_COUNT", "1"))
 KERNEL_S = float(os.environ.get("TUC_EMULATE_KERNEL_US", "0")) / 1e6
 MPS_FLOAT64 = os.environ.get("TUC_EMULATE_MPS_FLOAT64", "raise")
 TF32 = os.environ.get("TUC_EMULATE_TF32", "flags")
+ARCHS = os.environ.get("TUC_EMULATE_ARCHS", "sm_80 sm_90 compute_90")
 BACKING = "tucemu"  # the PrivateUse1 name autograd sees; Python sees KIND
 NO_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
               "Please use float32 instead.")
@@ -335,6 +337,7 @@ def _patch_cuda() -> None:
     torch.backends.cudnn.is_available = lambda: True
     torch.backends.cudnn.version = lambda: 91002
     torch.version.cuda = "12.8"
+    torch._C._cuda_getArchFlags = lambda: ARCHS
 
 
 def _patch_mps() -> None:
