@@ -22,6 +22,7 @@ from torch_upgrade_check.commands import (
     PROG,
     exit_code,
     finish,
+    fleet_flags,
     fleet_result,
     infra,
     repro_command,
@@ -73,6 +74,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile-time", action="store_true",
                    help="also time cold compiles (a fresh Inductor cache each) of every workload compile checks; in "
                         "compare, A/B like latency (slow: each sample is a whole compile)")
+    p.add_argument("--fleet", default=None, metavar="SPEC",
+                   help="the GPUs the torch under test must serve, like 'sm_80,sm_90,driver=535.104.05' (replaces "
+                        "the config's fleet:); judged from the wheel itself as environment[-]/fleet")
     p.add_argument("--no-job-summary", action="store_true", help="do not append to $GITHUB_STEP_SUMMARY")
     p.add_argument("--list", action="store_true", help="list the checks that would run, and exit")
 
@@ -165,6 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "bisect":
             if args.list:
                 raise UsageError("--list is not for bisect; run compare --list with the same --only to see the checks")
+            if args.fleet is not None:
+                raise UsageError("--fleet is not for bisect (a build either serves the fleet or not); run compare "
+                                 "--fleet with the candidate build")
             return cmd_bisect(args, argv)
         if args.command == "report":
             return cmd_report(args)
@@ -218,8 +225,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     env = {**session.environment(probe), "device_choice": choice.record(args.device)}
     report = replace(report, device=device, label=env.get("torch_version", "?"), environment=env)
     lost = choice.result(shlex.join([PROG, "run", "--python", python, "--device", choice.expected]))
-    served = fleet_result(args, env, device, shlex.join([PROG, "run", "--python", python, "--only", "environment",
-                                                         *(["--config", args.config] if args.config else [])]))
+    served = fleet_result(args, env, device, shlex.join([PROG, "run", "--python", python, *fleet_flags(args)]))
     report = replace(report, results=tuple(r for r in (lost, served) if r is not None))
     session.require_checks(specs, settings, report.results)
     if args.list:

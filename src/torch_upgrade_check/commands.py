@@ -88,6 +88,10 @@ def settings_from_args(args: argparse.Namespace, argv: Sequence[str], *, cross_v
     limits = values.collect(problems, parse_latency_limits, args.max_latency_ms)
     extra = values.collect(problems, parse_workloads, args.workload) or []
     fail_on = values.collect(problems, parse_fail_on, args.fail_on)
+    if getattr(args, "fleet", None) is not None:
+        from torch_upgrade_check.analysis.fleet import parse_fleet
+
+        args.fleet_obj = values.collect(problems, parse_fleet, args.fleet, "--fleet")
     cfg = values.collect(problems, config.load_config, Path(args.config) if args.config else None,
                          explicit=args.config is not None)
     if cfg is not None:
@@ -133,11 +137,18 @@ def fleet_result(args: argparse.Namespace, environment: dict, device: str, repro
     from torch_upgrade_check.analysis import fleet
 
     cfg = getattr(args, "config_obj", None)
-    wanted = cfg.fleet if cfg is not None else None
-    if wanted is None or not (wanted.archs or wanted.driver):
+    archs, driver = getattr(args, "fleet_obj", None) or ((cfg.fleet.archs, cfg.fleet.driver) if cfg and cfg.fleet
+                                                         else ((), ""))
+    if not (archs or driver):
         return None
-    return fleet.judge(wanted.archs, wanted.driver, environment, label=str(environment.get("torch_version", "?")),
+    return fleet.judge(archs, driver, environment, label=str(environment.get("torch_version", "?")),
                        device=device, repro=repro)
+
+
+def fleet_flags(args: argparse.Namespace) -> list[str]:
+    """The flags that run environment[-]/fleet again: the fleet as given, and nothing else."""
+    return ["--only", "environment", *(["--config", args.config] if args.config else []),
+            *(["--fleet", args.fleet] if getattr(args, "fleet", None) else [])]
 
 
 def repro_command(args: argparse.Namespace, head: Sequence[str], device: str, spec: CheckSpec) -> str:

@@ -18,6 +18,7 @@ from torch_upgrade_check import __version__, values
 from torch_upgrade_check.commands import (
     PROG,
     finish,
+    fleet_flags,
     fleet_result,
     infra,
     repro_command,
@@ -205,8 +206,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         reports[role] = replace(reports[role], device=device, label=env.get("torch_version", "?"), environment=env)
     lost = choice.result(shlex.join([PROG, *compare_head(args), "--device", choice.expected]))
     served = fleet_result(args, reports["candidate"].environment, device,
-                          shlex.join([PROG, *compare_head(args), "--only", "environment",
-                                      *(["--config", args.config] if args.config else [])]))
+                          shlex.join([PROG, *compare_head(args), *fleet_flags(args)]))
     reports["candidate"] = replace(reports["candidate"], results=tuple(r for r in (lost, served) if r is not None))
     corr, last = compare.correctness_specs(settings, device), compare.warnings_specs(settings, device)
     ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))

@@ -60,6 +60,19 @@ def test_run_checks_the_fleet_on_a_cpu_runner_from_the_wheel(tmp_path: Path, tor
     assert fleet["outcome"] == "skipped" and "build without CUDA" in fleet["reason"]
 
 
+@pytest.mark.usefixtures("torch_python")
+def test_the_fleet_flag_replaces_the_config(tmp_path: Path, torch_python: str) -> None:
+    python = emulated(torch_python, tmp_path / "new", CU128_28)
+    proc = run_cli("run", "--python", python, "--fleet", "sm_61,sm_90,driver=535.104.05", "--only", "environment",
+                   "--config", str(config(tmp_path, "sm_90")), "--out", str(tmp_path / "out"), "--no-job-summary")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    fleet = results_by_id(load_report(tmp_path / "out"))[FLEET]
+    assert fleet["outcome"] == "failed" and "no kernels for sm_61" in fleet["reason"]
+    assert fleet["repro"].endswith("--fleet sm_61,sm_90,driver=535.104.05")
+    proc = run_cli("run", "--python", python, "--fleet", "ampere", "--out", str(tmp_path / "bad"))
+    assert proc.returncode == 2 and "--fleet must list GPU architectures" in proc.stderr
+
+
 def test_which_architectures_a_wheel_serves() -> None:
     flags = CU128_28.split()
     assert served_by("sm_89", flags) == "sm_86 kernels"  # same major, lower minor: binary compatible

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import CheckResult, Outcome
 
 WORKLOAD, DTYPE, ASPECT = "environment", "-", "fleet"
@@ -52,6 +53,27 @@ def served_by(arch: str, flags: Sequence[str]) -> str:
 def parse_driver(text: str) -> tuple[int, ...] | None:
     m = re.fullmatch(r"\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?\s*", str(text))
     return tuple(int(g) for g in m.groups() if g is not None) if m else None
+
+
+def parse_fleet(value: object, key: str) -> tuple[tuple[str, ...], str]:
+    """`--fleet` / input 'fleet': architectures and the oldest driver, separated by commas or spaces, like
+    'sm_80, sm_90, driver=535.104.05' -> (("sm_80", "sm_90"), "535.104.05"); UsageError naming `key` otherwise."""
+    archs: list[str] = []
+    driver = ""
+    for item in str(value).replace(",", " ").split():
+        name, eq, version = item.partition("=")
+        arch = parse_arch(item)
+        if eq and name.lower() == "driver" and parse_driver(version) is not None:
+            driver = version
+        elif arch is not None and arch[0] == "sm":
+            archs.append(item.lower())
+        else:
+            raise UsageError(f"{key} must list GPU architectures and the oldest driver, like 'sm_80, sm_90, "
+                             f"driver=535.104.05'; {item!r} is neither")
+    if not archs and not driver:
+        raise UsageError(f"{key} must list GPU architectures and the oldest driver, like 'sm_80, sm_90, "
+                         f"driver=535.104.05', got {value!r}")
+    return tuple(archs), driver
 
 
 def judge(archs: Sequence[str], driver: str, environment: Mapping[str, Any], *, label: str, device: str,
