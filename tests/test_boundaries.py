@@ -21,19 +21,26 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-def test_cli_imports_and_parses_with_torch_blocked() -> None:
-    code = (
-        "import sys; sys.modules['torch'] = None\n"
-        "from torch_upgrade_check import action_entry, cli, commands, compare_cmd, config, github, suite, values\n"
-        "from torch_upgrade_check.report import junit, summary, annotations, outputs\n"
-        "from torch_upgrade_check.orchestrate import workers\n"
-        "from torch_upgrade_check.analysis import verdicts, stats\n"
-        "assert cli.build_parser().parse_args(['run', '--device', 'cpu']).device == 'cpu'\n"
-        "print('ok')\n"
-    )
+def _cli_parses_with(blocked: str, imports: str) -> None:
+    """`imports` succeed and the CLI parses in a fresh interpreter where importing `blocked` fails."""
+    code = (f"import sys; sys.modules[{blocked!r}] = None\n{imports}\n"
+            "assert cli.build_parser().parse_args(['run', '--device', 'cpu']).device == 'cpu'\nprint('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=PKG.parent)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+def test_cli_imports_and_parses_with_torch_blocked() -> None:
+    _cli_parses_with("torch", "from torch_upgrade_check import action_entry, cli, commands, compare_cmd, config, github, "
+                              "suite, values\n"
+                              "from torch_upgrade_check.report import junit, summary, annotations, outputs\n"
+                              "from torch_upgrade_check.orchestrate import workers\n"
+                              "from torch_upgrade_check.analysis import verdicts, stats")
+
+
+def test_the_cli_runs_without_junitparser() -> None:
+    """A GPU box with only torch and PyYAML (scripts/gpu-smoke.sh): JUnit is written only where junitparser is."""
+    _cli_parses_with("junitparser", "from torch_upgrade_check import action_entry, bisect_cmd, cli, compare_cmd, github")
 
 
 def test_torch_is_imported_only_in_worker() -> None:

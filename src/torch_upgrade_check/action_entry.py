@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torch_upgrade_check import github
+from torch_upgrade_check.analysis.fleet import parse_fleet
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_USAGE, UsageError
 from torch_upgrade_check.model import FAIL_ON, Outcome
 from torch_upgrade_check.orchestrate.builds import is_version
@@ -46,7 +47,7 @@ PROG = "torch-upgrade-check"
 # Every input of action.yml, in its order; each reaches this module as env var INPUT_<NAME>.
 INPUTS: tuple[str, ...] = (
     "torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url", "find-links",
-    "extra-requirements", "requirements", "extras", "base-ref", "venv-cap", "cache", "device", "config", "suite", "rtol", "atol", "max-latency-regression",
+    "extra-requirements", "requirements", "extras", "base-ref", "venv-cap", "cache", "device", "fleet", "config", "suite", "rtol", "atol", "max-latency-regression",
     "max-memory-regression", "compile-time", "max-compile-time-regression", "max-latency-ms", "timeout", "fail-on",
     "ab-budget", "undecided", "threads", "python", "working-directory",
     "job-summary", "report-dir", "bisect", "bisect-good",
@@ -127,6 +128,8 @@ def validate(values: Mapping[str, str]) -> list[str]:
                  for url in split_items(values["extra-index-url"]) if not URL_RE.match(url)]
     if values["device"] not in DEVICES:
         problems.append(f"input 'device' must be one of {', '.join(DEVICES)}, got {values['device']!r}")
+    if values["fleet"].strip():
+        problems.append(_problem(parse_fleet, "fleet", values["fleet"]))
     for name in ("rtol", "atol"):
         if values[name]:
             problems.append(_problem(tolerance, name, values[name]))
@@ -264,6 +267,7 @@ def _install_flags(values: Mapping[str, str]) -> list[str]:
 
 def _check_flags(values: Mapping[str, str], only: Sequence[str]) -> list[str]:
     argv = ["--config", values["config"]] if values["config"] else []
+    argv += ["--fleet", values["fleet"]] if values["fleet"].strip() else []
     argv += _repeat("--only", only)
     for name in ("rtol", "atol", "timeout", "threads"):
         if values[name]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -21,6 +22,8 @@ from torch_upgrade_check.commands import (
     PROG,
     exit_code,
     finish,
+    fleet_flags,
+    fleet_result,
     infra,
     repro_command,
     say,
@@ -30,7 +33,7 @@ from torch_upgrade_check.commands import (
 from torch_upgrade_check.compare_cmd import cmd_compare
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, EXIT_USAGE, UsageError
 from torch_upgrade_check.model import ASPECTS, DEVICES
-from torch_upgrade_check.orchestrate import session
+from torch_upgrade_check.orchestrate import device_choice, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import SchemaError, read_reports, write_reports
 
@@ -71,6 +74,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile-time", action="store_true",
                    help="also time cold compiles (a fresh Inductor cache each) of every workload compile checks; in "
                         "compare, A/B like latency (slow: each sample is a whole compile)")
+    p.add_argument("--fleet", default=None, metavar="SPEC",
+                   help="the GPUs the torch under test must serve, like 'sm_80,sm_90,driver=535.104.05' (replaces "
+                        "the config's fleet:); judged from the wheel itself as environment[-]/fleet")
     p.add_argument("--no-job-summary", action="store_true", help="do not append to $GITHUB_STEP_SUMMARY")
     p.add_argument("--list", action="store_true", help="list the checks that would run, and exit")
 
@@ -179,6 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "bisect":
             if args.list:
                 raise UsageError("--list is not for bisect; run compare --list with the same --only to see the checks")
+            if args.fleet is not None:
+                raise UsageError("--fleet is not for bisect (a build either serves the fleet or not); run compare "
+                                 "--fleet with the candidate build")
             return cmd_bisect(args, argv)
         if args.command == "report":
             return cmd_report(args)
@@ -224,18 +233,25 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         probe = session.probe(python, settings)
     except InfrastructureError as e:
         return infra(args, [report], out, str(e))
-    device = session.resolve_device(args.device, probe.probes)
+    choice = device_choice.choose(args.device, {"candidate": probe.probes}, device_choice.host_accelerator(),
+                                  label=probe.environment.get("torch_version", ""))
+    device = choice.device
     settings = with_device_limits(settings, args, device)
     specs = session.plan(settings, device, aspects=[a for a in ASPECTS if a != "cross-version"])
-    session.require_checks(specs, settings)
+    env = {**session.environment(probe), "device_choice": choice.record(args.device)}
+    report = replace(report, device=device, label=env.get("torch_version", "?"), environment=env)
+    lost = choice.result(shlex.join([PROG, "run", "--python", python, "--device", choice.expected]))
+    served = fleet_result(args, env, device, shlex.join([PROG, "run", "--python", python, *fleet_flags(args)]))
+    report = replace(report, results=tuple(r for r in (lost, served) if r is not None))
+    session.require_checks(specs, settings, report.results)
     if args.list:
         for s in specs:
             print(s.id)
         return EXIT_PASSED
-    env = session.environment(probe)
-    report = replace(report, device=device, label=env.get("torch_version", "?"), environment=env)
     say(f"{PROG} {__version__}: torch {report.label} on {device} ({env.get('cpu', '')}, "
         f"{env.get('threads')} threads), {len(specs)} checks -> {out}/")
+    for r in report.results:
+        say(f"{PROG}: {r.outcome.value.upper()} {r.id}: {r.reason}")
     started = time.monotonic()
     final = session.execute(
         python, specs, settings, report, probes=probe.probes,

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from torch_upgrade_check import config, suite, values
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, UsageError
-from torch_upgrade_check.model import FAIL_ON, CheckSpec, Outcome, Report, Verdict
+from torch_upgrade_check.model import FAIL_ON, CheckResult, CheckSpec, Outcome, Report, Verdict
 from torch_upgrade_check.orchestrate import session
 from torch_upgrade_check.report import merged_verdict
 from torch_upgrade_check.schema import write_reports
@@ -88,6 +88,10 @@ def settings_from_args(args: argparse.Namespace, argv: Sequence[str], *, cross_v
     limits = values.collect(problems, parse_latency_limits, args.max_latency_ms)
     extra = values.collect(problems, parse_workloads, args.workload) or []
     fail_on = values.collect(problems, parse_fail_on, args.fail_on)
+    if getattr(args, "fleet", None) is not None:
+        from torch_upgrade_check.analysis.fleet import parse_fleet
+
+        args.fleet_obj = values.collect(problems, parse_fleet, args.fleet, "--fleet")
     cfg = values.collect(problems, config.load_config, Path(args.config) if args.config else None,
                          explicit=args.config is not None)
     if cfg is not None:
@@ -128,6 +132,25 @@ def with_device_limits(settings: session.Settings, args: argparse.Namespace, dev
     if cfg is None:
         return settings
     return replace(settings, max_latency_ms={**cfg.latency_limits(device), **settings.max_latency_ms})
+
+
+def fleet_result(args: argparse.Namespace, environment: dict, device: str, repro: str) -> CheckResult | None:
+    """`environment[-]/fleet` when the config names a fleet: does the torch under test serve its GPUs?"""
+    from torch_upgrade_check.analysis import fleet
+
+    cfg = getattr(args, "config_obj", None)
+    archs, driver = getattr(args, "fleet_obj", None) or ((cfg.fleet.archs, cfg.fleet.driver) if cfg and cfg.fleet
+                                                         else ((), ""))
+    if not (archs or driver):
+        return None
+    return fleet.judge(archs, driver, environment, label=str(environment.get("torch_version", "?")),
+                       device=device, repro=repro)
+
+
+def fleet_flags(args: argparse.Namespace) -> list[str]:
+    """The flags that run environment[-]/fleet again: the fleet as given, and nothing else."""
+    return ["--only", "environment", *(["--config", args.config] if args.config else []),
+            *(["--fleet", args.fleet] if getattr(args, "fleet", None) else [])]
 
 
 def repro_command(args: argparse.Namespace, head: Sequence[str], device: str, spec: CheckSpec) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 import threading
@@ -14,10 +15,20 @@ from pathlib import Path
 from typing import TypeVar
 
 from torch_upgrade_check import __version__, stack, stack_cmd, values
-from torch_upgrade_check.commands import PROG, finish, infra, repro_command, say, settings_from_args, with_device_limits
+from torch_upgrade_check.commands import (
+    PROG,
+    finish,
+    fleet_flags,
+    fleet_result,
+    infra,
+    repro_command,
+    say,
+    settings_from_args,
+    with_device_limits,
+)
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import compare, measure, provision, session, store
+from torch_upgrade_check.orchestrate import compare, device_choice, measure, provision, session, store
 from torch_upgrade_check.orchestrate.live import LiveWorker
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import write_reports
@@ -201,14 +212,19 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return infra(args, list(reports.values()), out, str(e))
     if has_baseline and _same_threads(probes):
         return infra(args, list(reports.values()), out, _same_threads(probes))
-    device = session.resolve_device(args.device, probes["candidate"].probes)
+    choice = device_choice.choose(args.device, {role: p.probes for role, p in probes.items()},
+                                  device_choice.host_accelerator(),
+                                  label=probes["candidate"].environment.get("torch_version", ""))
+    device = choice.device
     settings = with_device_limits(settings, args, device)
-    if has_baseline and not probes["baseline"].probes.get(device, (False, ""))[0]:
-        raise UsageError(f"the baseline cannot use {device}: {probes['baseline'].probes.get(device, (False, '?'))[1]}; "
-                         "pick a --device both can use")
     for role in reports:
-        env = session.environment(probes[role])
+        env = {**session.environment(probes[role]), "device_choice": choice.record(args.device)}
         reports[role] = replace(reports[role], device=device, label=env.get("torch_version", "?"), environment=env)
+    lost = choice.result(shlex.join([PROG, *compare_head(args), "--device", choice.expected]))
+    served = fleet_result(args, reports["candidate"].environment, device,
+                          shlex.join([PROG, *compare_head(args), *fleet_flags(args)]))
+    reports["candidate"] = replace(reports["candidate"], results=(  # after the stack's resolve result, if any
+        *reports["candidate"].results, *(r for r in (lost, served) if r is not None)))
     corr, last = compare.correctness_specs(settings, device), compare.warnings_specs(settings, device)
     ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))
     saved_dir = out / "baseline-outputs"  # emptied above
@@ -224,7 +240,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     planned = [*side_specs["candidate"], *(ab_specs if has_baseline else [])]
     stack_ids = stack_cmd.planned_ids(args, settings.only)
     if not stack_ids:
-        session.require_checks(planned, settings)
+        session.require_checks(planned, settings, reports["candidate"].results)
     if args.list:
         for s in planned:
             print(s.id)
@@ -233,6 +249,10 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return EXIT_PASSED
     say(f"{PROG} {__version__}: " + " vs ".join(f"{role} torch {r.label}" for role, r in reports.items())
         + f" on {device}; results -> {out}/")
+    for r in reports["candidate"].results:
+        say(f"{PROG}: {r.outcome.value.upper()} {r.id}: {r.reason}")
+    if choice.note:
+        say(f"{PROG}: {choice.note}")
     reports = stack_cmd.installed_stage(args, settings.only, pythons, reports, device, timeout_s=settings.timeout_s,
                                         repro=lambda s: repro(args, device, s), say=say)
 

@@ -27,11 +27,12 @@ DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a != "compile-time")
 DEFAULT_DTYPES = ("float32",)
 
 TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest", "requirements", "extras",
-            "threads", "ab-budget", "undecided")
+            "threads", "ab-budget", "undecided", "fleet")
 THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression", "max-compile-time-regression")
 WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks",
                  "training-steps")
 PYTEST_KEYS = ("args",)
+FLEET_KEYS = ("archs", "driver")
 
 _ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32",
             "fp64": "float64", "double": "float64", "gpu": "cuda", "mlx": "mps", "metal": "mps"}
@@ -75,6 +76,14 @@ class PytestConfig:
 
 
 @dataclass(frozen=True)
+class FleetConfig:
+    """The GPUs the team runs: their architectures (sm_80, ...) and the oldest NVIDIA driver among them."""
+
+    archs: tuple[str, ...] = ()
+    driver: str = ""
+
+
+@dataclass(frozen=True)
 class Config:
     """A loaded config. Relative paths (python-path, pytest args) are relative to the file's folder."""
 
@@ -86,6 +95,7 @@ class Config:
     pytest: PytestConfig | None = None
     requirements: tuple[str, ...] = ()  # the team's stack (stack.py), relative to the config's folder
     extras: tuple[str, ...] = ()  # pyproject.toml groups of the stack
+    fleet: FleetConfig | None = None
     version: int = SCHEMA_VERSION
     threads: int | None = None  # torch CPU threads of every worker (--threads overrides)
     ab_budget: float | None = None  # compare's measuring seconds per A/B check (--ab-budget overrides)
@@ -296,7 +306,8 @@ class _Checker:
                    "extras": lambda n: self._texts(n, "extras", "[test, serve]"),
                    "threads": lambda n: self.value(threads, n, "threads"),
                    "ab-budget": lambda n: self.value(timeout, n, "ab-budget"),
-                   "undecided": lambda n: self.value(undecided, n, "undecided")}
+                   "undecided": lambda n: self.value(undecided, n, "undecided"),
+                   "fleet": self._fleet}
         fields = {key.replace("-", "_"): walk(top[key]) for key, walk in walkers.items() if key in top}
         self.raise_problems()
         return Config(path=self.path, **fields)
@@ -420,3 +431,28 @@ class _Checker:
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                 self.error(item, f"pytest.args: each argument must be text like tests/ or -x, got {self.got(item)}")
         return PytestConfig(tuple(str(self.scalar(item)) for item in args.value))
+
+    def _fleet(self, node: yaml.Node) -> FleetConfig:
+        from torch_upgrade_check.analysis.fleet import parse_arch, parse_driver
+
+        keys = self.mapping(node, "fleet", FLEET_KEYS, "{archs: [sm_80, sm_90], driver: 535.104.05}") or {}
+        archs: list[str] = []
+        node_archs = keys.get("archs")
+        if node_archs is not None:
+            items = node_archs.value if isinstance(node_archs, yaml.SequenceNode) else None
+            if items is None:
+                self.error(node_archs, f"fleet.archs must be a list like [sm_80, sm_90], got {self.got(node_archs)}")
+            for item in items or []:
+                value = str(self.scalar(item))
+                parsed = parse_arch(value)
+                if parsed is None or parsed[0] != "sm":
+                    self.error(item, f"fleet.archs: each must be a GPU architecture like sm_80 or sm_120, got {self.got(item)}")
+                else:
+                    archs.append(value.lower())
+        driver = ""
+        if "driver" in keys:
+            driver = str(self.scalar(keys["driver"]))
+            if parse_driver(driver) is None:
+                self.error(keys["driver"], f"fleet.driver must be an NVIDIA driver version like 535.104.05, got "
+                                           f"{self.got(keys['driver'])}")
+        return FleetConfig(tuple(archs), driver)

@@ -12,7 +12,6 @@ from typing import TextIO
 
 from torch_upgrade_check.model import Report
 from torch_upgrade_check.report.annotations import MAX_ERRORS, annotations, command, escape_data
-from torch_upgrade_check.report.junit import build_junit, junit_to_string
 from torch_upgrade_check.report.outputs import action_outputs, error_outputs
 from torch_upgrade_check.report.summary import BUDGET_BYTES, render_summary
 from torch_upgrade_check.schema import atomic_write_text
@@ -39,7 +38,7 @@ def publish(
     out_dir = Path(out_dir)
     junit_path = Path(junit_path) if junit_path else out_dir / "junit.xml"
     summary_path = Path(summary_path) if summary_path else out_dir / "summary.md"
-    atomic_write_text(junit_path, junit_to_string(build_junit(reports)))
+    junit = write_junit(reports, junit_path)
     summary = render_summary(reports)
     atomic_write_text(summary_path, summary)
     if job_summary and environ.get("GITHUB_STEP_SUMMARY"):
@@ -51,12 +50,25 @@ def publish(
         stream.flush()
     paths = {
         "report": str(Path(report_path).resolve()) if report_path else "",
-        "junit": str(junit_path.resolve()),
+        "junit": str(junit.resolve()) if junit else "",
         "summary": str(summary_path.resolve()),
     }
     outputs = action_outputs(reports, paths)
     set_outputs(outputs, environ=environ)
     return outputs
+
+
+def write_junit(reports: Sequence[Report], path: Path) -> Path | None:
+    """Write the JUnit file and return its path; without junitparser (a GPU box with only torch and PyYAML) say
+    so on stderr and write none: report.json and summary.md carry everything it would."""
+    try:
+        from torch_upgrade_check.report.junit import build_junit, junit_to_string
+    except ImportError as e:
+        print(f"torch-upgrade-check: {path} not written: {e.name or 'junitparser'} is not installed "
+              "(pip install 'junitparser>=3.1'); report.json and summary.md have every result", file=sys.stderr)
+        return None
+    atomic_write_text(path, junit_to_string(build_junit(reports)))
+    return path
 
 
 def quiet_environ(environ: Mapping[str, str]) -> dict[str, str]:

@@ -86,6 +86,12 @@ def test_fail_on_none_reaches_the_cli() -> None:
     assert p.argv[-2:] == ("--fail-on", "none") and p.fail_on == ()
 
 
+def test_fleet_reaches_the_cli() -> None:
+    p = plan(_env(fleet="sm_80, sm_90, driver=535.104.05"))
+    assert p.problems == () and p.argv[p.argv.index("--fleet") + 1] == "sm_80, sm_90, driver=535.104.05"
+    assert "--fleet" not in plan(_env()).argv
+
+
 def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
     (tmp_path / "cfg.yml").write_text("version: 1\n")
     p = plan(_env(working_directory=str(tmp_path), config="cfg.yml"))
@@ -99,6 +105,7 @@ def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
     ({"torch_version": "2.13.0", "torch_backend": "cuda12"}, "input 'torch-backend' must be auto, pypi, cpu"),
     ({"torch_version": "2.13.0", "index_url": "pypi.example.com"}, "input 'index-url' must be one URL"),
     ({"device": "tpu"}, "input 'device' must be one of auto, cpu, cuda, mps, got 'tpu'"),
+    ({"fleet": "ampere, hopper"}, "input 'fleet' must list GPU architectures and the oldest driver"),
     ({"rtol": "abc"}, "input 'rtol' must be a number ≥ 0 like 1e-4 (0 turns that part of the tolerance off), got 'abc'"),
     ({"atol": "-1"}, "input 'atol' must be a number ≥ 0 like 1e-4 (0 turns that part of the tolerance off), got '-1'"),
     ({"timeout": "0"}, "input 'timeout' must be a positive number"),

@@ -56,10 +56,17 @@ def test_the_emulation_enforces_each_backends_constraints(tmp_path: Path, torch_
         if kind == "cuda":
             a = torch.randn(256, 256) * 1.0001
             exact = a @ a
-            torch.backends.cuda.matmul.fp32_precision = "tf32"
+            torch.backends.cuda.matmul.allow_tf32 = True
             out["tf32_err"] = float(((a.to(kind) @ a.to(kind)).cpu() - exact).abs().max())
-            torch.backends.cuda.matmul.fp32_precision = "ieee"
+            torch.backends.cuda.matmul.allow_tf32 = False
             out["ieee_err"] = float(((a.to(kind) @ a.to(kind)).cpu() - exact).abs().max())
+            torch.backends.cuda.matmul.fp32_precision = "tf32"  # the new API alone: the legacy flag disagrees
+            try:
+                a.to(kind) @ a.to(kind)
+                out["mixed_apis"] = "ran"
+            except RuntimeError as e:
+                out["mixed_apis"] = str(e)
+            torch.backends.cuda.matmul.allow_tf32 = False
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
             y = torch.empty(1024, 1024, device=kind)
@@ -96,6 +103,7 @@ def test_the_emulation_enforces_each_backends_constraints(tmp_path: Path, torch_
     assert mps["pool_growth_cold_then_warm"] == [2**22, 0]  # why pool growth cannot measure a warm worker's peak
     assert cuda["flex_backward"] == "ok" and cuda["device"] == "cuda:0"
     assert cuda["tf32_err"] > 100 * max(cuda["ieee_err"], 1e-6)
+    assert "mix of the legacy and new APIs" in cuda["mixed_apis"]  # ATen's getter, asked at the matmul as cuBLAS does
     assert cuda["peak_growth"] == 4 * 2**20
     assert cuda["unsynced_s"] < 0.05 < 0.1 < cuda["synced_s"]  # 5 kernels of 20 ms are paid at synchronize
 
@@ -147,6 +155,58 @@ def test_cuda_float32_runs_in_ieee_and_tf32_is_checked_on_its_own(tmp_path: Path
     assert "2 or more GPUs; 1 present" in by_id["transformer_block[float32]/fsdp2"]["reason"]
     env = load_report(tmp_path / "out")["environment"]
     assert env["cuda_device"]["compute_capability"] == "sm80" and env["cuda_devices"] == ["NVIDIA emulated sm80"]
+
+
+def test_tf32_is_set_through_both_apis_and_restored_exactly(tmp_path: Path, torch_python: str) -> None:
+    """On torch 2.9+ the [tf32] checks set TF32 so that none of ATen's getters raise (they did: only the new API
+    was set), matmuls round to TF32 inside and run exactly outside, and every flag is as it was afterwards,
+    whatever the user had set before (the legacy way, the new way, or nothing)."""
+    script = textwrap.dedent("""
+        import json, torch
+        from torch_upgrade_check.worker import devices
+        b = torch.backends
+        PATHS = ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn", "mkldnn", "mkldnn.matmul")
+
+        def state():
+            out = {p or "generic": getattr(devices._attr(p), "fp32_precision", "absent") for p in PATHS}
+            for name, get in (("cublas", torch._C._get_cublas_allow_tf32), ("cudnn", torch._C._get_cudnn_allow_tf32),
+                              ("legacy", torch.get_float32_matmul_precision)):
+                try:
+                    out[name] = get()
+                except RuntimeError as e:
+                    out[name] = "raises"
+            return out
+
+        def matmul_err():
+            a = torch.randn(128, 128) * 1.0001
+            return float(((a.to("cuda") @ a.to("cuda")).cpu() - a @ a).abs().max())
+
+        starts = {"default": lambda: None, "legacy high": lambda: torch.set_float32_matmul_precision("high"),
+                  "cudnn off": lambda: setattr(b.cudnn, "allow_tf32", False),
+                  "new api": lambda: (setattr(b.cudnn, "allow_tf32", True), setattr(b.cudnn.rnn, "fp32_precision", "tf32"),
+                                      setattr(b.mkldnn.matmul, "fp32_precision", "ieee"))}
+        out = {}
+        for name, start in starts.items():
+            start()
+            before = state()
+            seen = {}
+            for mode in ("tf32", "float32"):
+                with devices.get("cuda").precision(mode) as flags:
+                    seen[mode] = {"flags": flags, "state": state(), "err": matmul_err()}
+            out[name] = {"before": before, "after": state(), "seen": seen}
+        print(json.dumps(out))
+    """)
+    python = emulated(torch_python, tmp_path / "py", "cuda", capability="8.0")
+    proc = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name, got in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+        assert got["after"] == got["before"], name
+        tf32, ieee = got["seen"]["tf32"], got["seen"]["float32"]
+        assert "raises" not in tf32["state"].values() and "raises" not in ieee["state"].values(), name
+        assert tf32["state"]["cublas"] is True and tf32["state"]["cudnn"] is True and tf32["state"]["legacy"] == "high"
+        assert ieee["state"]["cublas"] is False and ieee["state"]["cudnn"] is False and ieee["state"]["legacy"] == "highest"
+        assert tf32["flags"]["cudnn.conv"] == "tf32" and ieee["flags"]["cudnn.conv"] == "ieee"
+        assert tf32["err"] > 100 * max(ieee["err"], 1e-6), name
 
 
 def test_a_torch_that_uses_tf32_despite_the_flags_fails_float32(tmp_path: Path, torch_python: str) -> None:
@@ -251,3 +311,12 @@ def test_a_kernel_changed_in_every_dtype_is_named_on_the_device(tmp_path: Path, 
     assert (code, cand[check]["outcome"]) == (1, "failed"), cand[check]["reason"]
     assert cand[check]["reason"].startswith("first aten op that changed: aten.gelu.default in 1"), cand[check]["reason"]
     assert (tmp_path / "ab" / "first-divergent-op" / f"mlp-float32-{device}.pt").exists()
+
+
+def test_the_mps_cpu_fallback_is_recorded(tmp_path: Path, torch_python: str) -> None:
+    """PYTORCH_ENABLE_MPS_FALLBACK=1 runs ops MPS lacks on the CPU, silently: the report says it was set."""
+    python = emulated(torch_python, tmp_path / "py", "mps")
+    proc = run_cli("run", "--python", python, "--device", "mps", "--only", "matmul[float32]/numerics", "--out",
+                   str(tmp_path / "out"), "--no-job-summary", env={"PYTORCH_ENABLE_MPS_FALLBACK": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert load_report(tmp_path / "out")["environment"]["mps_fallback"] == "1"

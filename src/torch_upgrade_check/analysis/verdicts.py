@@ -107,6 +107,8 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
     elif spec.aspect == "memory":
         outcome, thresholds = Outcome.PASSED, {}
         reason = f"peak {format_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
+        if "host_peak_bytes" in m:
+            reason += f"; host RAM +{format_bytes(m['host_peak_bytes'])} (peak resident set growth)"
     elif spec.aspect == "fsdp2":
         outcome, reason, thresholds = _fsdp2(m)
     else:

@@ -47,7 +47,12 @@ MEMORY_FLOOR_BYTES = 64 * 1024  # peak-memory changes are judged on (bytes + flo
 MAX_BATCHES = ab.MAX_PAIRS
 DEFAULT_BUDGET_S = 20.0  # measuring time per check (both sides, warm-ups included) before an unsettled one is undecided
 UNDECIDED = ("fail", "pass")  # what an undecided check whose estimate is beyond the threshold does (default first)
+# host RAM (resident set) growth is page- and allocator-grained: a few MiB of noise must not read as growth
+HOST_FLOOR_BYTES = 32 * 2**20
+HOST_QUANTUM_BYTES = 2**20  # host samples in whole MiB: KiB-level jitter is not a measurement
+HOST_NOISY_ROUNDS = 8  # a batch whose host samples differ needs enough rounds for its own signed-rank test
 COMPILE_BUDGET_FACTOR = 10  # a compile-time check's budget, in latency budgets: one sample is a whole cold compile
+TIMED_WORDS = ("latency", "cold compile time")  # what `explain` calls the timed aspects
 TIMED = ("latency", "compile-time")  # A/B aspects whose samples are times (judged as slowdowns)
 
 
@@ -130,6 +135,10 @@ class Track:
     metrics: dict[str, dict] = field(default_factory=lambda: {"b": {}, "c": {}})
     decision: ab.Decision | None = None
     failed: tuple[Observation, Observation] | None = None
+    # memory checks: host RAM (peak resident set growth) measured in the same calls, judged alike
+    host_batches: list[ab.Batch] = field(default_factory=list)
+    host_samples: dict[str, list[float]] = field(default_factory=lambda: {"b": [], "c": []})
+    host_decision: ab.Decision | None = None
     next_rounds: int = 0  # planned for the next pair (0: the aspect's first-pair count)
     budget_s: float = DEFAULT_BUDGET_S  # --ab-budget (a compile-time check gets COMPILE_BUDGET_FACTOR times it)
 
@@ -160,7 +169,7 @@ class Track:
     def plan(self) -> int:
         """Rounds for the next pair (0: none fits in the budget left)."""
         aspect = self.spec.aspect
-        exact = all(b.exact for b in self.batches)
+        exact = all(b.exact for b in (*self.batches, *self.host_batches))  # host RAM noisy: more rounds too
         least = LEAST_ROUNDS[aspect] if aspect != "memory" or exact else NOISY_MEMORY_ROUNDS
         wanted = ab.rounds_for(self.batches, self.threshold, self.floor, least=least, most=MAX_ROUNDS)
         rounds = sum(len(b.baseline) for b in self.batches)
@@ -172,7 +181,8 @@ class Track:
 
     @property
     def open(self) -> bool:
-        return self.failed is None and (self.decision is None or self.decision.state == "pending")
+        pending = [d is None or d.state == "pending" for d in (self.decision, self.host_decision)]
+        return self.failed is None and (pending[0] or (bool(self.host_batches) and pending[1]))
 
 
 def measure(
@@ -209,6 +219,9 @@ def measure(
                 last = batch == MAX_BATCHES or not t.next_rounds
                 t.decision = ab.decide(t.batches, t.threshold, alpha=alpha, final=last, floor=t.floor,
                                        increase="slowdown" if t.spec.aspect in TIMED else "growth")
+                if t.host_batches:
+                    t.host_decision = ab.decide(t.host_batches, t.threshold, alpha=alpha, final=last,
+                                                floor=HOST_FLOOR_BYTES, increase="growth")
                 if not t.open:
                     on_track(t)
 
@@ -227,6 +240,7 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
     values: dict[str, list[float]] = {"b": [], "c": []}
     raw: dict[str, list[list[float]]] = {"b": [], "c": []}
     seconds = warm_seconds = 0.0
+    host: dict[str, list[float]] = {"b": [], "c": []}
     for r in range(-WARMUP_ROUNDS, rounds):
         fewest = FEWEST_ROUNDS if t.batches else FIRST_FEWEST_ROUNDS
         counted = warm_seconds if t.counts_warm else 0.0
@@ -263,6 +277,8 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
                 else [float(obs.metrics.get("peak_bytes", 0))]
             raw[side].append(sample)
             values[side].append(stats.median(sample))
+            if "host_peak_bytes" in obs.metrics:
+                host[side].append(float(round(obs.metrics["host_peak_bytes"] / HOST_QUANTUM_BYTES) * HOST_QUANTUM_BYTES))
         if warm and latency and not t.inner:
             fastest = min((x for x in once if x > 0), default=1.0)  # ms for one call
             t.inner = max(1, math.ceil(MIN_SAMPLE_S * 1000.0 / fastest))
@@ -271,6 +287,11 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
                               warm_seconds=warm_seconds))
     for side in ("b", "c"):
         t.samples[side] += [x for s in raw[side] for x in s]
+    if host["b"] and len(host["b"]) == len(host["c"]):
+        t.host_batches.append(ab.Batch(tuple(host["b"]), tuple(host["c"]),
+                                       exact=all(len(set(host[side])) == 1 for side in ("b", "c")), seconds=0.0))
+        for side in ("b", "c"):
+            t.host_samples[side] += host[side]
 
 
 def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECIDED[0]) -> tuple[CheckResult, CheckResult]:
@@ -313,6 +334,24 @@ def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECID
     reason = explain(d, t.threshold, fmt, {"latency": "latency", "compile-time": "cold compile time"}.get(spec.aspect,
                                                                                                         "peak memory"),
                      budget_s=t.budget, undecided=undecided)
+    h = t.host_decision
+    if h is not None:  # memory: host RAM judged alike; the worse of the two decides
+        hb, hc = t.host_samples["b"], t.host_samples["c"]
+        base = replace(base, metrics={**base.metrics, "host_peak_bytes": stats.median(hb)})
+        cand_m.update({"host_peak_bytes": stats.median(hc), "baseline_host_peak_bytes": stats.median(hb),
+                       "host_samples_bytes": hc, "baseline_host_samples_bytes": hb,
+                       "host": {**h.metrics(), "floor_bytes": HOST_FLOOR_BYTES}})
+        host_outcome = {"regression": Outcome.FAILED, "undecided": Outcome.SUSPICIOUS}.get(h.state, Outcome.PASSED)
+        if h.state == "undecided" and h.beyond and undecided == "fail":
+            host_outcome = Outcome.FAILED
+        host_reason = explain(h, t.threshold, fmt, "host RAM (peak resident set growth)", budget_s=t.budget,
+                              undecided=undecided)
+        order = (Outcome.PASSED, Outcome.SUSPICIOUS, Outcome.FAILED)
+        if order.index(host_outcome) > order.index(outcome):
+            cand_m["change"] = h.state
+            outcome, reason = host_outcome, f"{host_reason}; device {reason}"
+        else:
+            reason = f"{reason}; {host_reason}"
     if over_limit:
         outcome, reason = Outcome.FAILED, f"{reason}; median over the --max-latency-ms limit {thresholds['max_latency_ms']:g} ms"
     cand = CheckResult(**common, outcome=outcome, reason=reason, metrics=cand_m, thresholds=thresholds,
@@ -328,7 +367,7 @@ def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what:
     state for gating, the words say what was measured."""
     if math.isnan(d.ratio):
         return f"{d.state}: {d.why}"
-    up, down = ("more", "less") if what == "peak memory" else ("slower", "faster")
+    up, down = ("slower", "faster") if what in TIMED_WORDS else ("more", "less")
     if round(d.ratio, 2) == 1.0:
         size = "the same" if d.ci_low == d.ci_high else "1.00×"
     elif d.ratio > 1:

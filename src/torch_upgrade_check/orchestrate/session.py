@@ -68,15 +68,6 @@ def environment(session: WorkerSession) -> dict[str, Any]:
     return {**session.environment, "probes": probes}
 
 
-def resolve_device(requested: str, probes: dict[str, tuple[bool, str]]) -> str:
-    if requested == "auto":
-        return next((d for d in ("cuda", "mps") if probes.get(d, (False, ""))[0]), "cpu")
-    available, reason = probes.get(requested, (False, f"{requested} was not probed"))
-    if not available:
-        raise UsageError(f"--device {requested} is not usable here: {reason}; use --device auto or --device cpu")
-    return requested
-
-
 def plan(settings: Settings, device: str, *, aspects: Sequence[str] | None = None) -> list[CheckSpec]:
     specs = [replace(s, params=dict(settings.params_by_workload.get(s.workload, settings.params)))
              for s in suite.plan(settings.workloads, device, settings.only)]
@@ -85,8 +76,10 @@ def plan(settings: Settings, device: str, *, aspects: Sequence[str] | None = Non
     return specs
 
 
-def require_checks(specs: Sequence[CheckSpec], settings: Settings) -> None:
-    if not specs and not (settings.pytest_args is not None and _pytest_selected(settings)):
+def require_checks(specs: Sequence[CheckSpec], settings: Settings, decided: Sequence[CheckResult] = ()) -> None:
+    """UsageError when --only selects nothing: no check planned, no pytest, none `decided` before the run (the
+    environment's own checks, like environment[-]/fleet)."""
+    if not specs and not decided and not (settings.pytest_args is not None and _pytest_selected(settings)):
         raise UsageError(f"--only {' '.join(settings.only)} matches no check; try --list, or patterns like 'mlp', "
                          "'latency' or 'flex*'")
 

@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torch_upgrade_check.model import Outcome, Report, Verdict
+from torch_upgrade_check.model import DEVICES, Outcome, Report, Verdict
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN})
 ATTENTION = FAILING | {Outcome.SUSPICIOUS}  # what the job summary shows open, before everything that passed
@@ -27,6 +27,20 @@ BYTE_UNITS = (("B", 1.0), ("KiB", 1024.0), ("MiB", 1024.0**2), ("GiB", 1024.0**3
 # C0/C1 controls, bidi overrides and isolates, line/paragraph separators, lone surrogates, U+FFFE/U+FFFF.
 _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def device_mismatch(report: Report) -> tuple[str, str] | None:
+    """(what was asked, where the checks ran) when they differ: `--device auto` asks for the accelerator the run
+    expected (report.json's environment.device_choice), written "auto (cuda)"; None when they agree."""
+    if report.requested_device in DEVICES:
+        asked = expected = report.requested_device
+    else:
+        choice = report.environment.get("device_choice")
+        expected = str(choice.get("expected") or "") if isinstance(choice, dict) else ""
+        asked = f"{report.requested_device} ({expected})"
+    if not expected or expected == report.device:
+        return None
+    return asked, report.device
 
 
 def visible(text: str, *, keep: str = "") -> str:

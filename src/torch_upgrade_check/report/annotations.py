@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from torch_upgrade_check.model import DEVICES, CheckResult, Outcome, Report
+from torch_upgrade_check.model import CheckResult, Outcome, Report
 from torch_upgrade_check.report import (
     FAILING,
     clip,
     deciding,
+    device_mismatch,
     nothing_ran,
     number,
     one_line,
@@ -40,8 +41,9 @@ def annotations(reports: Sequence[Report]) -> list[str]:
             continue
         if not report.infra_error and nothing_ran(report):
             errors.append((f"nothing ran on {run}", "no check passed or failed; see the job summary"))
-        if report.requested_device in DEVICES and report.requested_device != report.device:
-            asked, got = report.requested_device, report.device
+        mismatch = device_mismatch(report)
+        if mismatch:
+            asked, got = mismatch
             warnings.append((f"ran on {got}, not {asked}", f"{asked} was requested but the checks ran on {got}"))
         for r in report.results:
             if r.outcome in FAILING:

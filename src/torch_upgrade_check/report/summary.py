@@ -9,13 +9,14 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torch_upgrade_check.model import ASPECTS, DEVICES, CheckResult, Outcome, Report, Verdict
+from torch_upgrade_check.model import ASPECTS, CheckResult, Outcome, Report, Verdict
 from torch_upgrade_check.report import (
     AB_ASPECTS,
     CHANGES,
     CORRECTNESS_ASPECTS,
     clip,
     deciding,
+    device_mismatch,
     merged_verdict,
     nothing_ran,
     one_line,
@@ -154,8 +155,9 @@ def _notes(runs: Sequence[tuple[Report, str]], decide: set[int]) -> str:
             else:
                 text = "nothing ran, which fails: the run reported no check"
             lines.append(f"- {ICON[Outcome.NOT_RUN]} **{md(name)}**: {text}")
-        if report.requested_device in DEVICES and report.requested_device != report.device:
-            asked, got = md(report.requested_device), md(report.device)
+        mismatch = device_mismatch(report)
+        if mismatch:
+            asked, got = md(mismatch[0]), md(mismatch[1])
             lines.append(f"- {ICON[Outcome.SUSPICIOUS]} **{md(name)}**: {asked} was requested but the checks ran on {got}")
     return "".join(line + "\n" for line in lines) + ("\n" if lines else "")
 

@@ -371,10 +371,12 @@ def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
 
 
 def memory_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
-    """Peak memory of one forward (and backward, with a loss), measured with the backend's own counter."""
-    with device.peak_memory() as peak:
+    """Peak memory of one forward (and backward, with a loss), measured with the backend's own counter, and how
+    far the process's host RAM (resident set) rose meanwhile: CPU offload and host-side copies show there."""
+    with devices.HostPeak() as host, device.peak_memory() as peak:
         forward_backward(inst)
-    return {"peak_bytes": peak.bytes, "memory_api": peak.api}
+    return {"peak_bytes": peak.bytes, "memory_api": peak.api, "host_peak_bytes": host.bytes,
+            "host_memory_api": host.api}
 
 
 def warnings_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:

@@ -125,13 +125,12 @@ class CUDA(Device):
 
     @contextlib.contextmanager
     def precision(self, dtype_name: str) -> Iterator[dict[str, str]]:
-        mode = "tf32" if dtype_name == "tf32" else "ieee"
-        saved = _get_fp32_precision()
-        _set_fp32_precision(mode)
+        saved = _save_fp32_precision()
         try:
+            _set_fp32_precision("tf32" if dtype_name == "tf32" else "ieee")
             yield _get_fp32_precision()
         finally:
-            _set_fp32_precision(saved)
+            _restore_fp32_precision(saved)
 
     @contextlib.contextmanager
     def deterministic(self) -> Iterator[None]:
@@ -167,7 +166,7 @@ class CUDA(Device):
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         return {"gpu": str(props.name), "compute_capability": self.capability(),
                 "gpu_memory_gib": round(getattr(props, "total_memory", 0) / 2**30, 1),
-                "cuda_runtime": torch.version.cuda, "fp32_precision_default": _get_fp32_precision()}
+                "cuda_runtime": torch.version.cuda, "fp32_precision_default": _raw(_get_fp32_precision)}
 
 
 class MPS(Device):
@@ -208,31 +207,74 @@ def get(name: str) -> Device:
     return DEVICES[name]
 
 
+# The new API's per-backend settings (torch 2.9+), parents before children: restoring a parent may reset its children.
+_NEW_API = ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn", "mkldnn", "mkldnn.matmul", "mkldnn.conv",
+            "mkldnn.rnn")
+
+
 def _get_fp32_precision() -> dict[str, str]:
+    """The float32 precision as ATen answers it: the getters cuBLAS and cuDNN setup call (which raise when the
+    legacy and new APIs disagree), and the new API's per-backend values where this torch has them."""
     b = torch.backends
+    out = {"cuda.matmul.allow_tf32": str(torch._C._get_cublas_allow_tf32()),
+           "cudnn.allow_tf32": str(torch._C._get_cudnn_allow_tf32()),
+           "float32_matmul_precision": torch.get_float32_matmul_precision()}
     if _new_precision_api():
-        return {"cuda.matmul": b.cuda.matmul.fp32_precision, "cudnn.conv": b.cudnn.conv.fp32_precision,
-                "cudnn.rnn": b.cudnn.rnn.fp32_precision}
-    return {"cuda.matmul.allow_tf32": str(b.cuda.matmul.allow_tf32), "cudnn.allow_tf32": str(b.cudnn.allow_tf32)}
+        out.update({"cuda.matmul": b.cuda.matmul.fp32_precision, "cudnn.conv": b.cudnn.conv.fp32_precision,
+                    "cudnn.rnn": b.cudnn.rnn.fp32_precision})
+    return out
 
 
-def _set_fp32_precision(mode: str | dict[str, str]) -> None:
-    """Set matmul and cuDNN float32 precision to "ieee" or "tf32" (or restore a saved dict).
+def _set_fp32_precision(mode: str) -> None:
+    """cuBLAS matmuls and cuDNN convolutions/RNNs in "ieee" float32 or "tf32", set through both APIs alike.
 
-    torch 2.9+ has per-backend `fp32_precision`; mixing it with the legacy allow_tf32 flags raises, so
-    only one of the two APIs is ever touched.
+    torch 2.9+ raises at every cuBLAS handle setup (and in Dynamo, which reads the legacy precision) when the
+    legacy flags and the new `fp32_precision` disagree; its legacy setters update the new API, its new setters
+    leave the legacy flags alone. So the legacy settings are set first (they are the only API before 2.9), then
+    the new API's per-op values to the same mode. The legacy matmul precision is one value for every backend
+    (`get_float32_matmul_precision` raises when cuBLAS's and oneDNN's disagree), so it is set as a whole.
     """
-    b = torch.backends
+    b, tf32 = torch.backends, mode == "tf32"
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    b.cudnn.allow_tf32 = tf32
     if _new_precision_api():
-        values = mode if isinstance(mode, dict) else dict.fromkeys(("cuda.matmul", "cudnn.conv", "cudnn.rnn"), mode)
-        b.cuda.matmul.fp32_precision = values["cuda.matmul"]
-        b.cudnn.conv.fp32_precision = values["cudnn.conv"]
-        b.cudnn.rnn.fp32_precision = values["cudnn.rnn"]
-    elif isinstance(mode, dict):
-        b.cuda.matmul.allow_tf32 = mode["cuda.matmul.allow_tf32"] == "True"
-        b.cudnn.allow_tf32 = mode["cudnn.allow_tf32"] == "True"
-    else:
-        b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = mode == "tf32"
+        b.cuda.matmul.fp32_precision = b.cudnn.conv.fp32_precision = b.cudnn.rnn.fp32_precision = mode
+
+
+def _save_fp32_precision() -> dict[str, Any]:
+    """Every setting `_set_fp32_precision` may change, raw (no consistency check), to restore exactly."""
+    saved: dict[str, Any] = {"matmul": _raw(torch.get_float32_matmul_precision),
+                             "cudnn": _raw(torch._C._get_cudnn_allow_tf32)}
+    if _new_precision_api():
+        saved["new"] = {path: _attr(path).fp32_precision for path in _NEW_API
+                        if hasattr(_attr(path), "fp32_precision")}
+    return saved
+
+
+def _restore_fp32_precision(saved: dict[str, Any]) -> None:
+    """Legacy first (its setters rewrite the new API's values), then the new API's values as they were."""
+    if saved["matmul"] is not None:
+        torch.set_float32_matmul_precision(saved["matmul"])
+    if saved["cudnn"] is not None:
+        torch.backends.cudnn.allow_tf32 = saved["cudnn"]
+    for path, value in saved.get("new", {}).items():
+        _attr(path).fp32_precision = value
+
+
+def _raw(get: Callable[[], Any]) -> Any:
+    """A legacy getter's value, None where it raises (the two APIs already disagreed: nothing to restore)."""
+    try:
+        return get()
+    except RuntimeError:
+        return None
+
+
+def _attr(path: str) -> Any:
+    """torch.backends.<path> ("" is torch.backends itself); None where this torch has no such backend."""
+    obj: Any = torch.backends
+    for part in filter(None, path.split(".")):
+        obj = getattr(obj, part, None)
+    return obj
 
 
 def _new_precision_api() -> bool:
@@ -341,6 +383,53 @@ class _ProfilerPeak(PeakMemory):
             live += e.self_cpu_memory_usage
             peak = max(peak, live)
         return peak
+
+
+class HostPeak:
+    """Context manager: `bytes` is how far the process's resident set (host RAM) rose above where it was at the
+    start of the block, at its highest; `api` names the counter. Linux: the kernel's own high-water mark
+    (VmHWM), reset at the start through /proc/self/clear_refs, exact at page granularity. Elsewhere (macOS):
+    getrusage's ru_maxrss, the process's lifetime peak, which shows only growth beyond every earlier peak."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.api = "getrusage ru_maxrss (process lifetime peak: growth beyond earlier peaks only)"
+
+    def __enter__(self) -> HostPeak:
+        self._reset = _reset_hwm()
+        if self._reset:
+            self.api = "/proc/self/status VmHWM, reset through /proc/self/clear_refs (peak resident set, exact)"
+        self._start = _status_bytes("VmRSS") if self._reset else _maxrss()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        peak = _status_bytes("VmHWM") if self._reset else _maxrss()
+        self.bytes = max(0, peak - self._start)
+
+
+def _reset_hwm() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets the peak resident set size (Linux 4.0+)
+        return _status_bytes("VmHWM") > 0
+    except OSError:
+        return False
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _maxrss() -> int:
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB elsewhere
 
 
 def environment() -> dict[str, Any]:

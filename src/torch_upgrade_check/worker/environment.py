@@ -38,6 +38,8 @@ def collect() -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "macos": platform.mac_ver()[0] or None,
+        "mps_fallback": os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK"),  # "1": ops MPS lacks run on the CPU, silently
+        "cuda_arch_list": _cuda_arches(),
         "packages": _packages(),
     }
     if torch.backends.cudnn.is_available():
@@ -51,6 +53,15 @@ def collect() -> dict[str, Any]:
         env["driver"] = _nvidia_driver()
     env.update(devices.environment())
     return env
+
+
+def _cuda_arches() -> list[str]:
+    """What this wheel was compiled for (sm_XY kernels, compute_XY PTX), read without a GPU; [] for a CPU build."""
+    flags = getattr(torch._C, "_cuda_getArchFlags", None)
+    try:
+        return str(flags() or "").split() if flags is not None else []
+    except Exception:
+        return []
 
 
 def _affinity() -> list[int] | None:
@@ -110,8 +121,7 @@ def probe(device: str) -> tuple[bool, str]:
     Hosted macOS runners report MPS available but cannot run kernels on it; this catches that.
     """
     if device == "cuda" and not torch.cuda.is_available():
-        why = "torch built without CUDA" if torch.version.cuda is None else "no CUDA device or driver found"
-        return False, f"cuda not available: {why}"
+        return False, f"cuda not available: {_cuda_unavailable()}"
     if device == "mps" and not torch.backends.mps.is_available():
         why = "torch built without MPS" if not torch.backends.mps.is_built() else "no usable Metal device"
         return False, f"mps not available: {why}"
@@ -123,5 +133,24 @@ def probe(device: str) -> tuple[bool, str]:
         if not torch.equal(got, expected):
             return False, f"{device} probe kernel gave a wrong answer (max error {(got - expected).abs().max().item():g})"
     except Exception as e:
-        return False, f"{device} probe kernel failed: {type(e).__name__}: {first_line(e)}"
+        return False, f"{device} probe kernel failed: {type(e).__name__}: {first_line(e)}{_cuda_build(device)}"
     return True, f"{device} probe kernel ran and matched"
+
+
+def _cuda_unavailable() -> str:
+    """torch's own reason CUDA cannot start (a driver too old for this wheel's CUDA, no driver, a CPU wheel)."""
+    if torch.version.cuda is None:
+        return "torch built without CUDA (a CPU-only wheel)"
+    try:
+        torch.cuda.init()  # raises what is_available() only warns: the driver version and what this wheel needs
+    except Exception as e:
+        return f"{type(e).__name__}: {first_line(e)}{_cuda_build('cuda')}"
+    return f"no CUDA device found{_cuda_build('cuda')}"
+
+
+def _cuda_build(device: str) -> str:
+    """What this wheel was built for: its CUDA runtime and GPU architectures (a GPU missing from them has no kernels)."""
+    if device != "cuda" or torch.version.cuda is None:
+        return ""
+    arches = " ".join(_cuda_arches())
+    return f" (this wheel: CUDA {torch.version.cuda}" + (f", kernels for {arches})" if arches else ")")

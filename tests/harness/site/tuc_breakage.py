@@ -29,6 +29,9 @@ changes float64 too, as a real kernel change does.
 - autocast-disabled: torch.autocast no longer offers its dtype here: it warns "…the target dtype is not
   supported. Disabling autocast." and the model runs in float32 (as bfloat16 autocast on MPS before 2.5
   and float16 on the CPU before 2.x did): nothing fails, the job only loses mixed precision.
+- host-ram-64mib: nn.functional.linear also fills 64 MiB of host RAM outside torch's allocator and frees it (as a
+  release that stages weights or activations in host memory, CPU offload, does): every output is exact and
+  torch's own memory counters see nothing; only the process's resident set grows.
 - gradscaler-misses-inf: the GradScaler's unscale never reports an inf or NaN gradient (its overflow check,
   torch._amp_foreach_non_finite_check_and_unscale_, as on a backend where that kernel was wrong): a step
   whose float16 gradients overflowed is applied.
@@ -292,6 +295,17 @@ def _registration_aborts(library_cls) -> None:
     library_cls.define = aborting
 
 
+def _host_ram(fn, nbytes: int):
+    def staged(*args, **kwargs):
+        buffer = bytearray(b"\x01") * nbytes  # written, so resident; freed (unmapped) when it goes
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            del buffer
+
+    return staged
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -336,6 +350,8 @@ def install(names: str) -> None:
             torch.ops.load_library = _load_fails(torch.ops.load_library)
         elif name == "extension-registration-aborts":
             _registration_aborts(torch.library.Library)
+        elif name == "host-ram-64mib":
+            F.linear = _host_ram(F.linear, 64 * 2**20)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:

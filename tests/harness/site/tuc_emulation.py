@@ -10,8 +10,11 @@ the documented constraints of each backend are enforced:
   raises (TUC_EMULATE_MPS_FLOAT64=raise) or silently gives zeros (=zeros, as pytorch#197715 reports
   for 2.14.0); moving to the CPU first and converting there works, as on a Mac.
 - CUDA TF32: on compute capability >= 8.0, float32 matmuls and convolutions round their inputs to
-  TF32 (10-bit mantissa) whenever torch's precision flags allow TF32 (cuDNN convolutions do by
-  default); TUC_EMULATE_TF32=always rounds whatever the flags say (a torch that ignores them).
+  TF32 (10-bit mantissa) whenever ATen's own getters allow TF32 (`torch._C._get_cublas_allow_tf32()`
+  and `torch.get_float32_matmul_precision()` for matmuls, `torch._C._get_cudnn_allow_tf32()` for
+  convolutions, asked at every op as cuBLAS and cuDNN setup ask them, so a mix of the legacy and new
+  TF32 APIs raises here as it does on CUDA; cuDNN convolutions allow TF32 by default);
+  TUC_EMULATE_TF32=always rounds whatever the flags say (a torch that ignores them).
 - Kernels are asynchronous: each op adds TUC_EMULATE_KERNEL_US microseconds of "device time" that
   is paid (slept) only at torch.cuda/mps.synchronize() or a copy to the host, so a timer read
   without synchronising misses it, as on a GPU.
@@ -19,7 +22,8 @@ the documented constraints of each backend are enforced:
   reset_peak_memory_stats; MPS's current_allocated_memory (live) and driver_allocated_memory (a
   pool that grows to the high-water mark in 1 MiB steps and shrinks only at empty_cache()).
 - Deterministic algorithms on CUDA need CUBLAS_WORKSPACE_CONFIG, as cuBLAS does.
-- Device properties: TUC_EMULATE_CAPABILITY (default 9.0), TUC_EMULATE_DEVICE_COUNT (default 1).
+- Device properties: TUC_EMULATE_CAPABILITY (default 9.0), TUC_EMULATE_DEVICE_COUNT (default 1); the wheel's
+  compiled architectures (torch._C._cuda_getArchFlags): TUC_EMULATE_ARCHS (default "sm_80 sm_90 compute_90").
 - Autocast: `torch.autocast(KIND, dtype)` casts as the device's autocast does, for the ops that decide a
   model's dtypes (matmuls, linear, convolutions and attention to the autocast dtype; norms, softmax and
   losses to float32), at the autocast dispatch key, so autograd records the casts. Other ops run in the
@@ -49,6 +53,7 @@ DEVICE_COUNT = int(os.environ.get("TUC_EMULATE_DEVICE_COUNT", "1"))
 KERNEL_S = float(os.environ.get("TUC_EMULATE_KERNEL_US", "0")) / 1e6
 MPS_FLOAT64 = os.environ.get("TUC_EMULATE_MPS_FLOAT64", "raise")
 TF32 = os.environ.get("TUC_EMULATE_TF32", "flags")
+ARCHS = os.environ.get("TUC_EMULATE_ARCHS", "sm_80 sm_90 compute_90")
 BACKING = "tucemu"  # the PrivateUse1 name autograd sees; Python sees KIND
 NO_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
               "Please use float32 instead.")
@@ -173,21 +178,16 @@ def _pay_debt() -> None:
 
 
 def _tf32_allowed(op: str) -> bool:
+    """Asked at every matmul and convolution, of ATen's own getters, as cuBLAS handle setup and cuDNN's
+    convolution setup ask them: where the legacy and new TF32 APIs disagree they raise, as on CUDA."""
     if KIND != "cuda" or CAPABILITY < (8, 0):
         return False
-    if TF32 == "always":
-        return True
-    b = torch.backends
-    if hasattr(b.cudnn, "conv") and hasattr(b.cudnn.conv, "fp32_precision"):
-        if op in CONV_OPS:
-            chain = (b.cudnn.conv.fp32_precision, b.cudnn.fp32_precision, b.fp32_precision)
-        else:
-            chain = (b.cuda.matmul.fp32_precision, getattr(b.cuda, "fp32_precision", "none"), b.fp32_precision)
-        chosen = next((v for v in chain if v != "none"), None)
-        if chosen is None:  # nothing set through the new API: the legacy defaults
-            chosen = "tf32" if op in CONV_OPS or torch.get_float32_matmul_precision() != "highest" else "ieee"
-        return chosen == "tf32"
-    return bool(b.cudnn.allow_tf32 if op in CONV_OPS else b.cuda.matmul.allow_tf32)
+    if op in CONV_OPS:
+        allowed = torch._C._get_cudnn_allow_tf32()
+    else:
+        torch.get_float32_matmul_precision()  # what Dynamo and Inductor read for matmuls: raises on a mix too
+        allowed = torch._C._get_cublas_allow_tf32()
+    return TF32 == "always" or bool(allowed)
 
 
 def round_tf32(t: torch.Tensor) -> torch.Tensor:
@@ -337,6 +337,7 @@ def _patch_cuda() -> None:
     torch.backends.cudnn.is_available = lambda: True
     torch.backends.cudnn.version = lambda: 91002
     torch.version.cuda = "12.8"
+    torch._C._cuda_getArchFlags = lambda: ARCHS
 
 
 def _patch_mps() -> None:

@@ -1,0 +1,117 @@
+"""The fleet the candidate must serve: its GPU architectures and oldest driver, judged from the wheel itself (pure).
+
+The candidate's worker reports what the wheel was compiled for (`torch._C._cuda_getArchFlags()`: `sm_XY`
+kernels and `compute_XY` PTX) and its CUDA runtime (`torch.version.cuda`); neither needs a GPU, so the check
+runs on any runner. A GPU of architecture sm_XY runs a wheel that has sm_XZ kernels with Z <= Y (same major),
+or compute_VW PTX with VW <= XY (JIT-compiled by the driver at first use); arch-specific kernels (`sm_90a`)
+run only on that exact architecture. torch 2.8's cu128 wheels dropped sm_50-sm_61 (pytorch/pytorch#157517):
+a fleet with a GTX 1080 (sm_61) fails here, naming it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from torch_upgrade_check.errors import UsageError
+from torch_upgrade_check.model import CheckResult, Outcome
+
+WORKLOAD, DTYPE, ASPECT = "environment", "-", "fleet"
+ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")  # the last digit is the minor version
+# The oldest Linux driver each CUDA major runs with (CUDA minor version compatibility), from NVIDIA's CUDA
+# Toolkit release notes ("CUDA Toolkit and Minimum Required Driver Version for CUDA Minor Version Compatibility").
+MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+
+def parse_arch(text: str) -> tuple[str, int, int, str] | None:
+    """'sm_86' -> ('sm', 8, 6, ''); 'compute_90' -> ('compute', 9, 0, ''); 'sm_90a' -> ('sm', 9, 0, 'a')."""
+    m = ARCH.match(text.strip().lower())
+    return (m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)) if m else None
+
+
+def served_by(arch: str, flags: Sequence[str]) -> str:
+    """How a GPU of `arch` runs this wheel ("sm_80 kernels", "compute_90 PTX, JIT-compiled at first use"), or ""."""
+    want = parse_arch(arch)
+    if want is None:
+        return ""
+    _, major, minor, _ = want
+    kernels = [parse_arch(f) for f in flags]
+    exact = [f for f, k in zip(flags, kernels) if k and k[0] == "sm" and k[1] == major and k[2] == minor]
+    if exact:
+        return f"{exact[0]} kernels"
+    same_major = [(k[2], f) for f, k in zip(flags, kernels)
+                  if k and k[0] == "sm" and not k[3] and k[1] == major and k[2] <= minor]
+    if same_major:
+        return f"{max(same_major)[1]} kernels"
+    ptx = [((k[1], k[2]), f) for f, k in zip(flags, kernels) if k and k[0] == "compute" and (k[1], k[2]) <= (major, minor)]
+    if ptx:
+        return f"{max(ptx)[1]} PTX, JIT-compiled at first use"
+    return ""
+
+
+def parse_driver(text: str) -> tuple[int, ...] | None:
+    m = re.fullmatch(r"\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?\s*", str(text))
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
+
+
+def parse_fleet(value: object, key: str) -> tuple[tuple[str, ...], str]:
+    """`--fleet` / input 'fleet': architectures and the oldest driver, separated by commas or spaces, like
+    'sm_80, sm_90, driver=535.104.05' -> (("sm_80", "sm_90"), "535.104.05"); UsageError naming `key` otherwise."""
+    archs: list[str] = []
+    driver = ""
+    for item in str(value).replace(",", " ").split():
+        name, eq, version = item.partition("=")
+        arch = parse_arch(item)
+        if eq and name.lower() == "driver" and parse_driver(version) is not None:
+            driver = version
+        elif arch is not None and arch[0] == "sm":
+            archs.append(item.lower())
+        else:
+            raise UsageError(f"{key} must list GPU architectures and the oldest driver, like 'sm_80, sm_90, "
+                             f"driver=535.104.05'; {item!r} is neither")
+    if not archs and not driver:
+        raise UsageError(f"{key} must list GPU architectures and the oldest driver, like 'sm_80, sm_90, "
+                         f"driver=535.104.05', got {value!r}")
+    return tuple(archs), driver
+
+
+def judge(archs: Sequence[str], driver: str, environment: Mapping[str, Any], *, label: str, device: str,
+          repro: str = "") -> CheckResult:
+    """`environment[-]/fleet` for the candidate: failed when an architecture of the fleet has no kernels and no
+    PTX in the wheel, or the fleet's oldest driver is older than the wheel's CUDA needs; skipped for a CPU build."""
+
+    def result(outcome: Outcome, reason: str, **metrics: Any) -> CheckResult:
+        return CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, repro=repro,
+                           metrics={"fleet_archs": list(archs), "fleet_driver": driver, **metrics})
+
+    runtime = environment.get("cuda")
+    if not runtime:
+        return result(Outcome.SKIPPED, f"torch {label} is a build without CUDA: it serves no GPU of the fleet; install "
+                                       "its CUDA build (--torch-backend cu128, say) to check the fleet")
+    flags = [str(f) for f in environment.get("cuda_arch_list") or []]
+    if not flags:
+        return result(Outcome.SKIPPED, f"torch {label} (CUDA {runtime}) does not say which GPU architectures it was "
+                                       "built for (torch._C._cuda_getArchFlags)")
+    problems, served = [], {}
+    for arch in archs:
+        how = served_by(arch, flags)
+        if how:
+            served[arch] = how
+        else:
+            problems.append(f"no kernels for {arch}")
+    if problems:
+        problems[-1] += (f" (the wheel has {' '.join(flags)}): GPUs of the fleet with that architecture fail with "
+                         "'no kernel image is available for execution on the device'")
+    need = MIN_DRIVER.get(int(str(runtime).split(".")[0])) if str(runtime).split(".")[0].isdigit() else None
+    have = parse_driver(driver) if driver else None
+    if need and have and have < (parse_driver(need) or ()):
+        problems.append(f"CUDA {runtime} needs NVIDIA driver {need} or newer; the fleet's oldest is "
+                        f"{driver}: there torch.cuda.is_available() is False")
+    metrics = {"wheel_archs": flags, "cuda_runtime": runtime, "served": served,
+               "min_driver": need}
+    if problems:
+        return result(Outcome.FAILED, f"torch {label} does not serve the fleet: " + "; ".join(problems), **metrics)
+    how = ", ".join(f"{a} by {h}" for a, h in served.items())
+    drv = f"; driver {driver} meets CUDA {runtime}'s {metrics['min_driver']}" if need and have else ""
+    return result(Outcome.PASSED, f"torch {label} (CUDA {runtime}) serves the fleet: {how}{drv}", **metrics)
