@@ -16,6 +16,8 @@ Rules (thresholds are recorded on each result):
   and each tensor of the step within AMP_ROUNDOFFS unit roundoffs (relative RMS) of the fp64 golden; in compare
   also within the cross-version rule of the baseline's autocast step.
 - warnings: listed; passes (compare judges what is new in the candidate: orchestrate.compare).
+- export, jit: the program built, saved and reloaded in a fresh process (in compare also the baseline's
+  saved program), every output by the compile rule against eager's (analysis.artifacts).
 - fsdp2: parameters after the sharded steps within FSDP2_ATOL + FSDP2_RTOL*|unsharded|.
 """
 
@@ -26,9 +28,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from torch_upgrade_check.analysis import closeness, stats
+from torch_upgrade_check.analysis import artifacts, closeness, stats
 from torch_upgrade_check.analysis.closeness import as_float, short
-from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
+from torch_upgrade_check.model import ARTIFACT_ASPECTS, CheckResult, CheckSpec, Observation, Outcome
 
 FSDP2_ATOL = 1e-5
 FSDP2_RTOL = 1e-4
@@ -81,6 +83,8 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
                   f"each)" if samples else "no compile was timed")
     elif spec.aspect == "checkpoint":
         outcome, reason, thresholds = _checkpoint(m)
+    elif spec.aspect in ARTIFACT_ASPECTS:
+        outcome, reason, thresholds = artifacts.judge(m, spec.aspect, spec.dtype)
     elif spec.aspect == "sdpa-backends":
         outcome, reason, thresholds = _sdpa_backends(m, spec.dtype)
     elif spec.aspect == "training-curve":

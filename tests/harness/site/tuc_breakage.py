@@ -31,6 +31,10 @@ golden's dtype) is left exact, so a check that passes here passes on a broken to
 - gradscaler-misses-inf: the GradScaler's unscale never reports an inf or NaN gradient (its overflow check,
   torch._amp_foreach_non_finite_check_and_unscale_, as on a backend where that kernel was wrong): a step
   whose float16 gradients overflowed is applied.
+- export-schema-bump: torch.export's serializer is at schema version 9.0 (2.13's is 8.x): what it saves it loads,
+  and torch's own version check rejects a program an older torch saved (as a major schema bump would).
+- export-unsupported-gelu: nn.functional.gelu raises while torch.export traces it (as an op that export stops
+  supporting does); eager, compile and TorchScript are untouched.
 """
 
 from __future__ import annotations
@@ -206,6 +210,16 @@ def _misses_inf(check_and_unscale):
     return blind
 
 
+def _unexportable(gelu):
+    def guarded(*args, **kwargs):
+        if torch.compiler.is_exporting():
+            raise RuntimeError("Could not export: unsupported operator aten.gelu.default (no export rule in this "
+                               "version)")
+        return gelu(*args, **kwargs)
+
+    return guarded
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -238,6 +252,12 @@ def install(names: str) -> None:
             _autocast_disabled(torch.amp.autocast_mode.autocast)
         elif name == "gradscaler-misses-inf":
             torch._amp_foreach_non_finite_check_and_unscale_ = _misses_inf(torch._amp_foreach_non_finite_check_and_unscale_)
+        elif name == "export-schema-bump":
+            import torch._export.serde.serialize as serialize
+
+            serialize.SCHEMA_VERSION = (9, 0)
+        elif name == "export-unsupported-gelu":
+            F.gelu = _unexportable(F.gelu)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:
