@@ -44,3 +44,52 @@ def test_a_model_that_no_longer_exports_fails_export_naming_the_op(tmp_path: Pat
     assert reason.startswith("the torch.export program cannot be built: torch.export.export: RuntimeError: Could not "
                              "export: unsupported operator aten.gelu.default"), reason
     assert "; it built on baseline " in reason and "(passed on baseline" in reason
+
+
+SCRIPTED_MODEL = '''import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 8)
+
+    def forward(self, x):
+        return nn.functional.gelu(self.proj(x)).sum(-1)
+
+
+def build():
+    return Head(), (torch.randn(4, 16),)
+'''
+
+
+def test_a_scripted_workload_fails_jit_where_script_no_longer_compiles_it(tmp_path: Path, torch_python: str) -> None:
+    """`jit: script` plans jit with torch.jit.script; A/A passes, and a candidate that cannot script the model fails."""
+    (tmp_path / "scripted.py").write_text(SCRIPTED_MODEL)
+    (tmp_path / "torch-upgrade-check.yml").write_text(
+        "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n"
+        "  - name: head\n    factory: scripted:build\n    aspects: [numerics]\n    jit: script\n")
+    check = "head[float32]/jit"
+    code, same = compared(torch_python, torch_python, tmp_path / "aa", cwd=tmp_path)
+    assert (code, same[check]["outcome"], same[check]["metrics"]["how"]) == (0, "passed", "script"), same[check]
+    assert same[check]["reason"].startswith("TorchScript (script): built, run, saved and reloaded in a fresh process; "
+                                            "baseline "), same[check]["reason"]
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["script-unsupported-gelu"]))
+    code, cand = compared(torch_python, broken, tmp_path / "out", cwd=tmp_path)
+    assert (code, cand[check]["outcome"], cand["head[float32]/numerics"]["outcome"]) == (1, "failed", "passed"), cand
+    assert cand[check]["reason"].startswith("the TorchScript (script) program cannot be built: torch.jit.script: "
+                                            "NotSupportedError: Compiled functions can't take variable number of "
+                                            "arguments"), cand[check]["reason"]
+    assert "; it built on baseline " in cand[check]["reason"]
+
+
+def test_a_torchscript_file_the_candidate_cannot_read_fails_jit_in_compare(tmp_path: Path, torch_python: str) -> None:
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["jit-format-bump"]))
+    alone = outcomes(broken, tmp_path / "run", JIT)[JIT]
+    assert alone["outcome"] == "passed", alone["reason"]  # what it saves it loads
+    code, cand = compared(torch_python, broken, tmp_path / "out", JIT)
+    assert (code, cand[JIT]["outcome"]) == (1, "failed"), cand[JIT]["reason"]
+    assert "does not load and run in a fresh process (saved by baseline " in cand[JIT]["reason"]
+    assert ("): baseline's program: torch.jit.load: RuntimeError: PytorchStreamReader failed reading file"
+            in cand[JIT]["reason"])

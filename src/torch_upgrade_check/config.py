@@ -30,7 +30,8 @@ DEFAULT_DTYPES = ("float32",)
 TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest")
 THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression", "max-compile-time-regression")
 WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks",
-                 "training-steps")
+                 "training-steps", "jit")
+JIT_MODES = ("script", "trace")
 PYTEST_KEYS = ("args",)
 
 _ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32",
@@ -64,6 +65,7 @@ class UserWorkload:
     max_latency_ms: dict[str, float] = field(default_factory=dict)
     allow_graph_breaks: bool = False  # compare: a graph break or recompile new in the candidate does not fail compile
     training_steps: int | None = None  # training-curve's steps (default: worker.curve.DEFAULT_STEPS)
+    jit: str = ""  # "script" or "trace": how the jit aspect builds its TorchScript program (declared: jit is planned)
     line: int = 0
 
 
@@ -123,7 +125,8 @@ class Config:
         if w is None:
             return {}
         return {**({"allow_graph_breaks": True} if w.allow_graph_breaks else {}),
-                **({"steps": w.training_steps} if w.training_steps else {})}
+                **({"steps": w.training_steps} if w.training_steps else {}),
+                **({"jit": w.jit} if w.jit else {})}
 
     def latency_limits(self, device: str) -> dict[str, float]:
         """workload name -> max median latency in ms on `device`, for analysis.verdicts.decide(max_latency_ms=...).
@@ -345,7 +348,18 @@ class _Checker:
             fields["training_steps"] = self.value(steps, keys["training-steps"], f"{key}.training-steps")
         if "allow-graph-breaks" in keys:
             fields["allow_graph_breaks"] = bool(self.value(flag, keys["allow-graph-breaks"], f"{key}.allow-graph-breaks"))
+        if "jit" in keys:
+            fields.update(self._jit(keys["jit"], f"{key}.jit", fields.get("aspects", DEFAULT_ASPECTS)))
         return UserWorkload(line=line, **fields)
+
+    def _jit(self, node: yaml.Node, key: str, aspects: tuple[str, ...]) -> dict[str, Any]:
+        """`jit: script|trace`: how the workload's TorchScript program is built; declaring it plans the jit aspect."""
+        value = self.scalar(node)
+        if value not in JIT_MODES:
+            self.error(node, f"{key} must be script (torch.jit.script) or trace (torch.jit.trace on the workload's "
+                             f"inputs), got {self.got(node)}")
+            return {}
+        return {"jit": value, "aspects": tuple(a for a in WORKLOAD_ASPECTS if a in aspects or a == "jit")}
 
     def _workload_name(self, keys: Mapping[str, yaml.Node], key: str, line: int, seen: dict[str, str]) -> str:
         if "name" not in keys:

@@ -35,6 +35,11 @@ golden's dtype) is left exact, so a check that passes here passes on a broken to
   and torch's own version check rejects a program an older torch saved (as a major schema bump would).
 - export-unsupported-gelu: nn.functional.gelu raises while torch.export traces it (as an op that export stops
   supporting does); eager, compile and TorchScript are untouched.
+- jit-format-bump: torch.jit.save marks its files with a new format and torch.jit.load reads only those, failing
+  with the message torch gives for a file format it does not read (what it saves it loads).
+- script-unsupported-gelu: nn.functional.gelu is a Python function TorchScript cannot compile (variable arguments,
+  as torch.jit.script stopped compiling functions wrapped by torch.compiler.disable in 2.8); eager, trace and
+  export are untouched.
 """
 
 from __future__ import annotations
@@ -220,6 +225,31 @@ def _unexportable(gelu):
     return guarded
 
 
+_FORMAT = "tuc-format-2"
+
+
+def _format_bump(save, load):
+    def new_load(f, map_location=None, _extra_files=None, **kwargs):
+        extra = {**(_extra_files or {}), _FORMAT: ""}
+        model = load(f, map_location=map_location, _extra_files=extra, **kwargs)
+        if not extra[_FORMAT]:
+            raise RuntimeError("PytorchStreamReader failed reading file: the file format version is older than the "
+                               "oldest this torch reads")
+        return model
+
+    def new_save(m, f, _extra_files=None):
+        save(m, f, _extra_files={**(_extra_files or {}), _FORMAT: "2"})
+
+    return new_save, new_load
+
+
+def _unscriptable(gelu):
+    def wrapped(*args, **kwargs):
+        return gelu(*args, **kwargs)
+
+    return wrapped
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -258,6 +288,10 @@ def install(names: str) -> None:
             serialize.SCHEMA_VERSION = (9, 0)
         elif name == "export-unsupported-gelu":
             F.gelu = _unexportable(F.gelu)
+        elif name == "jit-format-bump":
+            torch.jit.save, torch.jit.load = _format_bump(torch.jit.save, torch.jit.load)
+        elif name == "script-unsupported-gelu":
+            F.gelu = _unscriptable(F.gelu)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:
