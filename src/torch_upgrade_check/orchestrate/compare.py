@@ -31,7 +31,8 @@ class Thresholds:
 
 # the baseline saves what the candidate loads: planned per side (cross-version apart: one per workload and dtype)
 TRAINING_ASPECTS = ("checkpoint", "training-curve", "amp")
-SAVED_ASPECTS = ("cross-version", *TRAINING_ASPECTS, *ARTIFACT_ASPECTS)
+PER_SIDE_ASPECTS = (*TRAINING_ASPECTS, *ARTIFACT_ASPECTS)  # deployment artifacts: the baseline's program is loaded
+SAVED_ASPECTS = ("cross-version", *PER_SIDE_ASPECTS)
 
 
 def correctness_specs(settings: session.Settings, device: str) -> list[CheckSpec]:
@@ -75,7 +76,7 @@ def saved_specs(settings: session.Settings, device: str, store: Path, mode: str)
     alone and keep their files, the candidate's (mode "compare") read the baseline's, once they are complete."""
     after = {"after": str(saved_mark(store))} if mode == "compare" else {}
     return [replace(s, params={**s.params, "mode": mode, "store": str(store), **after})
-            for s in session.plan(settings, device, aspects=[*TRAINING_ASPECTS, *ARTIFACT_ASPECTS])]
+            for s in session.plan(settings, device, aspects=list(PER_SIDE_ASPECTS))]
 
 
 def _selected(settings: session.Settings, spec: CheckSpec) -> bool:
