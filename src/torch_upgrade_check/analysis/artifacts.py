@@ -23,6 +23,8 @@ def judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str, 
     if not m.get("built"):
         was = f"; it built on {baseline}" if baseline and m.get("baseline_built") else ""
         return Outcome.FAILED, f"the {what} program cannot be built: {m.get('build_error')}{was}", {}
+    if m.get("save_error"):
+        return Outcome.FAILED, f"the {what} program was built but cannot be saved: {m['save_error']}", {}
     errors = dict(m.get("load_errors") or {})
     if errors:
         shown = "; ".join(f"{name}: {why}" for name, why in sorted(errors.items()))

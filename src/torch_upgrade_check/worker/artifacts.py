@@ -92,7 +92,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
     baseline: dict[str, Any] = {}
     if mode == "compare":
         if not _path(spec, "io").exists():
-            raise Skip(f"the baseline saved nothing for this check (it did not run there, or failed there)")
+            raise Skip("the baseline saved nothing for this check (it did not run there, or failed there)")
         baseline = torch.load(_path(spec, "io"), map_location="cpu", weights_only=True)
         crossversion.load_into(inst, baseline, spec.device)
         metrics.update(baseline_torch=baseline["torch"], baseline_built=baseline["built"])
@@ -110,7 +110,11 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
     with tempfile.TemporaryDirectory(prefix=f"tuc-{kind}-") as tmp:
         own = _path(spec, "program") if mode == "save" else Path(tmp) / f"program{SUFFIX[kind]}"
         own.parent.mkdir(parents=True, exist_ok=True)
-        _save(kind, program, own)
+        try:
+            _save(kind, program, own)
+        except Exception as e:
+            call = "torch.export.save" if kind == "export" else "torch.jit.save"
+            return {**metrics, "built": True, "save_error": f"{call}: {type(e).__name__}: {first_line(e)}"[:400]}
         programs = {"reloaded": own}
         if baseline.get("built") and _path(spec, "program").exists():
             programs["baseline's program"] = _path(spec, "program")
