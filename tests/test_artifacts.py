@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import load_report, results_by_id, run_cli
 from harness import interpreter
 from test_checks_catch_breakage import compared, outcomes
 
@@ -87,3 +88,23 @@ def test_a_scripted_workload_fails_jit_where_script_no_longer_compiles_it(tmp_pa
                                             "NotSupportedError: Compiled functions can't take variable number of "
                                             "arguments"), cand[check]["reason"]
     assert "; it built on baseline " in cand[check]["reason"]
+
+
+def test_an_aoti_package_that_does_not_load_in_a_fresh_process_fails_aoti(tmp_path: Path, torch_python: str) -> None:
+    """pytorch#173706: the package loads where it was compiled and not in a fresh process. The real torch passes."""
+    (tmp_path / "scripted.py").write_text(SCRIPTED_MODEL)
+    (tmp_path / "torch-upgrade-check.yml").write_text(
+        "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n  - name: head\n    factory: scripted:build\n"
+        "    aspects: [aoti]\n")
+    check = "head[float32]/aoti"
+    for python, out in ((torch_python, "real"), (str(interpreter(torch_python, tmp_path / "py",
+                                                                   breaks=["aoti-fresh-process-load"])), "broken")):
+        proc = run_cli("run", "--python", python, "--device", "cpu", "--out", str(tmp_path / out), "--no-job-summary",
+                       cwd=tmp_path)
+        assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    real, broken = (results_by_id(load_report(tmp_path / out))[check] for out in ("real", "broken"))
+    assert real["outcome"] == "passed", real["reason"]
+    assert real["reason"].startswith("AOTInductor: built, run, saved and reloaded in a fresh process; all 2 tensors")
+    assert broken["outcome"] == "failed", broken["reason"]
+    assert broken["reason"].startswith("the saved AOTInductor program does not load and run in a fresh process: "
+                                       "reloaded: torch._inductor.aoti_load_package: RuntimeError: Error in dlopen: ")

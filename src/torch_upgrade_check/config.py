@@ -21,10 +21,11 @@ SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
 # fsdp2 is left out: it trains the built-in transformer_block and never calls a factory.
 WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
-                    "training-curve", "amp", "latency", "memory", "compile-time", "warnings", "export", "jit")
+                    "training-curve", "amp", "latency", "memory", "compile-time", "warnings", "export", "jit",
+                    "aoti")
 # compile-time is opt-in (--compile-time, or listed here): each sample is a whole cold compile; so are the artifact
-# aspects (export, jit): a team lists the artifacts it ships (`jit:` alone also plans jit)
-DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a not in ("compile-time", "export", "jit"))
+# aspects (export, jit, aoti): a team lists the artifacts it ships (`jit:` alone also plans jit)
+DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a not in ("compile-time", "export", "jit", "aoti"))
 DEFAULT_DTYPES = ("float32",)
 
 TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest")

@@ -17,7 +17,7 @@ FAIL_KINDS = {"latency": "latency", "compile-time": "latency", "memory": "memory
 # float32 check runs in IEEE float32.
 DTYPES = ("float32", "float16", "bfloat16", "float64", "tf32")
 # deployment artifacts (worker.artifacts): built, saved, loaded in a fresh process; in compare the baseline's loaded
-ARTIFACT_ASPECTS = ("export", "jit")
+ARTIFACT_ASPECTS = ("export", "jit", "aoti")
 ASPECTS += ARTIFACT_ASPECTS
 
 

@@ -30,7 +30,7 @@ from torch_upgrade_check.model import DEVICES, DTYPES
 
 W = "version: 1\nworkloads:\n  - name: tiny\n    factory: pkg.models:build\n"  # a good workload to break
 ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, amp, latency, "
-                   "memory, compile-time, warnings, export, jit")
+                   "memory, compile-time, warnings, export, jit, aoti")
 
 # (id, file text, the one problem it must give); {file} is the config's path, {root} its folder.
 MALFORMED = [
@@ -303,7 +303,7 @@ def test_jit_declares_how_the_torchscript_program_is_built_and_plans_jit(tmp_pat
     a, b, c = cfg.workloads
     assert (a.aspects, a.jit, cfg.options_for("a")) == (("numerics", "jit"), "script", {"jit": "script"})
     assert b.aspects == (*DEFAULT_ASPECTS, "jit") and cfg.options_for("b") == {"jit": "trace"}
-    assert "export" not in c.aspects and "jit" not in c.aspects and c.jit == ""  # opt-in: a team lists what it ships
+    assert not {"export", "jit", "aoti"} & set(c.aspects) and c.jit == ""  # opt-in: a team lists what it ships
     path.write_text("version: 1\nworkloads:\n  - name: a\n    factory: m:a\n    jit: compile\n")
     with pytest.raises(UsageError) as e:
         load_config(path)

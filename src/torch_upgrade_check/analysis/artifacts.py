@@ -14,7 +14,7 @@ from typing import Any
 from torch_upgrade_check.analysis import closeness
 from torch_upgrade_check.model import Outcome
 
-WHAT = {"export": "torch.export", "jit": "TorchScript"}
+WHAT = {"export": "torch.export", "jit": "TorchScript", "aoti": "AOTInductor"}
 
 
 def judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str, dict[str, Any]]:

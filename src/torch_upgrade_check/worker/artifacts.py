@@ -6,7 +6,12 @@ load, a model that exported (or scripted) on one version and raised on the next.
 - `export`: `torch.export.export(model, inputs)` (static shapes: the workload model has no way to declare
   dynamic ones yet), `torch.export.save`, and `torch.export.load(...).module()` in a fresh process;
 - `jit`: `torch.jit.script` or `torch.jit.trace` (the workload's `jit:`; the built-ins trace), `torch.jit.save`,
-  and `torch.jit.load` in a fresh process.
+  and `torch.jit.load` in a fresh process;
+- `aoti` (opt-in: a compile takes a minute): the exported program compiled and packaged by
+  `torch._inductor.aoti_compile_and_package`, loaded by `torch._inductor.aoti_load_package` in this process and in
+  a fresh one. In `compare` the candidate builds its own package from the baseline's weights and inputs; it does
+  not load the baseline's package: torch promises no compatibility of AOTInductor packages across versions (a
+  package holds a shared library built against the torch that compiled it), so that is not judged.
 
 The program's outputs in this process and the reloaded program's outputs in the fresh one are judged against
 the fp64 golden with eager in the same dtype as the reference (the compile rule). Modes, as the checkpoint
@@ -19,6 +24,8 @@ against the baseline's eager outputs.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,7 +41,8 @@ from torch_upgrade_check.worker import crossversion, first_line, tensors
 from torch_upgrade_check.worker.instance import Instance, Skip, build, copy_to, forward_only, tolerances
 
 FRESH_PROCESS_TIMEOUT_S = 300.0
-SUFFIX = {"export": ".pt2", "jit": ".pt"}
+SUFFIX = {"export": ".pt2", "jit": ".pt", "aoti": ".pt2"}
+CROSS_VERSION_LOAD = ("export", "jit")  # the kinds whose saved file the candidate loads in compare
 
 # A fresh interpreter (the worker's own), started at the first artifact check and kept for the worker's others, which
 # never builds a program: per request line (JSON) it loads each program, runs it on the saved inputs, saves what it
@@ -66,10 +74,17 @@ for request in sys.stdin:
     args = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in torch.load(r["inputs"], weights_only=True))
     results, errors = {}, {}
     for i, path in enumerate(r["programs"]):
-        stage = "torch.export.load" if kind == "export" else "torch.jit.load"
+        stage = {"export": "torch.export.load", "jit": "torch.jit.load", "aoti": "torch._inductor.aoti_load_package"}[kind]
         logged.clear()
         try:
-            program = torch.export.load(path).module() if kind == "export" else torch.jit.load(path, map_location=device)
+            if kind == "export":
+                program = torch.export.load(path).module()
+            elif kind == "jit":
+                program = torch.jit.load(path, map_location=device)
+            else:
+                import torch._inductor
+
+                program = torch._inductor.aoti_load_package(path)
             stage = "running the loaded program"
             with torch.no_grad():
                 results[str(i)] = program(*args)
@@ -85,6 +100,8 @@ _loader: list[tuple[subprocess.Popen[str], Any]] = []  # the worker's one loader
 def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Any) -> dict[str, Any]:
     kind, mode = spec.aspect, spec.params.get("mode") or "alone"
     how = _how(spec)
+    if kind == "aoti" and not _cxx():
+        raise Skip("no C++ compiler on the runner (AOTInductor compiles the program to C++): install g++ or set CXX")
     if not isinstance(inst.model, torch.nn.Module):
         raise Skip(f"{kind} builds a deployment artifact of an nn.Module: the workload's model is a "
                    f"{type(inst.model).__name__}")
@@ -113,13 +130,13 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
         try:
             _save(kind, program, own)
         except Exception as e:
-            call = "torch.export.save" if kind == "export" else "torch.jit.save"
+            call = {"export": "torch.export.save", "jit": "torch.jit.save", "aoti": "aoti_compile_and_package"}[kind]
             return {**metrics, "built": True, "save_error": f"{call}: {type(e).__name__}: {first_line(e)}"[:400]}
         programs = {"reloaded": own}
-        if baseline.get("built") and _path(spec, "program").exists():
+        if kind in CROSS_VERSION_LOAD and baseline.get("built") and _path(spec, "program").exists():
             programs["baseline's program"] = _path(spec, "program")
         with torch.no_grad():
-            results = {"in-process": tensors.flatten(program.module()(*args) if kind == "export" else program(*args))}
+            results = {"in-process": tensors.flatten(_runnable(kind, program, own)(*args))}
         fresh, errors = _in_a_fresh_process(kind, spec.device, programs, args, Path(tmp))
     results.update(fresh)
     result = {f"{name}:{k}": v for name, outs in results.items() for k, v in outs.items()}
@@ -136,8 +153,8 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
 
 
 def _how(spec: CheckSpec) -> str:
-    if spec.aspect == "export":
-        return "export"
+    if spec.aspect != "jit":
+        return spec.aspect
     how = spec.params.get("jit") or "trace"  # the built-ins trace
     if how not in ("script", "trace"):
         raise ValueError(f"jit: {how!r} is neither 'script' nor 'trace'")
@@ -147,22 +164,42 @@ def _how(spec: CheckSpec) -> str:
 def _build(kind: str, how: str, model: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, str]:
     """The artifact, or None and the first line of what raised (the unsupported op or graph break it names)."""
     try:
-        if kind == "export":
+        if kind in ("export", "aoti"):  # aoti: compiled and packaged when saved
             return torch.export.export(model, args), ""
         if how == "script":
             return torch.jit.script(model), ""
         with torch.no_grad():
             return torch.jit.trace(model, args), ""
     except Exception as e:
-        call = "torch.export.export" if kind == "export" else f"torch.jit.{how}"
+        call = f"torch.jit.{how}" if kind == "jit" else "torch.export.export"
         return None, f"{call}: {type(e).__name__}: {first_line(e)}"[:400]
 
 
 def _save(kind: str, program: Any, path: Path) -> None:
     if kind == "export":
         torch.export.save(program, path)
+    elif kind == "aoti":
+        import torch._inductor
+
+        torch._inductor.aoti_compile_and_package(program, package_path=str(path))
     else:
         torch.jit.save(program, str(path))
+
+
+def _runnable(kind: str, program: Any, saved: Path) -> Callable[..., Any]:
+    """What this process runs: the exported program's module, the TorchScript module, or the AOTI package loaded."""
+    if kind == "export":
+        return program.module()
+    if kind == "aoti":
+        import torch._inductor
+
+        return torch._inductor.aoti_load_package(str(saved))
+    return program  # type: ignore[no-any-return]
+
+
+def _cxx() -> str:
+    return next((found for name in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if name
+                 and (found := shutil.which(name) or "")), "")
 
 
 def _in_a_fresh_process(kind: str, device: str, programs: dict[str, Path], args: tuple[Any, ...],

@@ -343,6 +343,7 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "amp": amp.run,
     "export": artifacts.run,
     "jit": artifacts.run,
+    "aoti": artifacts.run,
 }
 
 

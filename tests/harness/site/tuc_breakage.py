@@ -40,6 +40,9 @@ golden's dtype) is left exact, so a check that passes here passes on a broken to
 - script-unsupported-gelu: nn.functional.gelu is a Python function TorchScript cannot compile (variable arguments,
   as torch.jit.script stopped compiling functions wrapped by torch.compiler.disable in 2.8); eager, trace and
   export are untouched.
+- aoti-fresh-process-load: torch._inductor.aoti_load_package loads only packages compiled in its own process; in
+  any other it fails as a package's shared library that does not resolve its symbols does (pytorch#173706: an
+  AOTInductor package that would not load in a fresh process).
 """
 
 from __future__ import annotations
@@ -250,6 +253,23 @@ def _unscriptable(gelu):
     return wrapped
 
 
+def _loads_only_its_own(inductor) -> None:
+    compiled = set()
+    compile_and_package, load_package = inductor.aoti_compile_and_package, inductor.aoti_load_package
+
+    def compile_(*args, **kwargs):
+        path = compile_and_package(*args, **kwargs)
+        compiled.add(str(path))
+        return path
+
+    def load(path, *args, **kwargs):
+        if str(path) not in compiled:
+            raise RuntimeError(f"Error in dlopen: {path}/model.so: undefined symbol: aoti_torch_cpu_tuc_missing_kernel")
+        return load_package(path, *args, **kwargs)
+
+    inductor.aoti_compile_and_package, inductor.aoti_load_package = compile_, load
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -292,6 +312,10 @@ def install(names: str) -> None:
             torch.jit.save, torch.jit.load = _format_bump(torch.jit.save, torch.jit.load)
         elif name == "script-unsupported-gelu":
             F.gelu = _unscriptable(F.gelu)
+        elif name == "aoti-fresh-process-load":
+            import torch._inductor
+
+            _loads_only_its_own(torch._inductor)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:
