@@ -70,12 +70,16 @@ def build():
 '''
 
 
+def head_workload(folder: Path, keys: str) -> None:
+    """A config in `folder` whose one workload, `head`, is SCRIPTED_MODEL with `keys` (YAML lines, indented)."""
+    (folder / "scripted.py").write_text(SCRIPTED_MODEL)
+    (folder / "torch-upgrade-check.yml").write_text(
+        "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n  - name: head\n    factory: scripted:build\n" + keys)
+
+
 def test_a_scripted_workload_fails_jit_where_script_no_longer_compiles_it(tmp_path: Path, torch_python: str) -> None:
     """`jit: script` plans jit with torch.jit.script; A/A passes, and a candidate that cannot script the model fails."""
-    (tmp_path / "scripted.py").write_text(SCRIPTED_MODEL)
-    (tmp_path / "torch-upgrade-check.yml").write_text(
-        "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n"
-        "  - name: head\n    factory: scripted:build\n    aspects: [numerics]\n    jit: script\n")
+    head_workload(tmp_path, "    aspects: [numerics]\n    jit: script\n")
     check = "head[float32]/jit"
     code, same = compared(torch_python, torch_python, tmp_path / "aa", cwd=tmp_path)
     assert (code, same[check]["outcome"], same[check]["metrics"]["how"]) == (0, "passed", "script"), same[check]
@@ -92,10 +96,7 @@ def test_a_scripted_workload_fails_jit_where_script_no_longer_compiles_it(tmp_pa
 
 def test_an_aoti_package_that_does_not_load_in_a_fresh_process_fails_aoti(tmp_path: Path, torch_python: str) -> None:
     """pytorch#173706: the package loads where it was compiled and not in a fresh process. The real torch passes."""
-    (tmp_path / "scripted.py").write_text(SCRIPTED_MODEL)
-    (tmp_path / "torch-upgrade-check.yml").write_text(
-        "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n  - name: head\n    factory: scripted:build\n"
-        "    aspects: [aoti]\n")
+    head_workload(tmp_path, "    aspects: [aoti]\n")
     check = "head[float32]/aoti"
     for python, out in ((torch_python, "real"), (str(interpreter(torch_python, tmp_path / "py",
                                                                    breaks=["aoti-fresh-process-load"])), "broken")):

@@ -10,8 +10,8 @@ load, a model that exported (or scripted) on one version and raised on the next.
 - `aoti` (opt-in: a compile takes a minute): the exported program compiled and packaged by
   `torch._inductor.aoti_compile_and_package`, loaded by `torch._inductor.aoti_load_package` in this process and in
   a fresh one. In `compare` the candidate builds its own package from the baseline's weights and inputs; it does
-  not load the baseline's package: torch promises no compatibility of AOTInductor packages across versions (a
-  package holds a shared library built against the torch that compiled it), so that is not judged.
+  not load the baseline's package: we found no promise in torch's documentation that a package loads in another
+  version (a package holds a shared library built against the torch that compiled it), so that is not judged.
 
 The program's outputs in this process and the reloaded program's outputs in the fresh one are judged against
 the fp64 golden with eager in the same dtype as the reference (the compile rule). Modes, as the checkpoint
@@ -179,9 +179,9 @@ def _save(kind: str, program: Any, path: Path) -> None:
     if kind == "export":
         torch.export.save(program, path)
     elif kind == "aoti":
-        import torch._inductor
+        import torch._inductor as inductor  # `import torch._inductor` would make torch local to this function
 
-        torch._inductor.aoti_compile_and_package(program, package_path=str(path))
+        inductor.aoti_compile_and_package(program, package_path=str(path))
     else:
         torch.jit.save(program, str(path))
 
@@ -191,9 +191,9 @@ def _runnable(kind: str, program: Any, saved: Path) -> Callable[..., Any]:
     if kind == "export":
         return program.module()
     if kind == "aoti":
-        import torch._inductor
+        import torch._inductor as inductor
 
-        return torch._inductor.aoti_load_package(str(saved))
+        return inductor.aoti_load_package(str(saved))
     return program  # type: ignore[no-any-return]
 
 

@@ -313,9 +313,9 @@ def install(names: str) -> None:
         elif name == "script-unsupported-gelu":
             F.gelu = _unscriptable(F.gelu)
         elif name == "aoti-fresh-process-load":
-            import torch._inductor
+            import torch._inductor as inductor  # `import torch._inductor` would make torch local to install()
 
-            _loads_only_its_own(torch._inductor)
+            _loads_only_its_own(inductor)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:
