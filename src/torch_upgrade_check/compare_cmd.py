@@ -235,7 +235,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
                       "candidate": [*corr, *compare.cross_version_specs(settings, device, saved_dir, "compare"),
                                     *compare.saved_specs(settings, device, saved_dir, "compare"), *last]}
     else:  # the candidate alone, as `run` plans it
-        side_specs["candidate"] += [*session.plan(settings, device, aspects=list(compare.TRAINING_ASPECTS)), *last,
+        side_specs["candidate"] += [*session.plan(settings, device, aspects=list(compare.PER_SIDE_ASPECTS)), *last,
                                     *ab_specs]
     planned = [*side_specs["candidate"], *(ab_specs if has_baseline else [])]
     stack_ids = stack_cmd.planned_ids(args, settings.only)

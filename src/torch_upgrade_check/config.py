@@ -21,16 +21,19 @@ SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
 # fsdp2 is left out: it trains the built-in transformer_block and never calls a factory.
 WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
-                    "training-curve", "amp", "latency", "memory", "compile-time", "warnings")
-# compile-time is opt-in (--compile-time, or listed here): each sample is a whole cold compile
-DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a != "compile-time")
+                    "training-curve", "amp", "latency", "memory", "compile-time", "warnings", "export", "jit",
+                    "aoti")
+# compile-time is opt-in (--compile-time, or listed here): each sample is a whole cold compile; so are the artifact
+# aspects (export, jit, aoti): a team lists the artifacts it ships (`jit:` alone also plans jit)
+DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a not in ("compile-time", "export", "jit", "aoti"))
 DEFAULT_DTYPES = ("float32",)
 
 TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest", "requirements", "extras",
             "threads", "ab-budget", "undecided", "fleet")
 THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression", "max-compile-time-regression")
 WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks",
-                 "training-steps")
+                 "training-steps", "jit")
+JIT_MODES = ("script", "trace")
 PYTEST_KEYS = ("args",)
 FLEET_KEYS = ("archs", "driver")
 
@@ -65,6 +68,7 @@ class UserWorkload:
     max_latency_ms: dict[str, float] = field(default_factory=dict)
     allow_graph_breaks: bool = False  # compare: a graph break or recompile new in the candidate does not fail compile
     training_steps: int | None = None  # training-curve's steps (default: worker.curve.DEFAULT_STEPS)
+    jit: str = ""  # "script" or "trace": how the jit aspect builds its TorchScript program (declared: jit is planned)
     line: int = 0
 
 
@@ -138,7 +142,8 @@ class Config:
         if w is None:
             return {}
         return {**({"allow_graph_breaks": True} if w.allow_graph_breaks else {}),
-                **({"steps": w.training_steps} if w.training_steps else {})}
+                **({"steps": w.training_steps} if w.training_steps else {}),
+                **({"jit": w.jit} if w.jit else {})}
 
     def latency_limits(self, device: str) -> dict[str, float]:
         """workload name -> max median latency in ms on `device`, for analysis.verdicts.decide(max_latency_ms=...).
@@ -375,7 +380,18 @@ class _Checker:
             fields["training_steps"] = self.value(steps, keys["training-steps"], f"{key}.training-steps")
         if "allow-graph-breaks" in keys:
             fields["allow_graph_breaks"] = bool(self.value(flag, keys["allow-graph-breaks"], f"{key}.allow-graph-breaks"))
+        if "jit" in keys:
+            fields.update(self._jit(keys["jit"], f"{key}.jit", fields.get("aspects", DEFAULT_ASPECTS)))
         return UserWorkload(line=line, **fields)
+
+    def _jit(self, node: yaml.Node, key: str, aspects: tuple[str, ...]) -> dict[str, Any]:
+        """`jit: script|trace`: how the workload's TorchScript program is built; declaring it plans the jit aspect."""
+        value = self.scalar(node)
+        if value not in JIT_MODES:
+            self.error(node, f"{key} must be script (torch.jit.script) or trace (torch.jit.trace on the workload's "
+                             f"inputs), got {self.got(node)}")
+            return {}
+        return {"jit": value, "aspects": tuple(a for a in WORKLOAD_ASPECTS if a in aspects or a == "jit")}
 
     def _workload_name(self, keys: Mapping[str, yaml.Node], key: str, line: int, seen: dict[str, str]) -> str:
         if "name" not in keys:

@@ -18,6 +18,9 @@ FAIL_KINDS = {"latency": "latency", "compile-time": "latency", "memory": "memory
 # tf32: float32 tensors computed with TF32 tensor-core math (CUDA, compute capability 8.0+); every other
 # float32 check runs in IEEE float32.
 DTYPES = ("float32", "float16", "bfloat16", "float64", "tf32")
+# deployment artifacts (worker.artifacts): built, saved, loaded in a fresh process; in compare the baseline's loaded
+ARTIFACT_ASPECTS = ("export", "jit", "aoti")
+ASPECTS += ARTIFACT_ASPECTS
 
 
 class Outcome(str, enum.Enum):

@@ -16,6 +16,9 @@ TRAINED_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "check
                    "latency", "memory", "warnings")
 MODEL_ASPECTS = tuple(a for a in TRAINED_ASPECTS if a not in ("checkpoint", "training-curve", "amp"))
 OP_ASPECTS = ("numerics", "cross-backend", "compile", "latency", "memory", "warnings")
+# deployment artifacts (export; jit traced) for the float32 built-in models whose artifacts build cheaply (a fresh
+# process each: seconds); transformer_block does not trace (its graph differs between calls), so has export only
+ARTIFACT_ASPECTS = ("export", "jit")
 FLOAT32_ONLY = ("amp",)  # runs the float32 model under autocast: planned for float32 only
 LAST = ("warnings",)  # planned after a workload's other aspects: it reports the warnings they raised
 
@@ -32,12 +35,12 @@ class Workload:
 
 
 BUILTIN: tuple[Workload, ...] = (
-    Workload("mlp", ("float32",), TRAINED_ASPECTS, "3-layer MLP with GELU, forward and backward"),
-    Workload("cnn", ("float32",), TRAINED_ASPECTS, "small conv net: conv, batch norm, pooling, linear head"),
+    Workload("mlp", ("float32",), (*TRAINED_ASPECTS, *ARTIFACT_ASPECTS), "3-layer MLP with GELU, forward and backward"),
+    Workload("cnn", ("float32",), (*TRAINED_ASPECTS, "export"), "small conv net: conv, batch norm, pooling, linear head"),
     Workload(
         "transformer_block",
         ("float32",),
-        (*TRAINED_ASPECTS, "fsdp2"),
+        (*TRAINED_ASPECTS, "fsdp2", "export"),
         "nn.TransformerEncoderLayer, forward and backward; FSDP2 fully_shard vs unsharded",
     ),
     Workload("sdpa", ("float32", "bfloat16"), (*MODEL_ASPECTS, "sdpa-backends"),

@@ -31,7 +31,8 @@ MULTIPLIER = 2.0
 LOWP_MULTIPLIER = 4.0
 LOW_PRECISION = ("float16", "bfloat16", "tf32")
 REFERENCE = {"cross-backend": "the CPU", "cross-version": "the baseline", "compile": "eager",
-             "numerics": "TF32 simulated on the CPU"}  # numerics has a reference only for tf32
+             "numerics": "TF32 simulated on the CPU",
+             "export": "eager", "jit": "eager", "aoti": "eager"}  # numerics has a reference only for tf32
 
 
 def judge_tensor(t: Mapping[str, Any], aspect: str, dtype: str, rtol: float, atol: float) -> tuple[bool, str]:

@@ -20,6 +20,8 @@ Rules (thresholds are recorded on each result):
   the baseline's golden, within the cross-version rule of the baseline's autocast step, and the fp64 step's
   golden unchanged from the baseline's.
 - warnings: listed; passes (compare judges what is new in the candidate: orchestrate.compare).
+- export, jit: the program built, saved and reloaded in a fresh process (in compare also the baseline's
+  saved program), every output by the compile rule against eager's (analysis.artifacts).
 - fsdp2: each step's reduced gradient shards within FSDP2_GRAD_TOL (of each gradient's RMS) of the unsharded
   model's gradients, and the parameters after the sharded steps within FSDP2_ATOL or FSDP2_RTOL*|unsharded|.
 """
@@ -31,9 +33,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from torch_upgrade_check.analysis import closeness, stats
+from torch_upgrade_check.analysis import artifacts, closeness, stats
 from torch_upgrade_check.analysis.closeness import as_float, short
-from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
+from torch_upgrade_check.model import ARTIFACT_ASPECTS, CheckResult, CheckSpec, Observation, Outcome
 
 FSDP2_ATOL = 1e-5
 FSDP2_RTOL = 1e-4
@@ -95,6 +97,8 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
                   f"each)" if samples else "no compile was timed")
     elif spec.aspect == "checkpoint":
         outcome, reason, thresholds = _checkpoint(m)
+    elif spec.aspect in ARTIFACT_ASPECTS:
+        outcome, reason, thresholds = artifacts.judge(m, spec.aspect, spec.dtype)
     elif spec.aspect == "sdpa-backends":
         outcome, reason, thresholds = _sdpa_backends(m, spec.dtype)
     elif spec.aspect == "training-curve":

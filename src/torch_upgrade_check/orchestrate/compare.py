@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from torch_upgrade_check.analysis.verdicts import decide, plural_of, warning_entry, warning_line, warnings_reason
-from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Report
+from torch_upgrade_check.model import ARTIFACT_ASPECTS, CheckResult, CheckSpec, Observation, Outcome, Report
 from torch_upgrade_check.orchestrate import session
 
 AB_ASPECTS = ("latency", "memory", "compile-time")
@@ -31,7 +31,8 @@ class Thresholds:
 
 # the baseline saves what the candidate loads: planned per side (cross-version apart: one per workload and dtype)
 TRAINING_ASPECTS = ("checkpoint", "training-curve", "amp")
-SAVED_ASPECTS = ("cross-version", *TRAINING_ASPECTS)
+PER_SIDE_ASPECTS = (*TRAINING_ASPECTS, *ARTIFACT_ASPECTS)  # deployment artifacts: the baseline's program is loaded
+SAVED_ASPECTS = ("cross-version", *PER_SIDE_ASPECTS)
 
 
 def correctness_specs(settings: session.Settings, device: str) -> list[CheckSpec]:
@@ -71,11 +72,11 @@ def cross_version_specs(settings: session.Settings, device: str, store: Path, mo
 
 
 def saved_specs(settings: session.Settings, device: str, store: Path, mode: str) -> list[CheckSpec]:
-    """The checkpoint, training-curve and amp checks: the baseline's (mode "save") run as alone and keep their
-    files, the candidate's (mode "compare") read the baseline's, once they are complete."""
+    """The checkpoint, training-curve, amp and artifact (export, jit) checks: the baseline's (mode "save") run as
+    alone and keep their files, the candidate's (mode "compare") read the baseline's, once they are complete."""
     after = {"after": str(saved_mark(store))} if mode == "compare" else {}
     return [replace(s, params={**s.params, "mode": mode, "store": str(store), **after})
-            for s in session.plan(settings, device, aspects=list(TRAINING_ASPECTS))]
+            for s in session.plan(settings, device, aspects=list(PER_SIDE_ASPECTS))]
 
 
 def _selected(settings: session.Settings, spec: CheckSpec) -> bool:

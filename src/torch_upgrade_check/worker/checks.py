@@ -17,6 +17,7 @@ import torch
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import (
     amp,
+    artifacts,
     checkpoint,
     crossversion,
     curve,
@@ -412,6 +413,9 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "training-curve": curve.run,
     "sdpa-backends": sdpa_backends.run,
     "amp": amp.run,
+    "export": artifacts.run,
+    "jit": artifacts.run,
+    "aoti": artifacts.run,
 }
 
 

@@ -50,6 +50,18 @@ changes float64 too, as a real kernel change does.
 - extension-registration-aborts: registering an operator from outside torch (torch.library.Library.define, what a
   C++ extension's TORCH_LIBRARY block does as it loads) aborts the process, as a torchao built for the previous
   torch did on import (pytorch/ao#2908); torch's own registrations are untouched.
+- export-schema-bump: torch.export's serializer is at schema version 9.0 (2.13's is 8.x): what it saves it loads,
+  and torch's own version check rejects a program an older torch saved (as a major schema bump would).
+- export-unsupported-gelu: nn.functional.gelu raises while torch.export traces it (as an op that export stops
+  supporting does); eager, compile and TorchScript are untouched.
+- jit-format-bump: torch.jit.save marks its files with a new format and torch.jit.load reads only those, failing
+  with the message torch gives for a file format it does not read (what it saves it loads).
+- script-unsupported-gelu: nn.functional.gelu is a Python function TorchScript cannot compile (variable arguments,
+  as torch.jit.script stopped compiling functions wrapped by torch.compiler.disable in 2.8); eager, trace and
+  export are untouched.
+- aoti-fresh-process-load: torch._inductor.aoti_load_package loads only packages compiled in its own process; in
+  any other it fails as a package's shared library that does not resolve its symbols does (pytorch#173706: an
+  AOTInductor package that would not load in a fresh process).
 """
 
 from __future__ import annotations
@@ -306,6 +318,58 @@ def _host_ram(fn, nbytes: int):
     return staged
 
 
+def _unexportable(gelu):
+    def guarded(*args, **kwargs):
+        if torch.compiler.is_exporting():
+            raise RuntimeError("Could not export: unsupported operator aten.gelu.default (no export rule in this "
+                               "version)")
+        return gelu(*args, **kwargs)
+
+    return guarded
+
+
+_FORMAT = "tuc-format-2"
+
+
+def _format_bump(save, load):
+    def new_load(f, map_location=None, _extra_files=None, **kwargs):
+        extra = {**(_extra_files or {}), _FORMAT: ""}
+        model = load(f, map_location=map_location, _extra_files=extra, **kwargs)
+        if not extra[_FORMAT]:
+            raise RuntimeError("PytorchStreamReader failed reading file: the file format version is older than the "
+                               "oldest this torch reads")
+        return model
+
+    def new_save(m, f, _extra_files=None):
+        save(m, f, _extra_files={**(_extra_files or {}), _FORMAT: "2"})
+
+    return new_save, new_load
+
+
+def _unscriptable(gelu):
+    def wrapped(*args, **kwargs):
+        return gelu(*args, **kwargs)
+
+    return wrapped
+
+
+def _loads_only_its_own(inductor) -> None:
+    compiled = set()
+    compile_and_package, load_package = inductor.aoti_compile_and_package, inductor.aoti_load_package
+
+    def compile_(*args, **kwargs):
+        path = compile_and_package(*args, **kwargs)
+        compiled.add(str(path))
+        return path
+
+    def load(path, *args, **kwargs):
+        if str(path) not in compiled:
+            raise RuntimeError(f"Error in dlopen: {path}/model.so: undefined symbol: aoti_torch_cpu_tuc_missing_kernel")
+        return load_package(path, *args, **kwargs)
+
+    inductor.aoti_compile_and_package, inductor.aoti_load_package = compile_, load
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -352,6 +416,20 @@ def install(names: str) -> None:
             _registration_aborts(torch.library.Library)
         elif name == "host-ram-64mib":
             F.linear = _host_ram(F.linear, 64 * 2**20)
+        elif name == "export-schema-bump":
+            import torch._export.serde.serialize as serialize
+
+            serialize.SCHEMA_VERSION = (9, 0)
+        elif name == "export-unsupported-gelu":
+            F.gelu = _unexportable(F.gelu)
+        elif name == "jit-format-bump":
+            torch.jit.save, torch.jit.load = _format_bump(torch.jit.save, torch.jit.load)
+        elif name == "script-unsupported-gelu":
+            F.gelu = _unscriptable(F.gelu)
+        elif name == "aoti-fresh-process-load":
+            import torch._inductor as inductor  # `import torch._inductor` would make torch local to install()
+
+            _loads_only_its_own(inductor)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:

@@ -1,0 +1,111 @@
+"""Deployment artifacts (export, jit): the program built, saved and reloaded in a fresh process passes on the real
+torch and against itself in `compare`, and fails on a torch broken the ways upgrades broke artifacts: a program the
+baseline saved that the candidate's loader rejects, and a model that exported on the baseline and no longer does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import load_report, results_by_id, run_cli
+from harness import interpreter
+from test_checks_catch_breakage import compared, outcomes
+
+pytestmark = pytest.mark.usefixtures("torch_python")
+EXPORT, JIT = "mlp[float32]/export", "mlp[float32]/jit"
+
+
+def test_the_same_torch_on_both_sides_loads_and_runs_the_baselines_programs(tmp_path: Path, torch_python: str) -> None:
+    code, cand = compared(torch_python, torch_python, tmp_path, EXPORT, JIT)
+    assert code == 0, cand
+    for check, what in ((EXPORT, "torch.export: "), (JIT, "TorchScript (trace): ")):
+        assert cand[check]["outcome"] == "passed", cand[check]["reason"]
+        assert cand[check]["reason"].startswith(what + "built, run, saved and reloaded in a fresh process; baseline ")
+        assert "'s saved program loaded and run; all 3 tensors are within tolerance" in cand[check]["reason"]
+        assert cand[check]["metrics"]["programs"] == ["baseline's program", "in-process", "reloaded"]
+
+
+@pytest.mark.parametrize(("breakage", "check", "why"), [
+    ("export-schema-bump", EXPORT, "baseline's program: torch.export.load: SerializeError: Serialized schema version"),
+    ("jit-format-bump", JIT, "baseline's program: torch.jit.load: RuntimeError: PytorchStreamReader failed reading "
+                             "file"),
+])
+def test_a_loader_that_rejects_the_baselines_program_fails_compare(tmp_path: Path, torch_python: str, breakage: str,
+                                                                   check: str, why: str) -> None:
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=[breakage]))
+    alone = outcomes(broken, tmp_path / "run", check)[check]
+    assert alone["outcome"] == "passed", alone["reason"]  # what it saves it loads
+    code, cand = compared(torch_python, broken, tmp_path / "out", check)
+    assert (code, cand[check]["outcome"]) == (1, "failed"), cand[check]["reason"]
+    reason = cand[check]["reason"]
+    assert " program does not load and run in a fresh process (saved by baseline " in reason
+    assert why in reason and "reloaded" not in reason  # its own program loads
+
+
+def test_a_model_that_no_longer_exports_fails_export_naming_the_op(tmp_path: Path, torch_python: str) -> None:
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["export-unsupported-gelu"]))
+    code, cand = compared(torch_python, broken, tmp_path / "out", EXPORT, JIT)
+    assert (code, cand[EXPORT]["outcome"], cand[JIT]["outcome"]) == (1, "failed", "passed"), cand
+    reason = cand[EXPORT]["reason"]
+    assert reason.startswith("the torch.export program cannot be built: torch.export.export: RuntimeError: Could not "
+                             "export: unsupported operator aten.gelu.default"), reason
+    assert "; it built on baseline " in reason and "(passed on baseline" in reason
+
+
+SCRIPTED_MODEL = '''import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 8)
+
+    def forward(self, x):
+        return nn.functional.gelu(self.proj(x)).sum(-1)
+
+
+def build():
+    return Head(), (torch.randn(4, 16),)
+'''
+
+
+def head_workload(folder: Path, keys: str) -> None:
+    """A config in `folder` whose one workload, `head`, is SCRIPTED_MODEL with `keys` (YAML lines, indented)."""
+    (folder / "scripted.py").write_text(SCRIPTED_MODEL)
+    (folder / "torch-upgrade-check.yml").write_text(
+        "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n  - name: head\n    factory: scripted:build\n" + keys)
+
+
+def test_a_scripted_workload_fails_jit_where_script_no_longer_compiles_it(tmp_path: Path, torch_python: str) -> None:
+    """`jit: script` plans jit with torch.jit.script; A/A passes, and a candidate that cannot script the model fails."""
+    head_workload(tmp_path, "    aspects: [numerics]\n    jit: script\n")
+    check = "head[float32]/jit"
+    code, same = compared(torch_python, torch_python, tmp_path / "aa", cwd=tmp_path)
+    assert (code, same[check]["outcome"], same[check]["metrics"]["how"]) == (0, "passed", "script"), same[check]
+    assert same[check]["reason"].startswith("TorchScript (script): built, run, saved and reloaded in a fresh process; "
+                                            "baseline "), same[check]["reason"]
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["script-unsupported-gelu"]))
+    code, cand = compared(torch_python, broken, tmp_path / "out", cwd=tmp_path)
+    assert (code, cand[check]["outcome"], cand["head[float32]/numerics"]["outcome"]) == (1, "failed", "passed"), cand
+    assert cand[check]["reason"].startswith("the TorchScript (script) program cannot be built: torch.jit.script: "
+                                            "NotSupportedError: Compiled functions can't take variable number of "
+                                            "arguments"), cand[check]["reason"]
+    assert "; it built on baseline " in cand[check]["reason"]
+
+
+def test_an_aoti_package_that_does_not_load_in_a_fresh_process_fails_aoti(tmp_path: Path, torch_python: str) -> None:
+    """pytorch#173706: the package loads where it was compiled and not in a fresh process. The real torch passes."""
+    head_workload(tmp_path, "    aspects: [aoti]\n")
+    check = "head[float32]/aoti"
+    for python, out in ((torch_python, "real"), (str(interpreter(torch_python, tmp_path / "py",
+                                                                   breaks=["aoti-fresh-process-load"])), "broken")):
+        proc = run_cli("run", "--python", python, "--device", "cpu", "--out", str(tmp_path / out), "--no-job-summary",
+                       cwd=tmp_path)
+        assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    real, broken = (results_by_id(load_report(tmp_path / out))[check] for out in ("real", "broken"))
+    assert real["outcome"] == "passed", real["reason"]
+    assert real["reason"].startswith("AOTInductor: built, run, saved and reloaded in a fresh process; all 2 tensors")
+    assert broken["outcome"] == "failed", broken["reason"]
+    assert broken["reason"].startswith("the saved AOTInductor program does not load and run in a fresh process: "
+                                       "reloaded: torch._inductor.aoti_load_package: RuntimeError: Error in dlopen: ")
