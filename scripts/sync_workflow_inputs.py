@@ -15,16 +15,21 @@ ACTION = ROOT / "action.yml"
 WORKFLOW = ROOT / ".github" / "workflows" / "torch-upgrade-check.yml"
 BEGIN = "      # --- mirrored from action.yml by scripts/sync_workflow_inputs.py: edit there, then run it ---"
 END = "      # --- end of the inputs mirrored from action.yml ---"
+# The action's inputs the workflow does not take: it uploads every runner's report folder itself.
+NOT_MIRRORED = ("upload-report",)
 
 
 def mirrored_inputs(action_text: str) -> list[str]:
-    """action.yml's `inputs:` block, indented for workflow_call, with `type: string` and no `required:`."""
+    """action.yml's `inputs:` block (but NOT_MIRRORED), indented for workflow_call, `type: string`, no `required:`."""
     lines = action_text.splitlines()
     start = lines.index("inputs:") + 1
     end = next(i for i in range(start, len(lines)) if lines[i] and not lines[i].startswith((" ", "#")))
-    out = []
+    out: list[str] = []
+    skipping = False
     for line in lines[start:end]:
-        if line.strip().startswith("required:"):
+        if line.startswith("  ") and not line.startswith("   ") and line.strip().endswith(":"):
+            skipping = line.strip()[:-1] in NOT_MIRRORED
+        if skipping or line.strip().startswith("required:"):
             continue
         out.append("    " + line if line.strip() else "")
         if line.strip().startswith("default:"):

@@ -46,25 +46,30 @@ PROG = "torch-upgrade-check"
 
 # Every input of action.yml, in its order; each reaches this module as env var INPUT_<NAME>.
 INPUTS: tuple[str, ...] = (
-    "torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url", "find-links",
-    "extra-requirements", "requirements", "extras", "base-ref", "venv-cap", "cache", "device", "fleet", "config", "suite", "rtol", "atol", "max-latency-regression",
-    "max-memory-regression", "compile-time", "max-compile-time-regression", "max-latency-ms", "timeout", "fail-on",
+    "candidate-torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url", "find-links",
+    "extra-requirements", "requirements", "extras", "base-ref", "venv-cap", "cache", "device", "fleet", "config", "checks", "rtol", "atol", "max-latency-regression",
+    "max-memory-regression", "compile-time", "max-compile-time-regression", "max-latency-ms", "check-timeout-seconds", "fail-on",
     "ab-budget", "undecided", "threads", "python", "working-directory",
-    "job-summary", "report-dir", "bisect", "bisect-good",
+    "job-summary", "report-dir", "upload-report", "bisect", "bisect-good",
 )
+# The names inputs had before v1.0.0, kept as aliases through v1: each still works, with one warning in the log.
+ALIASES: dict[str, str] = {"torch-version": "candidate-torch-version", "suite": "checks",
+                           "timeout": "check-timeout-seconds"}
 DEFAULTS: dict[str, str] = {
     "torch-backend": "auto", "device": "auto", "fail-on": "correctness,latency,memory", "python": "python3",
     "working-directory": ".", "job-summary": "true", "report-dir": "torch-upgrade-check-report", "cache": "false",
-    "bisect": "false", "compile-time": "false",
+    "bisect": "false", "compile-time": "false", "upload-report": "true",
 }
 # The inputs that decide which torch venvs get built: the cache key hashes them.
-CACHE_INPUTS = ("torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url",
+CACHE_INPUTS = ("candidate-torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url",
                 "find-links", "extra-requirements", "requirements", "extras")
 # The outputs the action adds to the CLI's when input `bisect` ran a bisection.
 BISECT_OUTPUTS = ("bisect-outcome", "bisect-first-bad", "bisect-last-good", "bisect-compare-url", "bisect-report")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 URL_RE = re.compile(r"^(https?|file)://\S+$")
 TRUE, FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
+DEFAULT_ARTIFACT = "torch-upgrade-check-report"
+ARTIFACT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 def env_name(input_name: str) -> str:
@@ -73,12 +78,31 @@ def env_name(input_name: str) -> str:
 
 
 def read_inputs(environ: Mapping[str, str]) -> dict[str, str]:
-    """The inputs as strings, stripped; a missing or blank input takes its default."""
+    """The inputs as strings, stripped, under their current names (an alias's value under the name it stands
+    for, when that one is blank); a missing or blank input takes its default."""
     values = {}
     for name in INPUTS:
         value = environ.get(env_name(name), "").strip()
-        values[name] = value or DEFAULTS.get(name, "")
+        old = [alias for alias, new in ALIASES.items() if new == name]
+        values[name] = value or (environ.get(env_name(old[0]), "").strip() if old else "") or DEFAULTS.get(name, "")
     return values
+
+
+def alias_notes(environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """(warnings, problems) about the deprecated input names: one warning per alias used; a problem when an alias
+    and its new name are both set to different values."""
+    warnings, problems = [], []
+    for old, new in ALIASES.items():
+        old_value, new_value = (environ.get(env_name(n), "").strip() for n in (old, new))
+        if not old_value:
+            continue
+        if new_value and new_value != old_value:
+            problems.append(f"inputs '{old}' and '{new}' are the same input (the first its old name) and disagree: "
+                            f"{old_value!r} against {new_value!r}; keep only '{new}'")
+        else:
+            warnings.append(f"input '{old}' is deprecated and will be removed in v2: rename it to '{new}' "
+                            f"(same values)")
+    return warnings, problems
 
 
 def split_items(text: str, *, commas: bool = True) -> list[str]:
@@ -112,8 +136,8 @@ def _problem(parse: Callable[[str, str], object], name: str, value: str) -> str:
 def validate(values: Mapping[str, str]) -> list[str]:
     """Every problem with the inputs, one sentence each, naming the input, the value and the fix."""
     problems: list[str] = []
-    candidate, baseline = values["torch-version"], values["baseline-torch-version"]
-    for name in ("torch-version", "baseline-torch-version"):
+    candidate, baseline = values["candidate-torch-version"], values["baseline-torch-version"]
+    for name in ("candidate-torch-version", "baseline-torch-version"):
         if values[name] and values[name] != "auto":  # auto: the CLI reads the pin, and names what is wrong
             problems.append(_problem(parse_spec, name, values[name]))
     if values["base-ref"] and baseline != "auto":
@@ -133,8 +157,8 @@ def validate(values: Mapping[str, str]) -> list[str]:
     for name in ("rtol", "atol"):
         if values[name]:
             problems.append(_problem(tolerance, name, values[name]))
-    if values["timeout"]:
-        problems.append(_problem(timeout, "timeout", values["timeout"]))
+    if values["check-timeout-seconds"]:
+        problems.append(_problem(timeout, "check-timeout-seconds", values["check-timeout-seconds"]))
     if values["threads"]:
         problems.append(_problem(threads, "threads", values["threads"]))
     for name, parse in (("ab-budget", timeout), ("undecided", undecided)):
@@ -150,6 +174,7 @@ def validate(values: Mapping[str, str]) -> list[str]:
     problems += [_problem(latency_limit, "max-latency-ms", item) for item in split_items(values["max-latency-ms"])]
     problems += _fail_on_problems(values["fail-on"])
     problems += _bisect_problems(values)
+    problems.append(_upload_problem(values["upload-report"]))
     for name in ("job-summary", "cache", "bisect", "compile-time"):
         if values[name].lower() not in (*TRUE, *FALSE):
             problems.append(f"input '{name}' must be true or false, got {values[name]!r}")
@@ -162,10 +187,28 @@ def validate(values: Mapping[str, str]) -> list[str]:
             asked.append("cache")
         if values["torch-backend"] != "auto":
             asked.insert(0, "torch-backend")
-        problems += [f"input '{n}' is used only to install torch; set 'torch-version' (and/or 'baseline-torch-version') "
+        problems += [f"input '{n}' is used only to install torch; set 'candidate-torch-version' (and/or 'baseline-torch-version') "
                      f"too, or remove it" for n in asked]
     problems += _path_problems(values)
     return [p for p in problems if p]
+
+
+def _upload_problem(value: str) -> str:
+    if value.lower() in (*TRUE, *FALSE) or ARTIFACT_NAME_RE.fullmatch(value):
+        return ""
+    return (f"input 'upload-report' must be true, false or an artifact name (letters, digits, '.', '_', '-'), "
+            f"got {value!r}")
+
+
+def upload_plan(environ: Mapping[str, str]) -> dict[str, str]:
+    """The outputs of the action's upload step: `enabled`, the artifact's `name`, and the report folder's `path`."""
+    values = read_inputs(environ)
+    value = values["upload-report"]
+    if value.lower() in FALSE or _upload_problem(value):  # a bad value: the check step has already said why
+        return {"enabled": "false", "name": "", "path": ""}
+    name = DEFAULT_ARTIFACT if value.lower() in TRUE else value
+    path = (Path(values["working-directory"]) / values["report-dir"]).resolve()
+    return {"enabled": "true", "name": name, "path": str(path)}
 
 
 def _bisect_problems(values: Mapping[str, str]) -> list[str]:
@@ -173,8 +216,8 @@ def _bisect_problems(values: Mapping[str, str]) -> list[str]:
         return (["input 'bisect-good' is used only with 'bisect: true'; set it, or remove 'bisect-good'"]
                 if values["bisect-good"] else [])
     problems = []
-    if not values["torch-version"] or values["torch-version"].lower() == "current":
-        problems.append("input 'bisect' searches the builds up to the candidate: set 'torch-version' to the torch to "
+    if not values["candidate-torch-version"] or values["candidate-torch-version"].lower() == "current":
+        problems.append("input 'bisect' searches the builds up to the candidate: set 'candidate-torch-version' to the torch to "
                         "install (a version, nightly or test), or remove 'bisect'")
     good = values["bisect-good"] or values["baseline-torch-version"]
     if not good:
@@ -221,7 +264,7 @@ def fail_on(values: Mapping[str, str]) -> tuple[str, ...]:
 
 def build_argv(values: Mapping[str, str]) -> list[str]:
     """The CLI arguments these (valid) inputs ask for: `compare` with a version or a baseline, else `run`."""
-    candidate, baseline = values["torch-version"], values["baseline-torch-version"]
+    candidate, baseline = values["candidate-torch-version"], values["baseline-torch-version"]
     if candidate or baseline:
         argv = ["compare", "--candidate", candidate or "current"]
         if baseline:
@@ -232,7 +275,7 @@ def build_argv(values: Mapping[str, str]) -> list[str]:
     else:
         argv = ["run", "--python", values["python"]]
     argv += ["--device", values["device"], "--out", values["report-dir"]]
-    return argv + _check_flags(values, split_items(values["suite"]))
+    return argv + _check_flags(values, split_items(values["checks"]))
 
 
 def bisect_argv(values: Mapping[str, str], bad: str, failed: Sequence[str]) -> list[str]:
@@ -269,9 +312,10 @@ def _check_flags(values: Mapping[str, str], only: Sequence[str]) -> list[str]:
     argv = ["--config", values["config"]] if values["config"] else []
     argv += ["--fleet", values["fleet"]] if values["fleet"].strip() else []
     argv += _repeat("--only", only)
-    for name in ("rtol", "atol", "timeout", "threads"):
+    for name, flag in (("rtol", "--rtol"), ("atol", "--atol"), ("check-timeout-seconds", "--timeout"),
+                       ("threads", "--threads")):
         if values[name]:
-            argv += [f"--{name}", values[name]]
+            argv += [flag, values[name]]
     argv += _repeat("--max-latency-ms", [item.replace(" ", "") for item in split_items(values["max-latency-ms"])])
     argv += ["--fail-on", ",".join(fail_on(values)) or "none"]
     if values["compile-time"].lower() in TRUE:
@@ -287,7 +331,7 @@ def _repeat(flag: str, items: Sequence[str]) -> list[str]:
 
 def plan(environ: Mapping[str, str]) -> Plan:
     values = read_inputs(environ)
-    problems = validate(values)
+    problems = alias_notes(environ)[1] + validate(values)
     if problems:
         return Plan((), Path(values["working-directory"]), (), tuple(problems))
     return Plan(tuple(build_argv(values)), Path(values["working-directory"]), fail_on(values))
@@ -300,7 +344,7 @@ def cache_key(values: Mapping[str, str], *, python_version: str, system: str, ma
     asked = {name: values[name] for name in CACHE_INPUTS}
     digest = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
     moving = any(parse_spec(values[n], n).kind in ("nightly", "test", "range")
-                 for n in ("torch-version", "baseline-torch-version") if values[n])
+                 for n in ("candidate-torch-version", "baseline-torch-version") if values[n])
     return (f"torch-upgrade-check-venvs-v1-{system}-{machine}-py{python_version}-{digest}"
             + (f"-{today}" if moving else ""))
 
@@ -311,10 +355,10 @@ def cache_plan(environ: Mapping[str, str]) -> dict[str, str]:
     off = {"enabled": "false", "key": "", "path": ""}
     if values["cache"].lower() not in TRUE:
         return off
-    specs = [values[n] for n in ("torch-version", "baseline-torch-version") if values[n]]
+    specs = [values[n] for n in ("candidate-torch-version", "baseline-torch-version") if values[n]]
     try:
-        if not specs or all(parse_spec(s, "torch-version").kind == "current" for s in specs):
-            print(f"{PROG}: cache: off, nothing to install (no torch-version but current)", flush=True)
+        if not specs or all(parse_spec(s, "candidate-torch-version").kind == "current" for s in specs):
+            print(f"{PROG}: cache: off, nothing to install (no candidate-torch-version but current)", flush=True)
             return off
     except UsageError:
         return off  # the check step reports the bad input
@@ -388,6 +432,12 @@ def main(environ: Mapping[str, str] | None = None, argv: Sequence[str] = ()) -> 
     if list(argv) == ["cache-key"]:
         github.set_outputs(cache_plan(environ), environ=environ)
         return 0
+    if list(argv) == ["upload"]:
+        github.set_outputs(upload_plan(environ), environ=environ)
+        return 0
+    for note in alias_notes(environ)[0]:  # here only, not in cache-key: once per run
+        print(f"{PROG}: warning: {note}", file=sys.stderr, flush=True)
+        github.warning(f"{PROG}: deprecated input", note, environ=environ)
     p = plan(environ)
     if p.problems:
         for problem in p.problems:

@@ -48,42 +48,44 @@ workloads: []
 """
 
 CALLER_WORKFLOW = """\
-# Checks a PyTorch upgrade before it is merged: runs torch-upgrade-check on pull requests that touch
-# your requirements. Written by `torch-upgrade-check init`: replace OWNER with the action's owner
-# (better: pin it to a commit SHA) and set torch-version to the version you are moving to.
-name: torch-upgrade-check
+# torch upgrade check: on a pull request that changes the torch pin, install the torch pinned on the base branch
+# and the one pinned in the pull request side by side, run the same checks under both on this runner, and fail
+# on a correctness, latency or memory regression. The report folder is kept as an artifact of the run.
+# The same file is README.md's quick start, workflows/torch-upgrade-check.yml and what `torch-upgrade-check init`
+# writes. Replace OWNER (and pin a release's commit SHA, with its version in a comment).
+name: torch upgrade check
 
 on:
   pull_request:
     paths:
       - "requirements*.txt"
-      - "requirements/**"
-      - "pyproject.toml"
       - "torch-upgrade-check.yml"
       - ".github/workflows/torch-upgrade-check.yml"
 
-permissions:
-  contents: read
+permissions: {{}}
 
 concurrency:
   group: torch-upgrade-check-${{{{ github.event.pull_request.number }}}}
   cancel-in-progress: true
 
 jobs:
-  torch-upgrade-check:
+  torch:
     name: torch upgrade check
-    runs-on: ubuntu-latest   # or your GPU runner's labels for CUDA, macos-14 for MPS
+    runs-on: ubuntu-latest  # CPU only; a GPU needs a self-hosted runner: README, "Self-hosted GPU and Mac runners"
     timeout-minutes: 60
+    permissions:
+      contents: read  # check out the repository; the action itself needs no token
     steps:
       - uses: actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1  # v7.0.1
         with:
           persist-credentials: false
+          fetch-depth: 2  # the base branch's commit too: the baseline's pin is read there
       - uses: {action}
         with:
-          torch-version: "2.13.0"            # the candidate: the torch you are upgrading to
-          baseline-torch-version: "2.12.1"   # the torch you run today (or `current` if the job installs it)
-          device: auto                       # auto, cpu, cuda or mps
-          config: torch-upgrade-check.yml
+          candidate-torch-version: auto  # the torch pinned in this pull request (or a version: 2.14.1)
+          baseline-torch-version: auto   # the torch pinned on the base branch (or a version: 2.13.0)
+          requirements: requirements.txt  # where the pin is; your stack is installed beside each torch
+          upload-report: true
 """
 
 

@@ -34,16 +34,16 @@ def steps() -> dict[str, Any]:
 
 
 def test_venv_cap_reaches_the_cli() -> None:
-    p = plan(_env(torch_version="2.13.0", venv_cap="50"))
+    p = plan(_env(candidate_torch_version="2.13.0", venv_cap="50"))
     assert p.problems == () and p.argv[p.argv.index("--venv-cap") + 1] == "50"
-    assert "--venv-cap" not in plan(_env(torch_version="2.13.0")).argv
+    assert "--venv-cap" not in plan(_env(candidate_torch_version="2.13.0")).argv
 
 
 @pytest.mark.parametrize(("inputs", "message"), [
-    ({"torch_version": "2.13.0", "venv_cap": "0"}, "input 'venv-cap' must be a positive number of GB like 20, got '0'"),
-    ({"torch_version": "2.13.0", "cache": "maybe"}, "input 'cache' must be true or false, got 'maybe'"),
-    ({"cache": "true"}, "input 'cache' is used only to install torch; set 'torch-version'"),
-    ({"venv_cap": "5"}, "input 'venv-cap' is used only to install torch; set 'torch-version'"),
+    ({"candidate_torch_version": "2.13.0", "venv_cap": "0"}, "input 'venv-cap' must be a positive number of GB like 20, got '0'"),
+    ({"candidate_torch_version": "2.13.0", "cache": "maybe"}, "input 'cache' must be true or false, got 'maybe'"),
+    ({"cache": "true"}, "input 'cache' is used only to install torch; set 'candidate-torch-version'"),
+    ({"venv_cap": "5"}, "input 'venv-cap' is used only to install torch; set 'candidate-torch-version'"),
 ])
 def test_bad_venv_inputs_name_the_input_and_the_fix(inputs: dict[str, str], message: str) -> None:
     assert any(problem.startswith(message) for problem in plan(_env(**inputs)).problems), plan(_env(**inputs)).problems
@@ -53,28 +53,28 @@ KEY_ARGS = dict(python_version="3.11.7", system="linux", machine="x86_64", today
 
 
 def test_the_cache_key_follows_what_decides_the_venvs() -> None:
-    base = action_entry.cache_key(_values(torch_version="2.13.0", baseline_torch_version="2.12.1"), **KEY_ARGS)
+    base = action_entry.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1"), **KEY_ARGS)
     assert base.startswith("torch-upgrade-check-venvs-v1-linux-x86_64-py3.11.7-") and not base.endswith("20260102")
-    assert base == action_entry.cache_key(_values(torch_version="2.13.0", baseline_torch_version="2.12.1",
-                                                  suite="mlp", rtol="1e-3"), **KEY_ARGS)  # checks do not matter
-    for change in ({"torch_backend": "cu128"}, {"extra_requirements": "numpy"}, {"torch_version": "2.13.1"},
+    assert base == action_entry.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1",
+                                                  checks="mlp", rtol="1e-3"), **KEY_ARGS)  # checks do not matter
+    for change in ({"torch_backend": "cu128"}, {"extra_requirements": "numpy"}, {"candidate_torch_version": "2.13.1"},
                    {"index_url": "https://mirror.example/simple"}):
-        values = _values(**{"torch_version": "2.13.0", "baseline_torch_version": "2.12.1", **change})
+        values = _values(**{"candidate_torch_version": "2.13.0", "baseline_torch_version": "2.12.1", **change})
         assert action_entry.cache_key(values, **KEY_ARGS) != base, change
-    assert action_entry.cache_key(_values(torch_version="2.13.0", baseline_torch_version="2.12.1"),
+    assert action_entry.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1"),
                                   **{**KEY_ARGS, "python_version": "3.12.1"}) != base
-    assert action_entry.cache_key(_values(torch_version="2.13.0", baseline_torch_version="2.12.1"),
+    assert action_entry.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1"),
                                   **{**KEY_ARGS, "machine": "aarch64"}) != base
 
 
 @pytest.mark.parametrize("moving", ["nightly", "test", ">=2.13,<2.15"])
 def test_a_moving_spec_is_cached_for_a_day(moving: str) -> None:
-    assert action_entry.cache_key(_values(torch_version=moving), **KEY_ARGS).endswith("-20260102")
+    assert action_entry.cache_key(_values(candidate_torch_version=moving), **KEY_ARGS).endswith("-20260102")
 
 
 def test_the_cache_key_step_writes_enabled_key_and_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     output = tmp_path / "github_output"
-    environ = {**_env(torch_version="2.13.0", cache="true", python=sys.executable), "GITHUB_OUTPUT": str(output),
+    environ = {**_env(candidate_torch_version="2.13.0", cache="true", python=sys.executable), "GITHUB_OUTPUT": str(output),
                "XDG_CACHE_HOME": str(tmp_path / "cache"), "RUNNER_ENVIRONMENT": "github-hosted"}
     assert action_entry.main(environ, ["cache-key"]) == 0
     text = output.read_text()
@@ -89,7 +89,7 @@ def test_the_cache_key_step_writes_enabled_key_and_path(tmp_path: Path, capsys: 
 def test_a_pull_requests_cache_is_its_own_store(tmp_path: Path) -> None:
     # compare builds a pull request's venvs under pull-requests/: caching the trusted store there restored
     # venvs it never used (a hit, so its own were never saved)
-    base = {**_env(torch_version="2.13.0", cache="true", python=sys.executable),
+    base = {**_env(candidate_torch_version="2.13.0", cache="true", python=sys.executable),
             "XDG_CACHE_HOME": str(tmp_path / "cache"), "RUNNER_ENVIRONMENT": "github-hosted"}
     push = action_entry.cache_plan({**base, "GITHUB_EVENT_NAME": "push"})
     pr = action_entry.cache_plan({**base, "GITHUB_EVENT_NAME": "pull_request"})
@@ -98,11 +98,11 @@ def test_a_pull_requests_cache_is_its_own_store(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("inputs", "extra", "said"), [
-    ({"torch_version": "2.13.0"}, {}, ""),                                          # not asked for
-    ({"torch_version": "2.13.0", "cache": "true"}, {"RUNNER_ENVIRONMENT": "self-hosted"}, "self-hosted"),
-    ({"torch_version": "current", "cache": "true"}, {}, "nothing to install"),
-    ({"torch_version": "banana", "cache": "true"}, {}, ""),                         # the check step reports it
-    ({"torch_version": "2.13.0", "cache": "true", "python": "no/such/python"}, {}, ""),
+    ({"candidate_torch_version": "2.13.0"}, {}, ""),                                          # not asked for
+    ({"candidate_torch_version": "2.13.0", "cache": "true"}, {"RUNNER_ENVIRONMENT": "self-hosted"}, "self-hosted"),
+    ({"candidate_torch_version": "current", "cache": "true"}, {}, "nothing to install"),
+    ({"candidate_torch_version": "banana", "cache": "true"}, {}, ""),                         # the check step reports it
+    ({"candidate_torch_version": "2.13.0", "cache": "true", "python": "no/such/python"}, {}, ""),
 ])
 def test_the_cache_is_off_when_it_cannot_help(inputs: dict[str, str], extra: dict[str, str], said: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:

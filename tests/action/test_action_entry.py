@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from torch_upgrade_check import action_entry, github
-from torch_upgrade_check.action_entry import env_name, main, plan
+from torch_upgrade_check.action_entry import alias_notes, env_name, main, plan, upload_plan
 
 
 def _env(**inputs: str) -> dict[str, str]:
@@ -20,7 +20,7 @@ def _env(**inputs: str) -> dict[str, str]:
 
 
 def test_no_torch_version_runs_the_installed_torch_with_run() -> None:
-    p = plan(_env(python="/opt/py/bin/python", suite="mlp, latency\nflex*", max_latency_ms="mlp=25\n sdpa = 3"))
+    p = plan(_env(python="/opt/py/bin/python", checks="mlp, latency\nflex*", max_latency_ms="mlp=25\n sdpa = 3"))
     assert p.problems == ()
     assert p.argv == ("run", "--python", "/opt/py/bin/python", "--device", "auto", "--out", "torch-upgrade-check-report",
                       "--only", "mlp", "--only", "latency", "--only", "flex*",
@@ -29,11 +29,11 @@ def test_no_torch_version_runs_the_installed_torch_with_run() -> None:
 
 
 def test_versions_run_compare_with_every_install_option() -> None:
-    p = plan(_env(torch_version="2.13.0", baseline_torch_version="current", torch_backend="cu128",
+    p = plan(_env(candidate_torch_version="2.13.0", baseline_torch_version="current", torch_backend="cu128",
                   index_url="https://download.pytorch.org/whl/cu128", extra_index_url="https://a.example/simple\n",
                   find_links=".", extra_requirements="numpy>=1.26,<3\n# a comment\nscipy",
                   max_latency_regression="15%", max_memory_regression="0.25", rtol="1e-4", atol="1e-5",
-                  timeout="900", device="cuda", fail_on="correctness, latency", job_summary="false",
+                  check_timeout_seconds="900", device="cuda", fail_on="correctness, latency", job_summary="false",
                   report_dir="reports/torch"))
     assert p.problems == ()
     assert p.argv == ("compare", "--candidate", "2.13.0", "--baseline", "current", "--python", "python3",
@@ -47,15 +47,15 @@ def test_versions_run_compare_with_every_install_option() -> None:
 
 
 def test_compile_time_reaches_compare_with_its_threshold() -> None:
-    p = plan(_env(torch_version="2.13.0", baseline_torch_version="2.12.1", compile_time="true",
+    p = plan(_env(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1", compile_time="true",
                   max_compile_time_regression="40%"))
     assert p.problems == ()
     assert ("--max-compile-time-regression", "40%") == p.argv[p.argv.index("--max-compile-time-regression"):][:2]
-    assert "--compile-time" in p.argv and "--compile-time" not in plan(_env(torch_version="2.13.0")).argv
+    assert "--compile-time" in p.argv and "--compile-time" not in plan(_env(candidate_torch_version="2.13.0")).argv
 
 
 def test_ab_budget_undecided_and_threads_reach_the_cli() -> None:
-    p = plan(_env(torch_version="2.13.0", baseline_torch_version="2.12.1", ab_budget="60", undecided="Pass",
+    p = plan(_env(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1", ab_budget="60", undecided="Pass",
                   threads="1"))
     assert p.problems == ()
     assert ("--ab-budget", "60", "--undecided", "pass") == p.argv[p.argv.index("--ab-budget"):][:4]
@@ -69,15 +69,15 @@ def test_baseline_alone_compares_with_the_installed_torch_as_candidate() -> None
 
 
 def test_the_stack_and_auto_pins_reach_compare() -> None:
-    p = plan(_env(torch_version="auto", baseline_torch_version="auto", requirements="requirements.txt\npyproject.toml",
+    p = plan(_env(candidate_torch_version="auto", baseline_torch_version="auto", requirements="requirements.txt\npyproject.toml",
                   extras="serve, test"))
     assert p.problems == ()
     assert p.argv[:7] == ("compare", "--candidate", "auto", "--baseline", "auto", "--base-ref", "HEAD^1")
     assert p.argv[p.argv.index("--requirements"):][:6] == ("--requirements", "requirements.txt", "--requirements",
                                                             "pyproject.toml", "--extras", "serve,test")
-    assert ("--base-ref", "origin/main") == plan(_env(torch_version="auto", baseline_torch_version="auto",
+    assert ("--base-ref", "origin/main") == plan(_env(candidate_torch_version="auto", baseline_torch_version="auto",
                                                       base_ref="origin/main")).argv[5:7]
-    assert plan(_env(torch_version="2.13.0", base_ref="main")).problems == (
+    assert plan(_env(candidate_torch_version="2.13.0", base_ref="main")).problems == (
         "input 'base-ref' is read only with 'baseline-torch-version: auto'; set that, or remove 'base-ref'",)
 
 
@@ -100,15 +100,15 @@ def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("inputs", "message"), [
-    ({"torch_version": "2.x"}, "input 'torch-version' must be a torch version like 2.13.0"),
+    ({"candidate_torch_version": "2.x"}, "input 'candidate-torch-version' must be a torch version like 2.13.0"),
     ({"baseline_torch_version": "latest"}, "input 'baseline-torch-version' must be a torch version"),
-    ({"torch_version": "2.13.0", "torch_backend": "cuda12"}, "input 'torch-backend' must be auto, pypi, cpu"),
-    ({"torch_version": "2.13.0", "index_url": "pypi.example.com"}, "input 'index-url' must be one URL"),
+    ({"candidate_torch_version": "2.13.0", "torch_backend": "cuda12"}, "input 'torch-backend' must be auto, pypi, cpu"),
+    ({"candidate_torch_version": "2.13.0", "index_url": "pypi.example.com"}, "input 'index-url' must be one URL"),
     ({"device": "tpu"}, "input 'device' must be one of auto, cpu, cuda, mps, got 'tpu'"),
     ({"fleet": "ampere, hopper"}, "input 'fleet' must list GPU architectures and the oldest driver"),
     ({"rtol": "abc"}, "input 'rtol' must be a number ≥ 0 like 1e-4 (0 turns that part of the tolerance off), got 'abc'"),
     ({"atol": "-1"}, "input 'atol' must be a number ≥ 0 like 1e-4 (0 turns that part of the tolerance off), got '-1'"),
-    ({"timeout": "0"}, "input 'timeout' must be a positive number"),
+    ({"check_timeout_seconds": "0"}, "input 'check-timeout-seconds' must be a positive number"),
     ({"baseline_torch_version": "current", "max_latency_regression": "ten"},
      "input 'max-latency-regression' must be a percentage like 10% or a ratio like 0.10, got 'ten'"),
     ({"max_memory_regression": "20%"}, "input 'max-memory-regression' compares with a baseline"),
@@ -127,12 +127,12 @@ def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
     ({"working_directory": "/nonexistent/dir"}, "input 'working-directory' must be an existing folder"),
     ({"bisect": "sometimes"}, "input 'bisect' must be true or false, got 'sometimes'"),
     ({"baseline_torch_version": "2.13.0", "bisect": "true"}, "input 'bisect' searches the builds up to the candidate"),
-    ({"torch_version": "nightly", "bisect": "true"}, "input 'bisect' needs a build known good: set 'bisect-good'"),
-    ({"torch_version": "nightly", "baseline_torch_version": ">=2.12,<2.14", "bisect": "true"},
+    ({"candidate_torch_version": "nightly", "bisect": "true"}, "input 'bisect' needs a build known good: set 'bisect-good'"),
+    ({"candidate_torch_version": "nightly", "baseline_torch_version": ">=2.12,<2.14", "bisect": "true"},
      "input 'baseline-torch-version' must be one torch version to bisect from"),
-    ({"torch_version": "nightly", "bisect": "true", "bisect_good": "yesterday"},
+    ({"candidate_torch_version": "nightly", "bisect": "true", "bisect_good": "yesterday"},
      "input 'bisect-good' must be one torch version to bisect from"),
-    ({"torch_version": "nightly", "bisect_good": "2.14.0.dev20261110"},
+    ({"candidate_torch_version": "nightly", "bisect_good": "2.14.0.dev20261110"},
      "input 'bisect-good' is used only with 'bisect: true'"),
 ])
 def test_bad_input_is_one_sentence_naming_input_and_value(inputs: dict[str, str], message: str) -> None:
@@ -201,9 +201,9 @@ def test_entry_module_imports_without_torch() -> None:
 
 
 def test_bisect_follows_a_failed_compare_with_its_flags_on_the_failed_checks() -> None:
-    values = action_entry.read_inputs(_env(torch_version="nightly", baseline_torch_version="2.13.0", bisect="true",
+    values = action_entry.read_inputs(_env(candidate_torch_version="nightly", baseline_torch_version="2.13.0", bisect="true",
                                            bisect_good="2.14.0.dev20261110", index_url="file:///srv/simple",
-                                           rtol="0", timeout="600", device="cpu", fail_on="correctness",
+                                           rtol="0", check_timeout_seconds="600", device="cpu", fail_on="correctness",
                                            report_dir="reports/torch", job_summary="false"))
     assert action_entry.validate(values) == []
     argv = action_entry.bisect_argv(values, "2.14.0.dev20261120", ["cnn[float32]/numerics", "mlp[float32]/compile"])
@@ -212,7 +212,7 @@ def test_bisect_follows_a_failed_compare_with_its_flags_on_the_failed_checks() -
                     "--only", "cnn[float32]/numerics", "--only", "mlp[float32]/compile", "--rtol", "0",
                     "--timeout", "600", "--fail-on", "correctness", "--no-job-summary"]
     # without bisect-good, the baseline is where the search starts
-    values = action_entry.read_inputs(_env(torch_version="2.14.1", baseline_torch_version="2.13.0", bisect="true"))
+    values = action_entry.read_inputs(_env(candidate_torch_version="2.14.1", baseline_torch_version="2.13.0", bisect="true"))
     assert action_entry.bisect_argv(values, "2.14.1", ["x"])[:5] == ["bisect", "--good", "2.13.0", "--bad", "2.14.1"]
 
 
@@ -220,9 +220,39 @@ def test_a_bisection_that_cannot_start_warns_and_says_error_in_its_outputs(tmp_p
     output = tmp_path / "gh-output"
     environ = {"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(output)}
     stream = io.StringIO()
-    values = action_entry.read_inputs(_env(torch_version="2.14.1", baseline_torch_version="2.13.0", bisect="true"))
+    values = action_entry.read_inputs(_env(candidate_torch_version="2.14.1", baseline_torch_version="2.13.0", bisect="true"))
     with contextlib.redirect_stdout(stream):
         outputs = action_entry.bisect_after_failure(values, tmp_path, environ)  # no report.json there
     assert outputs["bisect-outcome"] == "error" and set(outputs) == set(action_entry.BISECT_OUTPUTS)
     assert outputs["bisect-first-bad"] == "" and "bisect-outcome<<" in output.read_text()
     assert "::warning title=torch-upgrade-check%3A bisect::error: no compare report to bisect from" in stream.getvalue()
+
+
+@pytest.mark.parametrize(("old", "new", "value", "argv_part"), [
+    ("torch_version", "candidate_torch_version", "2.13.0", ("compare", "--candidate", "2.13.0")),
+    ("suite", "checks", "mlp", ("--only", "mlp")),
+    ("timeout", "check_timeout_seconds", "900", ("--timeout", "900")),
+])
+def test_a_deprecated_input_name_works_as_the_new_one_and_warns_once(
+        old: str, new: str, value: str, argv_part: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    as_old, as_new = plan(_env(**{old: value})), plan(_env(**{new: value}))
+    assert as_old.problems == () and as_old.argv == as_new.argv
+    assert " ".join(argv_part) in " ".join(as_old.argv)
+    warnings, problems = alias_notes(_env(**{old: value}))
+    assert problems == [] and len(warnings) == 1 and f"rename it to '{new.replace('_', '-')}'" in warnings[0]
+    assert alias_notes(_env(**{new: value})) == ([], [])  # the new name: no warning
+    # both names, different values: one problem naming both
+    (problem,) = plan(_env(**{old: value, new: "1" + value})).problems
+    assert f"'{old.replace('_', '-')}'" in problem and f"'{new.replace('_', '-')}'" in problem
+
+
+def test_the_report_upload_is_on_by_default_and_takes_a_name(tmp_path: Path) -> None:
+    base = {"working_directory": str(tmp_path)}
+    on = upload_plan(_env(**base))
+    assert on == {"enabled": "true", "name": "torch-upgrade-check-report",
+                  "path": str((tmp_path / "torch-upgrade-check-report").resolve())}
+    assert upload_plan(_env(**base, upload_report="false"))["enabled"] == "false"
+    named = upload_plan(_env(**base, upload_report="torch-report-linux", report_dir="reports/torch"))
+    assert named == {"enabled": "true", "name": "torch-report-linux", "path": str((tmp_path / "reports/torch").resolve())}
+    (problem,) = plan(_env(**base, upload_report="a/b")).problems
+    assert problem.startswith("input 'upload-report' must be true, false or an artifact name")

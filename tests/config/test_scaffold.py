@@ -26,13 +26,14 @@ def test_init_writes_a_config_that_loads_and_a_workflow(tmp_path: Path) -> None:
 
     flow = yaml.safe_load((tmp_path / ".github" / "workflows" / "torch-upgrade-check.yml").read_text())
     paths = flow[True]["pull_request"]["paths"]  # YAML 1.1 reads the key `on` as true
-    assert "pyproject.toml" in paths and "requirements*.txt" in paths
-    assert flow["permissions"] == {"contents": "read"}
+    assert "requirements*.txt" in paths and "torch-upgrade-check.yml" in paths
+    assert flow["permissions"] == {}
     (job,) = flow["jobs"].values()
+    assert job["permissions"] == {"contents": "read"} and "macos" not in str(job["runs-on"])
     step = next(s for s in job["steps"] if s["uses"].startswith("OWNER/"))
     assert step["uses"] == "OWNER/torch-upgrade-check@v1"
-    assert step["with"] == {"torch-version": "2.13.0", "baseline-torch-version": "2.12.1", "device": "auto",
-                            "config": "torch-upgrade-check.yml"}
+    assert step["with"] == {"candidate-torch-version": "auto", "baseline-torch-version": "auto",
+                            "requirements": "requirements.txt", "upload-report": True}
     checkout = next(s for s in job["steps"] if s["uses"].startswith("actions/checkout@"))
     assert len(checkout["uses"].partition("@")[2]) == 40 and checkout["with"]["persist-credentials"] is False
 

@@ -1,0 +1,76 @@
+"""The README's reference tables are generated from their sources, and its quick start is the one starting point:
+the same workflow as workflows/torch-upgrade-check.yml and what `torch-upgrade-check init` writes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from torch_upgrade_check import scaffold
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "docs_tables.py"
+USES = re.compile(r"(uses: OWNER/torch-upgrade-check)@\S+(\s+#.*)?")
+
+
+def _load_script():  # noqa: ANN202 - a module object
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_tables", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_tables_are_what_the_script_generates_from_their_sources() -> None:
+    docs_tables = _load_script()
+    readme = (ROOT / "README.md").read_text()
+    assert docs_tables.render(readme) == readme, "README.md is stale: run python3 scripts/docs_tables.py"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_check_mode_fails_on_a_drifted_readme(tmp_path: Path) -> None:
+    docs_tables = _load_script()
+    readme = (ROOT / "README.md").read_text()
+    drifted = readme.replace("| `device` | no | `auto` |", "| `device` | no | `cpu` |", 1)
+    assert drifted != readme
+    assert docs_tables.render(drifted) == readme  # the script puts the source's row back
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    rows = docs_tables.inputs_table(action["inputs"])
+    assert len(rows) == 2 + len(action["inputs"]) and all(f"| `{n}` |" in readme for n in action["inputs"])
+
+
+def test_every_input_states_its_default_in_the_table() -> None:
+    docs_tables = _load_script()
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    for name, spec in action["inputs"].items():
+        _, default, _ = docs_tables.split_description(spec["description"])
+        if spec["default"]:
+            assert default.startswith(f"`{spec['default']}`"), (name, default)
+        else:
+            assert default.startswith("not set: "), (name, default)
+
+
+def _normalised(text: str) -> str:
+    return USES.sub(r"\1@REF", text).strip()
+
+
+def test_readme_init_and_workflows_share_one_starting_point() -> None:
+    readme = (ROOT / "README.md").read_text()
+    first_yaml = re.search(r"```yaml\n(.*?)```", readme, re.DOTALL)
+    assert first_yaml and readme[: first_yaml.start()].count("\n") < 60, "the quick start's YAML must start early"
+    quick_start = first_yaml.group(1)
+    example = (ROOT / "workflows" / "torch-upgrade-check.yml").read_text()
+    written = scaffold.templates()[scaffold.WORKFLOW_PATH]
+    assert _normalised(quick_start) == _normalised(example) == _normalised(written)
+    workflow = yaml.safe_load(example)
+    assert workflow.get("on", workflow.get(True)) and workflow["jobs"], "a complete workflow: on: and a job"
+    (step,) = [s for s in workflow["jobs"]["torch"]["steps"] if "OWNER/torch-upgrade-check" in s.get("uses", "")]
+    assert step["with"]["upload-report"] is True
+    assert "macos" not in example.lower()  # hosted macOS runners have no usable MPS
