@@ -275,3 +275,31 @@ def test_the_init_template_uses_only_inputs_the_action_has(action: dict[str, Any
     for step in uses:
         unknown = sorted(set(step.get("with", {})) - set(action["inputs"]))
         assert not unknown, f"`torch-upgrade-check init` writes inputs the action does not have: {unknown}"
+
+
+@pytest.mark.parametrize(("tag", "changelog_head", "code", "says"), [
+    ("v1.0.0", None, 0, ""),
+    ("v1.0.1", None, 1, "pyproject.toml says version '1.0.0'"),
+    ("v1.0.0", "## [1.0.0] - unreleased", 1, "has no date"),
+    ("1.0.0", None, 1, "is not v1.MINOR.PATCH"),
+])
+def test_the_release_check_accepts_this_release_and_refuses_what_is_not_ready(
+        tmp_path: Path, tag: str, changelog_head: str | None, code: int, says: str) -> None:
+    release = load(ROOT / ".github" / "workflows" / "release.yml")
+    (job,) = release["jobs"].values()
+    (check,) = [s for s in job["steps"] if "CHANGELOG.md" in s.get("run", "")]
+    work = tmp_path / "repo"
+    work.mkdir()
+    (work / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    if changelog_head:
+        changelog = re.sub(r"^## \[1\.0\.0\].*$", changelog_head, changelog, count=1, flags=re.MULTILINE)
+    (work / "CHANGELOG.md").write_text(changelog)
+    proc = subprocess.run(["bash", "-c", check["run"]], cwd=work, env={"PATH": os.environ["PATH"], "TAG": tag,
+                          "RUNNER_TEMP": str(tmp_path)}, capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == code, proc.stderr
+    assert says in proc.stderr
+    if code == 0:
+        assert "The first release" in (tmp_path / "notes.md").read_text()
+    from torch_upgrade_check import __version__
+    assert f'version = "{__version__}"' in (ROOT / "pyproject.toml").read_text()
