@@ -160,7 +160,7 @@ def test_a_regression_needs_three_fresh_pairs_and_undecided_says_what_deciding_c
     assert out_of_budget.more_seconds == pytest.approx(2.4)  # a pair of 24 rounds took 2.4 s
     line = explain(out_of_budget, 0.10, format_ms, "latency", budget_s=20)
     assert line.startswith("undecided: latency 1.5") and "deciding would take about 1 more process pair, ~2 s" in line
-    assert "fails: its estimate is beyond the threshold and significant (--undecided pass lets it pass)" in line
+    assert "fails: its estimate is beyond the threshold and significant (undecided: pass lets it pass)" in line
     confirmed = ab.decide([*first, batch(rng, 0.5)], 0.10, alpha=ALPHA, final=False)
     assert confirmed.state == "regression" and confirmed.agreeing == 3 and confirmed.batches == 3
 

@@ -385,11 +385,12 @@ def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what:
             more = "; it sits on the threshold: no budget would decide it"
         elif math.isfinite(budget_s):
             more = (f"; deciding would take about {d.more_pairs} more process pair{'s' if d.more_pairs != 1 else ''}, "
-                    f"~{d.more_seconds:.0f} s of measuring beyond its {budget_s:g} s budget (raise --ab-budget)")
+                    f"~{d.more_seconds:.0f} s of measuring beyond its {budget_s:g} s budget (raise ab-budget: the input, "
+                    f"the config key or --ab-budget)")
         if d.ratio > 1 + threshold and not d.beyond:
             more += "; warns: its estimate is beyond the threshold but not significant"
         if d.beyond:
-            more += ("; fails: its estimate is beyond the threshold and significant (--undecided pass lets it pass)"
+            more += ("; fails: its estimate is beyond the threshold and significant (undecided: pass lets it pass)"
                      if undecided == "fail" else
                      "; passes under --undecided pass though its estimate is beyond the threshold and significant")
     return (f"{state}: {what} {size}{interval}, {medians}; {d.why}; threshold {1 + threshold:.2f}×, "

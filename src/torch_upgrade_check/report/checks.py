@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from torch_upgrade_check.model import ASPECTS, CheckResult, Report
+from torch_upgrade_check.model import ASPECTS, FAIL_KINDS, CheckResult, Report
 from torch_upgrade_check.report import (
     ATTENTION,
     BYTE_UNITS,
@@ -110,7 +110,8 @@ def aspect_tables(runs: Sequence[tuple[Report, str]], part: str) -> list[Table]:
                      *(measured[i] for i in keep), reason_cell(r, limit)]
             rows.append(failing_row(row_line(cells), r, name, failing=r.outcome in FAILING and part != "informs"))
         heading = f"#### {md(aspect)} ({tally(results)})\n\n"
-        tables.append(Table(heading, table_header(headers), tuple(rows), tier=_TIERS[part]))
+        tables.append(Table(heading, table_header(headers), tuple(rows), tier=_TIERS[part],
+                            kind=FAIL_KINDS.get(aspect, "correctness")))
     return tables
 
 

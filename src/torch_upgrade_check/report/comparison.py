@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torch_upgrade_check.model import CheckResult, Report
+from torch_upgrade_check.model import FAIL_KINDS, CheckResult, Report
 from torch_upgrade_check.report import (
     AB_ASPECTS,
     ATTENTION,
@@ -156,7 +156,8 @@ def _ab_tables(aspect: str, candidate: tuple[Report, str], baseline: Report | No
     tables: tuple[list[Table], list[Table]] = ([], [])
     if shown:
         heading = f"#### {_TITLES[aspect]}{where}{limit}: {_abtally(r for r, _ in shown)}\n\n"
-        tables[0].append(Table(heading, table_header(headers), tuple(row for _, row in shown)))
+        tables[0].append(Table(heading, table_header(headers), tuple(row for _, row in shown),
+                               kind=FAIL_KINDS.get(aspect, "correctness")))
     if other:
         heading = f"##### {_TITLES[aspect]}{limit}: {_abtally(r for r, _ in other)}\n\n"
         tables[1].append(Table(heading, table_header(headers), tuple(row for _, row in other), tier=_UNCHANGED_TIER))
@@ -274,7 +275,8 @@ def _cross_version_tables(report: Report, run: str, where: str) -> tuple[list[Ta
             lines.append(failing_row(row_line(cells), r, run, failing=r.outcome in FAILING))
         heading = (f"#### Cross-version correctness{where}: {tally(rows)}\n\n{about}" if part == 0 else
                    f"##### Cross-version correctness ({tally(rows)})\n\n" + ("" if shown else about))
-        parts[part].append(Table(heading, table_header(headers), tuple(lines), tier=0 if part == 0 else 1))
+        parts[part].append(Table(heading, table_header(headers), tuple(lines), tier=0 if part == 0 else 1,
+                                 kind="correctness"))
     return parts
 
 

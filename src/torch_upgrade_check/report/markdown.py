@@ -12,10 +12,10 @@ from typing import Any
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.report import clip, number, one_line, sig, visible
 
-REASON_LIMIT = 160  # characters of a reason in a table cell
-# ... in a table of what needs attention: those rows are few, and the end of a reason is often what to do
-# ("about 40 more rounds would settle it (raise --ab-budget)")
-ATTENTION_REASON_LIMIT = 320
+REASON_LIMIT = 160  # characters of a reason in a table cell: a readable width beside the measured columns
+# ... in a table of what needs attention too; a failing row's whole reason (whose end is often what to do, "raise
+# ab-budget") is in its <details> block below the table
+ATTENTION_REASON_LIMIT = REASON_LIMIT
 DETAILS_LIMIT = 3000  # characters of a failing check's details; the tail is kept, where stderr ends
 ICON = {Outcome.FAILED: "❌", Outcome.ERROR: "💥", Outcome.NOT_RUN: "⏹️", Outcome.SUSPICIOUS: "⚠️",
         Outcome.SKIPPED: "⏭️", Outcome.PASSED: "✅"}
@@ -90,7 +90,9 @@ class Row:
 class Table:
     """A heading, a header and rows; `footer` closes what the heading opened (a <details>).
 
-    `tier` orders the filling of non-key rows when the budget is short: lower tiers first.
+    `tier` orders the filling of non-key rows when the budget is short: lower tiers first. `kind` is the
+    `--fail-on` kind of its checks ("correctness", "latency", "memory", "warnings"), which orders the tables of
+    what needs attention; "" for a table of several kinds.
     """
 
     heading: str
@@ -98,6 +100,17 @@ class Table:
     rows: tuple[Row, ...]
     footer: str = ""
     tier: int = 0
+    kind: str = ""
+
+
+# The order of the tables of what needs attention: correctness first (what the headline names first), then the
+# measured kinds; a table of several kinds (the runs' matrix) comes before them all, as the overview.
+KIND_ORDER = ("", "correctness", "latency", "memory", "warnings")
+
+
+def by_kind(tables: Sequence[Table]) -> list[Table]:
+    """The tables in KIND_ORDER, keeping their order within a kind (a stable sort)."""
+    return sorted(tables, key=lambda t: KIND_ORDER.index(t.kind) if t.kind in KIND_ORDER else len(KIND_ORDER))
 
 
 def collapse(tables: Sequence[Table], summary: str) -> list[Table]:
@@ -125,13 +138,18 @@ def table_header(headers: Sequence[str]) -> str:
 
 
 def detail_block(r: CheckResult, run: str) -> str:
-    """A collapsed block with a failing check's details (stderr tail, top mismatches)."""
+    """A collapsed block with a failing check's details: its whole reason when the table cut it, stderr's tail, the
+    top mismatches."""
     details = r.details.strip()
     mismatches = r.metrics.get("top_mismatches")
     mismatches = [m for m in mismatches if isinstance(m, dict)][:10] if isinstance(mismatches, list) else []
-    if not details and not mismatches:
+    reason = one_line(r.reason)
+    cut_short = len(reason) > ATTENTION_REASON_LIMIT  # the table's cell shows only its start
+    if not details and not mismatches and not cut_short:
         return ""
     text = f"<details><summary>{ICON[r.outcome]} {html_text(f'{visible(r.id)} on {run}: {r.reason}')}</summary>\n\n"
+    if cut_short:
+        text += md(reason) + "\n\n"
     if details:
         text += tail_block(r.details)
     if mismatches:
@@ -142,9 +160,11 @@ def detail_block(r: CheckResult, run: str) -> str:
 
 
 def failing_row(line: str, r: CheckResult, run: str, *, failing: bool) -> Row:
-    """A row that, when failing, carries the check's repro command and details block."""
+    """A row that, when failing, carries the check's repro command and details block (a suspicious one its details)."""
     repro = f"# {visible(r.id)} on {run}\n{r.repro.strip()}\n" if failing and r.repro.strip() else ""
-    return Row(line, failing, repro, detail_block(r, run) if failing else "")
+    # a suspicious row needs attention too: its whole reason when the cell cut it (what deciding would cost)
+    shown = failing or r.outcome is Outcome.SUSPICIOUS
+    return Row(line, failing, repro, detail_block(r, run) if shown else "")
 
 
 def render_tables(tables: Sequence[Table], plan: Sequence[tuple[int, int]]) -> str:
@@ -177,7 +197,7 @@ def plan(tables: Sequence[Table], room: int) -> list[tuple[int, int]]:
     """How many rows (and of those, how many with repro and details) of each table fit in `room` bytes.
 
     First the key (failing) rows of every table, then their repro and details, then the other rows, table by
-    table in order of tier; each stage only when the one before fitted whole. Rows stay a prefix of their table
+    table in order of tier, then the other rows' details; each stage only when the one before fitted whole. Rows stay a prefix of their table
     (key rows sort first).
     """
     lines, extras = [0] * len(tables), [0] * len(tables)
@@ -198,7 +218,9 @@ def plan(tables: Sequence[Table], room: int) -> list[tuple[int, int]]:
     if fill(lines, everywhere, lambda i: key[i], lambda r: size(r.line)) and fill(
         extras, everywhere, lambda i: lines[i], lambda r: size(r.repro + r.detail)
     ):
-        fill(lines, by_tier, lambda i: len(tables[i].rows), lambda r: size(r.line))
+        # then the other rows, and last the details of those that have them (a suspicious row's whole reason)
+        if fill(lines, by_tier, lambda i: len(tables[i].rows), lambda r: size(r.line)):
+            fill(extras, by_tier, lambda i: lines[i], lambda r: size(r.repro + r.detail))
     return list(zip(lines, extras))
 
 
@@ -206,7 +228,7 @@ def truncation_notice(tables: Sequence[Table], plan: Sequence[tuple[int, int]]) 
     rows = sum(len(t.rows) - lines for t, (lines, _) in zip(tables, plan))
     extras = sum(1 for t, (_, extras) in zip(tables, plan) for r in t.rows[extras:] if r.repro or r.detail)
     dropped = [f"{rows} more rows"] if rows else []
-    dropped += [f"the repro and details of {extras} failing checks"] if extras else []
+    dropped += [f"the repro and details of {extras} checks"] if extras else []
     if not dropped:
         return ""
     return f"> ⚠️ … {' and '.join(dropped)} truncated to stay under GitHub's 1 MiB summary limit; see report.json\n\n"

@@ -28,6 +28,7 @@ from torch_upgrade_check.report.comparison import comparison_tables, is_shown_he
 from torch_upgrade_check.report.markdown import (
     ICON,
     Table,
+    by_kind,
     collapse,
     cut,
     fixed_size,
@@ -68,6 +69,7 @@ def render_summary(reports: Sequence[Report], *, budget_bytes: int = BUDGET_BYTE
     merged = len(main) > 1  # several runners: a check × run matrix, its checks that need attention shown open
     attention = [t for c in compared for t in c.attention]
     attention += (matrix(main, "attention") if merged else []) + aspect_tables(main, "attention")
+    attention = by_kind(attention)  # correctness failures first, as the headline names them
     notes = _notes(runs, decide)
     checks_above = bool(attention)
     if attention or notes:
