@@ -43,6 +43,9 @@ HTML
   } > "$page"
   chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --force-device-scale-factor=1 \
     --window-size="1280,$3" --screenshot="$out/$2.png" "file://$page" >/dev/null 2>&1
+  # what the picture shows: tests/report/test_summary_pictures.py fails when the golden file changes without it
+  printf '%s  tests/report/golden/%s/summary.md\n' "$(sha256sum < "$golden/$1/summary.md" | cut -d' ' -f1)" "$1" \
+    > "$out/$2.source"
   echo "wrote docs/img/$2.png (from tests/report/golden/$1/summary.md)"
 }
 
