@@ -48,11 +48,8 @@ workloads: []
 """
 
 CALLER_WORKFLOW = """\
-# torch upgrade check: on a pull request that changes the torch pin, install the torch pinned on the base branch
-# and the one pinned in the pull request side by side, run the same checks under both on this runner, and fail
-# on a correctness, latency or memory regression. The report folder is kept as an artifact of the run.
-# The same file is README.md's quick start, workflows/torch-upgrade-check.yml and what `torch-upgrade-check init`
-# writes. Replace OWNER (and pin a release's commit SHA, with its version in a comment).
+# Checks the torch pinned in a pull request against the base branch's, on this runner, before it is merged.
+# The README's quick start, workflows/torch-upgrade-check.yml and `torch-upgrade-check init` write this same file.
 name: torch upgrade check
 
 on:
