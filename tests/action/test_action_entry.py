@@ -256,3 +256,20 @@ def test_the_report_upload_is_on_by_default_and_takes_a_name(tmp_path: Path) -> 
     assert named == {"enabled": "true", "name": "torch-report-linux", "path": str((tmp_path / "reports/torch").resolve())}
     (problem,) = plan(_env(**base, upload_report="a/b")).problems
     assert problem.startswith("input 'upload-report' must be true, false or an artifact name")
+
+
+def test_a_deprecated_name_warns_once_in_the_check_step_and_not_in_the_others(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "github_output"
+    output.write_text("")
+    # a bad rtol stops the check step before the CLI runs, after the warning
+    env = {**_env(suite="mlp", rtol="abc", working_directory=str(tmp_path)), "GITHUB_ACTIONS": "true",
+           "GITHUB_OUTPUT": str(output)}
+    assert main(env, ["cache-key"]) == 0 and main(env, ["upload"]) == 0
+    assert "deprecated" not in capsys.readouterr().err
+    assert main(env) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("input 'suite' is deprecated") == 1
+    warnings = [line for line in captured.out.splitlines() if line.startswith("::warning")]
+    assert len(warnings) == 1 and "rename it to 'checks'" in warnings[0]
+    assert re.search(r"^enabled<<(\S+)\ntrue\n\1$", output.read_text(), re.MULTILINE)  # the upload step's outputs
