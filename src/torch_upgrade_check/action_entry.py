@@ -208,6 +208,10 @@ def upload_plan(environ: Mapping[str, str]) -> dict[str, str]:
         return {"enabled": "false", "name": "", "path": ""}
     name = DEFAULT_ARTIFACT if value.lower() in TRUE else value
     path = (Path(values["working-directory"]) / values["report-dir"]).resolve()
+    if environ.get("ACT") and not environ.get("ACTIONS_RUNTIME_URL"):  # act without an artifact server
+        print(f"{PROG}: upload-report: not uploaded, act has no artifact server here (act --artifact-server-path DIR "
+              f"gives it one); the report stays in {path}", flush=True)
+        return {"enabled": "false", "name": "", "path": ""}
     return {"enabled": "true", "name": name, "path": str(path)}
 
 

@@ -32,6 +32,8 @@ REUSABLE = ROOT / ".github" / "workflows" / "torch-upgrade-check.yml"
 ACTION = ROOT / "action.yml"
 ACTION_REPO = "OWNER/torch-upgrade-check@v1"
 ACT_TIMEOUT_S = 600
+# The artifact service act's --artifact-server-path would announce; the uploads go to the stub, not to it.
+STUB_RUNTIME_URL = "http://act-stub.invalid/"
 # Not passed to act: a test run inside GitHub Actions must not leak the outer job's files and tokens.
 _DROP_PREFIXES = ("GITHUB_", "RUNNER_", "ACTIONS_", "INPUT_")
 _IGNORED_IN_COPY = (".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", "build", "dist",
@@ -156,7 +158,9 @@ def run_act(act: str, workflow: str, inputs: Mapping[str, str], *, tmp: Path, re
     argv = [act, "workflow_dispatch", "--json", "-C", str(caller), "-W", str(WORKFLOWS / workflow),
             "--action-cache-path", str(cache), "--no-cache-server",
             "--local-repository", f"{ACTION_REPO}={repo}",
-            "--env", f"ACT_STUB_ARTIFACTS={artifacts}", "--env", f"ACT_STUB_CHECKOUT_SOURCE={repo}"]
+            "--env", f"ACT_STUB_ARTIFACTS={artifacts}", "--env", f"ACT_STUB_CHECKOUT_SOURCE={repo}",
+            # what act's --artifact-server-path would set: the action then uploads its report (to the stub)
+            "--env", f"ACTIONS_RUNTIME_URL={STUB_RUNTIME_URL}"]
     for platform in platforms:
         argv += ["-P", f"{platform}=-self-hosted"]
     for action, sha in pinned_actions().items():

@@ -57,6 +57,8 @@ def test_compare_passes_and_writes_summary_outputs_and_report(act: str, repo: Pa
     assert "passed" in summary and "mlp" in summary, summary
     for name in ("report.json", "junit.xml", "summary.md"):
         assert (run.out / "report" / name).is_file()
+        # upload-report (default true): the report folder is the run's artifact under its stable name
+        assert (run.artifacts / "torch-upgrade-check-report" / name).is_file(), sorted(run.artifacts.rglob("*"))
 
 
 def test_zero_tolerances_fail_only_where_outputs_differ_bitwise(act: str, repo: Path, tmp_path: Path,
@@ -140,6 +142,7 @@ def test_bad_inputs_fail_the_job_with_one_line_each_before_anything_runs(act: st
     assert any(line.startswith("torch-upgrade-check: error: input 'fail-on' must be a comma-separated list")
                for line in lines), lines
     assert not (run.out / "report").exists()
+    assert not any(run.artifacts.iterdir())  # no report folder, nothing uploaded, and the upload did not fail
     # the run page shows each problem as an annotation titled by its input, not only "exit code 2"
     errors = [(title, message) for level, title, message in run.annotations("check") if level == "error"]
     assert [title for title, _ in errors] == ["torch-upgrade-check: input 'rtol'", "torch-upgrade-check: input 'fail-on'"]

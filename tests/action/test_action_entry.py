@@ -258,6 +258,16 @@ def test_the_report_upload_is_on_by_default_and_takes_a_name(tmp_path: Path) -> 
     assert problem.startswith("input 'upload-report' must be true, false or an artifact name")
 
 
+def test_under_act_the_report_is_uploaded_only_when_act_has_an_artifact_server(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # without a server (no ACTIONS_RUNTIME_URL) actions/upload-artifact fails, and would fail a passing check
+    act = {**_env(working_directory=str(tmp_path)), "ACT": "true"}
+    assert upload_plan(act)["enabled"] == "false"
+    assert "act has no artifact server here (act --artifact-server-path DIR" in capsys.readouterr().out
+    served = upload_plan({**act, "ACTIONS_RUNTIME_URL": "http://127.0.0.1:34567/"})
+    assert served["enabled"] == "true" and served["name"] == "torch-upgrade-check-report"
+
+
 def test_a_deprecated_name_warns_once_in_the_check_step_and_not_in_the_others(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     output = tmp_path / "github_output"
