@@ -236,9 +236,12 @@ def test_a_runner_without_a_report_is_an_error_run_and_a_rerun_replaces_its_arti
 def test_torch_missing_is_an_infrastructure_error_even_with_fail_on_none(act: str, repo: Path, tmp_path: Path) -> None:
     bare = tmp_path / "bare-venv"
     venv.create(bare, with_pip=False)
+    # the old input name `suite` (an alias of `checks` through v1): it still selects, and warns once
     run = run_act(act, "run-action.yml", {"python": str(bare / "bin" / "python"), "fail-on": "none",
-                                          "suite": "mlp[float32]/numerics"}, tmp=tmp_path / "act", repo=repo)
+                                          "deprecated-suite": "mlp[float32]/numerics"}, tmp=tmp_path / "act", repo=repo)
     assert run.job("check") == "failure", run.explain()
+    assert "--only 'mlp[float32]/numerics'" in run.text(), run.explain()
+    assert run.text().count("warning: input 'suite' is deprecated") == 1, run.explain()
     assert run.outputs()["verdict"] == "error"
     (summary,) = run.summaries("check")
     assert "could not happen" in summary and "torch" in summary, summary
