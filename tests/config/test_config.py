@@ -30,7 +30,7 @@ from torch_upgrade_check.model import DEVICES, DTYPES
 
 W = "version: 1\nworkloads:\n  - name: tiny\n    factory: pkg.models:build\n"  # a good workload to break
 ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, amp, latency, "
-                   "memory, compile-time, warnings, export, jit, aoti")
+                   "memory, compile-time, warnings, export, jit, aoti, onnx")
 
 # (id, file text, the one problem it must give); {file} is the config's path, {root} its folder.
 MALFORMED = [
@@ -89,7 +89,7 @@ MALFORMED = [
      "{file}:3: workloads must be a list of mappings like [{name: tiny, factory: mypkg.models:build}], got a mapping"),
     ("workload-key-typo", W + "    aspect: [numerics]\n",
      "{file}:5: workloads[0]: unknown key 'aspect' (did you mean 'aspects'?); allowed keys: name, factory, aspects, "
-     "dtypes, rtol, atol, max-latency-ms, allow-graph-breaks, training-steps, jit"),
+     "dtypes, rtol, atol, max-latency-ms, allow-graph-breaks, training-steps, jit, onnx"),
     ("aspect-typo", W + "    aspects: [numerics, determinsm]\n",
      f"{{file}}:5: workloads[0].aspects: unknown aspect 'determinsm' (did you mean 'determinism'?); "
      f"allowed: {ALLOWED_ASPECTS}"),
@@ -307,17 +307,22 @@ def test_config_scaffold_and_pytest_passthrough_import_without_torch() -> None:
     assert (proc.returncode, proc.stdout.strip()) == (0, "ok"), proc.stderr
 
 
-def test_jit_declares_how_the_torchscript_program_is_built_and_plans_jit(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("key", "modes", "problem"), [
+    ("jit", ("script", "trace"), "must be script (torch.jit.script) or trace (torch.jit.trace on the workload's inputs)"),
+    ("onnx", ("dynamo", "legacy"), "must be dynamo (dynamo=True), legacy (dynamo=False) or default (no dynamo= "
+                                   "argument)"),
+])
+def test_jit_and_onnx_declare_how_the_artifact_is_built_and_plan_it(tmp_path: Path, key: str, modes: tuple[str, str],
+                                                                    problem: str) -> None:
     path = tmp_path / "torch-upgrade-check.yml"
-    path.write_text("version: 1\nworkloads:\n  - name: a\n    factory: m:a\n    aspects: [numerics]\n    jit: script\n"
-                    "  - name: b\n    factory: m:b\n    jit: trace\n  - name: c\n    factory: m:c\n")
+    path.write_text(f"version: 1\nworkloads:\n  - name: a\n    factory: m:a\n    aspects: [numerics]\n    {key}: "
+                    f"{modes[0]}\n  - name: b\n    factory: m:b\n    {key}: {modes[1]}\n  - name: c\n    factory: m:c\n")
     cfg = load_config(path)
     a, b, c = cfg.workloads
-    assert (a.aspects, a.jit, cfg.options_for("a")) == (("numerics", "jit"), "script", {"jit": "script"})
-    assert b.aspects == (*DEFAULT_ASPECTS, "jit") and cfg.options_for("b") == {"jit": "trace"}
-    assert not {"export", "jit", "aoti"} & set(c.aspects) and c.jit == ""  # opt-in: a team lists what it ships
-    path.write_text("version: 1\nworkloads:\n  - name: a\n    factory: m:a\n    jit: compile\n")
+    assert (a.aspects, getattr(a, key), cfg.options_for("a")) == (("numerics", key), modes[0], {key: modes[0]})
+    assert b.aspects == (*DEFAULT_ASPECTS, key) and cfg.options_for("b") == {key: modes[1]}
+    assert not {"export", "jit", "aoti", "onnx"} & set(c.aspects) and getattr(c, key) == ""  # opt-in: what it ships
+    path.write_text(f"version: 1\nworkloads:\n  - name: a\n    factory: m:a\n    {key}: compile\n")
     with pytest.raises(UsageError) as e:
         load_config(path)
-    assert e.value.problems == (f"{path}:5: workloads[0].jit must be script (torch.jit.script) or trace "
-                                "(torch.jit.trace on the workload's inputs), got 'compile'",)
+    assert e.value.problems == (f"{path}:5: workloads[0].{key} {problem}, got 'compile'",)
