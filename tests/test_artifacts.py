@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import load_report, results_by_id, run_cli
+from conftest import load_report, results_by_id, run_cli, user_project
 from harness import interpreter
-from test_checks_catch_breakage import compared, outcomes
+from test_checks_catch_breakage import compared, compared_broken, outcomes
 
 pytestmark = pytest.mark.usefixtures("torch_python")
 EXPORT, JIT = "mlp[float32]/export", "mlp[float32]/jit"
@@ -109,3 +109,34 @@ def test_an_aoti_package_that_does_not_load_in_a_fresh_process_fails_aoti(tmp_pa
     assert broken["outcome"] == "failed", broken["reason"]
     assert broken["reason"].startswith("the saved AOTInductor program does not load and run in a fresh process: "
                                        "reloaded: torch._inductor.aoti_load_package: RuntimeError: Error in dlopen: ")
+
+
+DYNAMIC = SCRIPTED_MODEL + """
+
+def dynamic():
+    model, inputs = build()
+    return {"model": model, "inputs": inputs, "dynamic_shapes": {"x": {0: torch.export.Dim("batch", min=2, max=64)}},
+            "dynamic_inputs": (torch.randn(9, 16),)}
+"""
+
+
+def test_declared_dynamic_shapes_export_and_run_other_sizes_and_fail_where_export_specialises(
+        tmp_path: Path, torch_python: str) -> None:
+    """A factory's dynamic_shapes go to torch.export.export and its dynamic_inputs (batch 9, exported at 4) are run by
+    the program in the worker and the fresh process: A/A passes; an export that drops the dynamic shapes fails."""
+    user_project(tmp_path, {"scripted": DYNAMIC}, "workloads:\n  - {name: head, factory: 'scripted:dynamic', "
+                                                  "aspects: [export]}\n")
+    check = "head[float32]/export"
+    code, same = compared(torch_python, torch_python, tmp_path / "aa", cwd=tmp_path)
+    assert (code, same[check]["outcome"]) == (0, "passed"), same[check]["reason"]
+    assert same[check]["reason"].startswith("torch.export: built with dynamic shapes, run, saved and reloaded in a "
+                                            "fresh process, each run on dynamic_inputs too; "), same[check]["reason"]
+    assert "in-process, dynamic_inputs" in same[check]["metrics"]["programs"]
+    assert "reloaded, dynamic_inputs" in same[check]["metrics"]["programs"]
+    code, cand = compared_broken(torch_python, tmp_path, [], ["export-drops-dynamic-shapes"])
+    assert (code, cand[check]["outcome"]) == (1, "failed"), cand[check]["reason"]
+    assert cand[check]["reason"].startswith("the torch.export program does not run on the workload's dynamic_inputs "
+                                            "(built with its dynamic_shapes: a declared dynamic dimension was "
+                                            "specialised): in-process, dynamic_inputs: running the program on "
+                                            "dynamic_inputs: "), cand[check]["reason"]
+    assert "reloaded, dynamic_inputs: running the loaded program: " in cand[check]["reason"]

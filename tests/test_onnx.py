@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import load_report, results_by_id, run_cli
+from conftest import load_report, results_by_id, run_cli, user_project
 from harness import interpreter
 from test_artifacts import SCRIPTED_MODEL
-from test_checks_catch_breakage import compared
+from test_checks_catch_breakage import compared, compared_broken
 
 pytestmark = pytest.mark.usefixtures("torch_python")
 GELU, LEGACY, RELU = "head[float32]/onnx", "head_legacy[float32]/onnx", "relu_head[float32]/onnx"
@@ -18,13 +18,11 @@ GELU, LEGACY, RELU = "head[float32]/onnx", "head_legacy[float32]/onnx", "relu_he
 
 def workloads(folder: Path) -> None:
     """head (gelu) as the default exporter exports it, head_legacy with dynamo=False, relu_head (no gelu) by default."""
-    (folder / "scripted.py").write_text(SCRIPTED_MODEL)
-    (folder / "relu.py").write_text(SCRIPTED_MODEL.replace("nn.functional.gelu", "torch.relu"))
-    (folder / "torch-upgrade-check.yml").write_text(
-        "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n"
-        "  - {name: head, factory: 'scripted:build', aspects: [onnx]}\n"
-        "  - {name: head_legacy, factory: 'scripted:build', aspects: [numerics], onnx: legacy}\n"
-        "  - {name: relu_head, factory: 'relu:build', aspects: [onnx], onnx: default}\n")
+    user_project(folder, {"scripted": SCRIPTED_MODEL, "relu": SCRIPTED_MODEL.replace("nn.functional.gelu", "torch.relu")},
+                 "workloads:\n"
+                 "  - {name: head, factory: 'scripted:build', aspects: [onnx]}\n"
+                 "  - {name: head_legacy, factory: 'scripted:build', aspects: [numerics], onnx: legacy}\n"
+                 "  - {name: relu_head, factory: 'relu:build', aspects: [onnx], onnx: default}\n")
 
 
 def test_the_same_torch_on_both_sides_exports_and_runs_in_onnxruntime(tmp_path: Path, torch_python: str) -> None:
@@ -43,9 +41,7 @@ def test_a_default_exporter_flip_and_an_export_that_no_longer_works(tmp_path: Pa
     relying on the default fails where its model no longer exports and is suspicious where it still does; a call
     that passes dynamo=False is unaffected."""
     workloads(tmp_path)
-    old = str(interpreter(torch_python, tmp_path / "old", breaks=["onnx-default-legacy"]))
-    broken = str(interpreter(torch_python, tmp_path / "new", breaks=["export-unsupported-gelu"]))
-    code, cand = compared(old, broken, tmp_path / "out", cwd=tmp_path)
+    code, cand = compared_broken(torch_python, tmp_path, ["onnx-default-legacy"], ["export-unsupported-gelu"])
     assert code == 1
     assert {c: cand[c]["outcome"] for c in (GELU, LEGACY, RELU)} == {GELU: "failed", LEGACY: "passed",
                                                                     RELU: "suspicious"}, cand

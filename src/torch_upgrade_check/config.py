@@ -508,9 +508,10 @@ class _Checker:
         kind = self.scalar(keys["kind"]) if "kind" in keys else {".pt2": "export", ".onnx": "onnx"}.get(suffix, "checkpoint")
         if kind not in ARTIFACT_KINDS:
             self.error(keys["kind"], f"{key}.kind must be one of {', '.join(ARTIFACT_KINDS)}, got {self.got(keys['kind'])}")
+            return None
         calls = {k: self._factory(keys, f"{key}", line, k) for k in ("factory", "inputs") if k in keys}
         if kind != "checkpoint" and not calls:
-            self.error(line, f"{key}: a {kind} file runs on inputs: add 'inputs: MODULE:FUNCTION' (returns the inputs) "
+            self.error(line, f"{key}: the {kind} file runs on inputs: add 'inputs: MODULE:FUNCTION' (returns the inputs) "
                              f"or 'factory: MODULE:FUNCTION' (returns the model and its inputs)")
         return ShippedArtifact(name, file.strip(), str(kind), calls.get("factory", ""), calls.get("inputs", ""), line)
 

@@ -14,6 +14,7 @@ from typing import Any
 from torch_upgrade_check.analysis import closeness
 from torch_upgrade_check.model import Outcome
 
+OTHER = ", dynamic_inputs"  # worker.artifacts.OTHER: a program's run on the workload's inputs of other sizes
 WHAT = {"export": "torch.export", "jit": "TorchScript", "aoti": "AOTInductor", "onnx": "ONNX"}
 
 
@@ -48,6 +49,10 @@ def _judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str,
     if m.get("save_error"):
         return Outcome.FAILED, f"the {what} program was built but cannot be saved: {m['save_error']}", {}
     errors = dict(m.get("load_errors") or {})
+    if errors and all(name.endswith(OTHER) for name in errors):
+        shown = "; ".join(f"{name}: {why}" for name, why in sorted(errors.items()))
+        return Outcome.FAILED, (f"the {what} program does not run on the workload's dynamic_inputs (built with its "
+                                f"dynamic_shapes: a declared dynamic dimension was specialised): {shown}"), {}
     if errors:
         shown = "; ".join(f"{name}: {why}" for name, why in sorted(errors.items()))
         whose = f" (saved by {baseline})" if "baseline's program" in errors else ""
@@ -60,6 +65,8 @@ def _judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str,
         return outcome, (f"{what}: exported, run in onnxruntime {m.get('onnxruntime')} against eager{against}; "
                          f"{reason}"), thresholds
     ran = "built, run, saved and reloaded in a fresh process"
+    if m.get("dynamic_shapes"):
+        ran = "built with dynamic shapes, run, saved and reloaded in a fresh process, each run on dynamic_inputs too"
     if "baseline's program" in programs:
         ran += f"; {baseline}'s saved program loaded and run"
     elif baseline:

@@ -5,9 +5,9 @@ files. An upgrade that changes a loader's default (2.6's `torch.load(weights_onl
 them without touching a line of the team's code. Per kind, with default arguments only:
 
 - checkpoint: `torch.load(file, map_location="cpu")` (this torch's `weights_only` default; onto the CPU, as the
-  runner may lack the device it was saved from, and as the checkpoint aspect loads); with a `factory`, the state_dict it holds (the whole object, or its `model`,
-  `state_dict` or `model_state_dict` entry) loaded into the factory's model, which runs on the factory's inputs;
-  without one, the tensors the file holds are its outputs;
+  runner may lack the device it was saved from, and as the checkpoint aspect loads); with a `factory`, the
+  state_dict it holds (the whole object, or its `model`, `state_dict` or `model_state_dict` entry) loaded into the
+  factory's model, which runs on the factory's inputs; without one, the tensors the file holds are its outputs;
 - export: `torch.export.load(file).module()`; aoti: `torch._inductor.aoti_load_package(file)`; jit:
   `torch.jit.load(file)`; each run on the inputs (`inputs:` returns them, or the `factory`'s);
 - onnx: `onnxruntime.InferenceSession(file)` run on the inputs (onnxruntime, not torch, reads it: it stands for
@@ -20,6 +20,7 @@ Alone (`run`), the file must load and run, and its outputs be finite. "save" (th
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,9 @@ def _load_and_run(kind: str, file: Path, inst: Instance | None, device: str) -> 
         if not status["loaded"]:
             fix = f"; {status['fix']}" if status.get("fix") else ""
             return {}, f"torch.load: {status['load_error']}{fix}"
+    logged: list[BaseException] = []
+    caught = _Caught(logged)
+    logging.getLogger("torch.export").addHandler(caught)
     try:
         loaded = loaded if kind == "checkpoint" else _load(kind, file)
         call = "running the loaded file"
@@ -103,7 +107,12 @@ def _load_and_run(kind: str, file: Path, inst: Instance | None, device: str) -> 
                 return {f"output[{i}]": torch.from_numpy(o) for i, o in enumerate(loaded.run(None, dict(zip(names, arrays))))}, ""
             return tensors.flatten(loaded(*inst.inputs)), ""
     except Exception as e:
-        return {}, f"{call}: {type(e).__name__}: {first_line(e)}"[:400]
+        said = f"{type(e).__name__}: {first_line(e)}"
+        if logged:  # torch.export.load logs the deserializer's error and raises a generic one
+            said = f"{type(logged[-1]).__name__}: {first_line(logged[-1])}; raised as {said}"
+        return {}, f"{call}: {said}"[:400]
+    finally:
+        logging.getLogger("torch.export").removeHandler(caught)
 
 
 def _load(kind: str, file: Path) -> Any:
@@ -118,6 +127,16 @@ def _load(kind: str, file: Path) -> Any:
     import onnxruntime
 
     return onnxruntime.InferenceSession(str(file), providers=["CPUExecutionProvider"])
+
+
+class _Caught(logging.Handler):
+    def __init__(self, into: list[BaseException]) -> None:
+        super().__init__()
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            self.into.append(record.exc_info[1])
 
 
 def _checkpoint_outputs(loaded: Any, inst: Instance | None) -> dict[str, torch.Tensor]:
