@@ -95,20 +95,38 @@ def test_a_scripted_workload_fails_jit_where_script_no_longer_compiles_it(tmp_pa
 
 
 def test_an_aoti_package_that_does_not_load_in_a_fresh_process_fails_aoti(tmp_path: Path, torch_python: str) -> None:
-    """pytorch#173706: the package loads where it was compiled and not in a fresh process. The real torch passes."""
+    """pytorch#173706: the package loads where it was compiled and not in a fresh process. The real torch passes, on
+    both sides of a compare too (each side builds its own package: torch promises no cross-version load)."""
     head_workload(tmp_path, "    aspects: [aoti]\n")
     check = "head[float32]/aoti"
-    for python, out in ((torch_python, "real"), (str(interpreter(torch_python, tmp_path / "py",
-                                                                   breaks=["aoti-fresh-process-load"])), "broken")):
-        proc = run_cli("run", "--python", python, "--device", "cpu", "--out", str(tmp_path / out), "--no-job-summary",
-                       cwd=tmp_path)
-        assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
-    real, broken = (results_by_id(load_report(tmp_path / out))[check] for out in ("real", "broken"))
-    assert real["outcome"] == "passed", real["reason"]
-    assert real["reason"].startswith("AOTInductor: built, run, saved and reloaded in a fresh process; all 2 tensors")
-    assert broken["outcome"] == "failed", broken["reason"]
-    assert broken["reason"].startswith("the saved AOTInductor program does not load and run in a fresh process: "
+    code, same = compared(torch_python, torch_python, tmp_path / "aa", cwd=tmp_path)
+    assert (code, same[check]["outcome"]) == (0, "passed"), same[check]["reason"]
+    assert same[check]["reason"].startswith("AOTInductor: built, run, saved and reloaded in a fresh process from "
+                                            "baseline "), same[check]["reason"]
+    assert "(its package is not loaded: torch promises no cross-version load)" in same[check]["reason"]
+    assert same[check]["metrics"]["programs"] == ["in-process", "reloaded"]  # the baseline's package is not loaded
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["aoti-fresh-process-load"]))
+    proc = run_cli("run", "--python", broken, "--device", "cpu", "--out", str(tmp_path / "broken"), "--no-job-summary",
+                   cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = results_by_id(load_report(tmp_path / "broken"))[check]
+    assert result["outcome"] == "failed", result["reason"]
+    assert result["reason"].startswith("the saved AOTInductor program does not load and run in a fresh process: "
                                        "reloaded: torch._inductor.aoti_load_package: RuntimeError: Error in dlopen: ")
+
+
+def test_a_runner_without_a_cpp_compiler_skips_aoti_with_torchs_reason(tmp_path: Path, torch_python: str) -> None:
+    """Inductor looks for CXX (else g++) and runs it; none that runs is a skip, never an error (numerics runs: a run
+    where nothing ran fails)."""
+    head_workload(tmp_path, "    aspects: [numerics, aoti]\n")
+    proc = run_cli("run", "--python", torch_python, "--device", "cpu", "--out", str(tmp_path / "out"),
+                   "--no-job-summary", cwd=tmp_path, env={"CXX": str(tmp_path / "no-such-c++")})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = results_by_id(load_report(tmp_path / "out"))["head[float32]/aoti"]
+    assert (result["outcome"], result["reason"]) == (
+        "skipped", "no C++ compiler on the runner (AOTInductor compiles the program to C++): No working C++ compiler "
+                   f"found in torch._inductor.config.cpp.cxx: (None, '{tmp_path / 'no-such-c++'}'); install g++ or set "
+                   "CXX to a C++ compiler")
 
 
 DYNAMIC = SCRIPTED_MODEL + """

@@ -69,6 +69,8 @@ def _judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str,
         ran = "built with dynamic shapes, run, saved and reloaded in a fresh process, each run on dynamic_inputs too"
     if "baseline's program" in programs:
         ran += f"; {baseline}'s saved program loaded and run"
+    elif baseline and aspect == "aoti":
+        ran += f" from {baseline}'s weights and inputs (its package is not loaded: torch promises no cross-version load)"
     elif baseline:
         ran += f" ({baseline} built no program to load)" if not m.get("baseline_built") else ""
     return outcome, f"{what}: {ran}; {reason}", thresholds
@@ -86,7 +88,7 @@ def _shipped(m: Mapping[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         return Outcome.FAILED, f"{what} loaded but gave NaN or inf in {', '.join(m['nonfinite'][:5])}", {}
     if "per_tensor" not in m:
         tail = f" ({baseline} did not load it: nothing to compare with)" if m.get("mode") == "compare" else ""
-        return Outcome.PASSED, f"{what} loads with default arguments and runs: {m.get('tensors')} tensors{tail}", {}
+        return Outcome.PASSED, f"{what} loads with default arguments and runs: {_tensors(m.get('tensors'))}{tail}", {}
     thresholds = {"rtol": m.get("rtol"), "atol": m.get("atol")}
     uncompared = m.get("uncompared") or []
     if uncompared:
@@ -98,6 +100,10 @@ def _shipped(m: Mapping[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
                                 f"{len(m['per_tensor'])} tensors differ; {worst['name']}: {worst.get('mismatched')} of "
                                 f"{worst.get('numel')} elements, max abs err {closeness.short(worst.get('max_abs_err'))} "
                                 f"(rtol {m.get('rtol')}, atol {m.get('atol')})"), thresholds
-    return Outcome.PASSED, (f"{what} loads with default arguments and reproduces {baseline}'s outputs: all "
-                            f"{len(m['per_tensor'])} tensors within rtol {m.get('rtol')}, atol {m.get('atol')} (max abs "
+    return Outcome.PASSED, (f"{what} loads with default arguments and reproduces {baseline}'s outputs: "
+                            f"{_tensors(len(m['per_tensor']), 'all ')} within rtol {m.get('rtol')}, atol {m.get('atol')} (max abs "
                             f"err {closeness.short(m.get('max_abs_err'))})"), thresholds
+
+
+def _tensors(n: Any, every: str = "") -> str:
+    return "one tensor" if n == 1 else f"{every}{n} tensors"

@@ -103,8 +103,9 @@ _loader: list[tuple[subprocess.Popen[str], Any]] = []  # the worker's one loader
 def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Any) -> dict[str, Any]:
     kind, mode = spec.aspect, spec.params.get("mode") or "alone"
     how = _how(spec)
-    if kind == "aoti" and not _cxx():
-        raise Skip("no C++ compiler on the runner (AOTInductor compiles the program to C++): install g++ or set CXX")
+    if kind == "aoti" and (missing := _no_cxx()):
+        raise Skip(f"no C++ compiler on the runner (AOTInductor compiles the program to C++): {missing}; install g++ "
+                   f"or set CXX to a C++ compiler")
     if not isinstance(inst.model, torch.nn.Module):
         raise Skip(f"{kind} builds a deployment artifact of an nn.Module: the workload's model is a "
                    f"{type(inst.model).__name__}")
@@ -237,9 +238,19 @@ def _runnable(kind: str, program: Any, saved: Path) -> Callable[..., Any]:
     return program  # type: ignore[no-any-return]
 
 
-def _cxx() -> str:
-    return next((found for name in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if name
-                 and (found := shutil.which(name) or "")), "")
+def _no_cxx() -> str:
+    """Why Inductor would find no C++ compiler, asked of torch's own search (CXX, else g++; clang++ on macOS), or ""
+    where it finds one. A torch without that getter: CXX or g++/c++/clang++ on PATH."""
+    try:
+        from torch._inductor import cpp_builder, exc
+    except ImportError:
+        found = any(shutil.which(n) for n in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if n)
+        return "" if found else "none of CXX, g++, c++, clang++ found on PATH"
+    try:
+        cpp_builder.get_cpp_compiler()
+    except exc.InvalidCxxCompiler as e:
+        return first_line(e)
+    return ""
 
 
 def _in_a_fresh_process(kind: str, device: str, programs: dict[str, Path], args: tuple[Any, ...],
