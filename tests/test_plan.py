@@ -44,3 +44,12 @@ def test_only_matches_ids_workloads_aspects_and_globs() -> None:
 
 def test_plan_order_is_stable() -> None:
     assert [s.id for s in suite.plan(suite.BUILTIN, "cuda")] == [s.id for s in suite.plan(suite.BUILTIN, "cuda")]
+
+
+def test_every_aspect_has_a_cost_for_list_and_an_unmeasured_one_says_so() -> None:
+    from torch_upgrade_check import costs
+
+    assert set(costs.ASPECT_COST_S) == set(ASPECTS)
+    lines = costs.listing([("mlp[float32]/numerics", "numerics"), ("x[-]/nothing", "nothing")], compare=True)
+    assert lines[0].startswith("mlp[float32]/numerics  ~") and lines[1] == "x[-]/nothing           ?"
+    assert lines[2].startswith("# seconds a check, by aspect, measured on ") and lines[2].endswith("within --ab-budget a check")
