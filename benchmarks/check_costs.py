@@ -8,6 +8,7 @@ report.json: the check in its worker, not the worker's start), as a Markdown tab
 
     .venv/bin/python benchmarks/check_costs.py --out /tmp/check-costs        # about 5 minutes on 2 cores
     .venv/bin/python benchmarks/check_costs.py --reports A/report.json B/report.json   # from earlier runs
+    .venv/bin/python benchmarks/check_costs.py --parts opt-in --reports A/report.json  # one part again, one kept
 """
 
 from __future__ import annotations
@@ -68,16 +69,20 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/check-costs"))
     parser.add_argument("--python", default=sys.executable, help="the interpreter with torch (default: this one)")
-    parser.add_argument("--reports", type=Path, nargs="*", help="aggregate these report.json files instead of running")
+    parser.add_argument("--reports", type=Path, nargs="*", default=[],
+                        help="aggregate these report.json files too (alone: instead of running)")
+    parser.add_argument("--parts", default="builtin,opt-in", help="what to run: builtin, opt-in or both (default)")
     args = parser.parse_args(argv)
-    reports = args.reports
-    if not reports:
+    reports, parts = list(args.reports), set(args.parts.split(",")) if not args.reports or "--parts" in argv else set()
+    if "builtin" in parts:
+        reports.append(run(args.python, args.out / "builtin"))
+    if "opt-in" in parts:
         project = args.out / "project"
         project.mkdir(parents=True, exist_ok=True)
         (project / "head.py").write_text(PROJECT)
         (project / "torch-upgrade-check.yml").write_text(CONFIG)
         subprocess.run([args.python, "head.py"], cwd=project, check=True)
-        reports = [run(args.python, args.out / "builtin"), run(args.python, args.out / "opt-in", project)]
+        reports.append(run(args.python, args.out / "opt-in", project))
     print("| aspect | checks | median s | largest s |\n| --- | --- | --- | --- |")
     table = {}
     for aspect, seconds in sorted(costs(reports).items()):
