@@ -26,16 +26,16 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "training-curve": (15, 21, "50 steps, twice"),
     "sdpa-backends": (3.0, 3.5, ""),
     "amp": (2.2, 4.1, ""),
-    "compile-time": (112, 112, "3 cold compiles of a small MLP, and a warm-up"),
+    "compile-time": (62, 62, "3 cold compiles of a small MLP, and a warm-up"),
     "warnings": (0.3, 0.5, ""),
     "resolve": (None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
     "imports": (None, None, "your stack: one process a top-level module"),
     "abi": (None, None, "your stack: reads every shared object that links torch"),
-    "export": (3.8, 16, "the first of a worker imports torch.export in it and in the loader process"),
+    "export": (7.4, 13, "the first of a worker imports torch.export in it and in the loader process"),
     "jit": (1.4, 1.4, ""),
-    "aoti": (36, 36, "one AOTInductor compile of a small MLP"),
-    "onnx": (7.1, 7.1, "dynamo=True, the first of a worker (imports of the exporter); the legacy exporter 0.1 s"),
-    "artifact": (0.1, 0.1, "a checkpoint or a .pt2 program already imported"),
+    "aoti": (37, 37, "one AOTInductor compile of a small MLP"),
+    "onnx": (9.4, 9.4, "dynamo=True, the first of a worker (imports of the exporter); the legacy exporter 0.1 s"),
+    "artifact": (0.1, 0.2, "a checkpoint or a .pt2 program already imported"),
 }
 COMPARE_NOTE = ("in compare each check runs on both sides, and latency, memory and compile-time are measured A/B "
                 "within --ab-budget a check")
