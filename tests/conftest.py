@@ -54,3 +54,12 @@ def load_report(out: Path) -> dict:
 
 def results_by_id(report: dict) -> dict[str, dict]:
     return {r["id"]: r for r in report["results"]}
+
+
+def user_project(folder: Path, modules: dict[str, str], config: str) -> None:
+    """`folder` as a team's checkout: Python modules (name -> source) and a torch-upgrade-check.yml with no built-ins,
+    the folder on the worker's path, and `config` (YAML, top-level keys) after that."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, source in modules.items():
+        (folder / f"{name}.py").write_text(source)
+    (folder / "torch-upgrade-check.yml").write_text("version: 1\nsuite: none\npython-path: [.]\n" + config)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import load_report, results_by_id, run_cli
+from conftest import load_report, results_by_id, run_cli, user_project
 from harness import interpreter
-from test_checks_catch_breakage import compared, outcomes
+from test_checks_catch_breakage import compared, compared_broken, outcomes
 
 pytestmark = pytest.mark.usefixtures("torch_python")
 EXPORT, JIT = "mlp[float32]/export", "mlp[float32]/jit"
@@ -95,17 +95,66 @@ def test_a_scripted_workload_fails_jit_where_script_no_longer_compiles_it(tmp_pa
 
 
 def test_an_aoti_package_that_does_not_load_in_a_fresh_process_fails_aoti(tmp_path: Path, torch_python: str) -> None:
-    """pytorch#173706: the package loads where it was compiled and not in a fresh process. The real torch passes."""
+    """pytorch#173706: the package loads where it was compiled and not in a fresh process. The real torch passes, on
+    both sides of a compare too (each side builds its own package: torch promises no cross-version load)."""
     head_workload(tmp_path, "    aspects: [aoti]\n")
     check = "head[float32]/aoti"
-    for python, out in ((torch_python, "real"), (str(interpreter(torch_python, tmp_path / "py",
-                                                                   breaks=["aoti-fresh-process-load"])), "broken")):
-        proc = run_cli("run", "--python", python, "--device", "cpu", "--out", str(tmp_path / out), "--no-job-summary",
-                       cwd=tmp_path)
-        assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
-    real, broken = (results_by_id(load_report(tmp_path / out))[check] for out in ("real", "broken"))
-    assert real["outcome"] == "passed", real["reason"]
-    assert real["reason"].startswith("AOTInductor: built, run, saved and reloaded in a fresh process; all 2 tensors")
-    assert broken["outcome"] == "failed", broken["reason"]
-    assert broken["reason"].startswith("the saved AOTInductor program does not load and run in a fresh process: "
+    code, same = compared(torch_python, torch_python, tmp_path / "aa", cwd=tmp_path)
+    assert (code, same[check]["outcome"]) == (0, "passed"), same[check]["reason"]
+    assert same[check]["reason"].startswith("AOTInductor: built, run, saved and reloaded in a fresh process from "
+                                            "baseline "), same[check]["reason"]
+    assert "(its package is not loaded: torch promises no cross-version load)" in same[check]["reason"]
+    assert same[check]["metrics"]["programs"] == ["in-process", "reloaded"]  # the baseline's package is not loaded
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["aoti-fresh-process-load"]))
+    proc = run_cli("run", "--python", broken, "--device", "cpu", "--out", str(tmp_path / "broken"), "--no-job-summary",
+                   cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = results_by_id(load_report(tmp_path / "broken"))[check]
+    assert result["outcome"] == "failed", result["reason"]
+    assert result["reason"].startswith("the saved AOTInductor program does not load and run in a fresh process: "
                                        "reloaded: torch._inductor.aoti_load_package: RuntimeError: Error in dlopen: ")
+
+
+def test_a_runner_without_a_cpp_compiler_skips_aoti_with_torchs_reason(tmp_path: Path, torch_python: str) -> None:
+    """Inductor looks for CXX (else g++) and runs it; none that runs is a skip, never an error (numerics runs: a run
+    where nothing ran fails)."""
+    head_workload(tmp_path, "    aspects: [numerics, aoti]\n")
+    proc = run_cli("run", "--python", torch_python, "--device", "cpu", "--out", str(tmp_path / "out"),
+                   "--no-job-summary", cwd=tmp_path, env={"CXX": str(tmp_path / "no-such-c++")})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = results_by_id(load_report(tmp_path / "out"))["head[float32]/aoti"]
+    assert (result["outcome"], result["reason"]) == (
+        "skipped", "no C++ compiler on the runner (AOTInductor compiles the program to C++): No working C++ compiler "
+                   f"found in torch._inductor.config.cpp.cxx: (None, '{tmp_path / 'no-such-c++'}'); install g++ or set "
+                   "CXX to a C++ compiler")
+
+
+DYNAMIC = SCRIPTED_MODEL + """
+
+def dynamic():
+    model, inputs = build()
+    return {"model": model, "inputs": inputs, "dynamic_shapes": {"x": {0: torch.export.Dim("batch", min=2, max=64)}},
+            "dynamic_inputs": (torch.randn(9, 16),)}
+"""
+
+
+def test_declared_dynamic_shapes_export_and_run_other_sizes_and_fail_where_export_specialises(
+        tmp_path: Path, torch_python: str) -> None:
+    """A factory's dynamic_shapes go to torch.export.export and its dynamic_inputs (batch 9, exported at 4) are run by
+    the program in the worker and the fresh process: A/A passes; an export that drops the dynamic shapes fails."""
+    user_project(tmp_path, {"scripted": DYNAMIC}, "workloads:\n  - {name: head, factory: 'scripted:dynamic', "
+                                                  "aspects: [export]}\n")
+    check = "head[float32]/export"
+    code, same = compared(torch_python, torch_python, tmp_path / "aa", cwd=tmp_path)
+    assert (code, same[check]["outcome"]) == (0, "passed"), same[check]["reason"]
+    assert same[check]["reason"].startswith("torch.export: built with dynamic shapes, run, saved and reloaded in a "
+                                            "fresh process, each run on dynamic_inputs too; "), same[check]["reason"]
+    assert "in-process, dynamic_inputs" in same[check]["metrics"]["programs"]
+    assert "reloaded, dynamic_inputs" in same[check]["metrics"]["programs"]
+    code, cand = compared_broken(torch_python, tmp_path, [], ["export-drops-dynamic-shapes"])
+    assert (code, cand[check]["outcome"]) == (1, "failed"), cand[check]["reason"]
+    assert cand[check]["reason"].startswith("the torch.export program does not run on the workload's dynamic_inputs "
+                                            "(built with its dynamic_shapes: a declared dynamic dimension was "
+                                            "specialised): in-process, dynamic_inputs: running the program on "
+                                            "dynamic_inputs: "), cand[check]["reason"]
+    assert "reloaded, dynamic_inputs: running the loaded program: " in cand[check]["reason"]

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "torch_upgrade_check"
-WORKER_ALLOWED = {"torch", "torch_upgrade_check.model", "torch_upgrade_check.schema", "torch_upgrade_check.worker"}
+WORKER_ALLOWED = {"torch", "torch_upgrade_check.model", "torch_upgrade_check.schema", "torch_upgrade_check.worker",
+                  "onnxruntime"}  # the onnx aspect, only where the onnx extra is installed (else it skips first)
 
 
 def _imports(path: Path) -> set[str]:

@@ -78,6 +78,13 @@ def compared(baseline: str, candidate: str, out: Path, *only: str, extra: tuple[
     return proc.returncode, results_by_id(reports[1])
 
 
+def compared_broken(torch_python: str, folder: Path, baseline: list[str], candidate: list[str]) -> tuple[int, dict[str, dict]]:
+    """`compare` in `folder` (its config) of the real torch with `baseline` breakages against it with `candidate`'s."""
+    sides = [str(interpreter(torch_python, folder / side, breaks=breaks))
+             for side, breaks in (("baseline-py", baseline), ("candidate-py", candidate))]
+    return compared(*sides, folder / "out", cwd=folder)
+
+
 def test_the_same_torch_on_both_sides_has_no_new_warning_or_graph_break(tmp_path: Path, torch_python: str) -> None:
     code, cand = compared(torch_python, torch_python, tmp_path, "mlp[float32]/warnings", "mlp[float32]/compile",
                           "transformer_block[float32]/warnings", extra=("--fail-on", "correctness,warnings"))

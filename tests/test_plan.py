@@ -9,9 +9,12 @@ from torch_upgrade_check.model import ASPECTS, STACK_ASPECTS
 def test_builtin_suite_covers_every_aspect_and_the_named_workloads() -> None:
     ids = {s.id for s in suite.plan(suite.BUILTIN, "cpu")}
     # cross-version and the stack's checks are planned by compare, beside the built-in aspects; compile-time is
-    # opt-in (--compile-time), and aoti for your workloads only (a compile takes a minute)
+    # opt-in (--compile-time), aoti for your workloads only (a compile takes a minute), and onnx too (it needs an
+    # optional extra in the environment under test, and a team declares the exporter its code calls); artifact is a
+    # file the team ships (config `artifacts:`)
     assert {s.aspect for s in suite.plan(suite.BUILTIN, "cpu")} == set(ASPECTS) - {"cross-version", "compile-time",
-                                                                                    "aoti", *STACK_ASPECTS}
+                                                                                    "aoti", "onnx", "artifact",
+                                                                                    *STACK_ASPECTS}
     timed = [suite.with_compile_time(w) for w in suite.BUILTIN]
     assert {s.id for s in suite.plan(timed, "cpu", ["compile-time"])} == {
         s.id.replace("/compile", "/compile-time") for s in suite.plan(suite.BUILTIN, "cpu", ["compile"])}
@@ -41,3 +44,12 @@ def test_only_matches_ids_workloads_aspects_and_globs() -> None:
 
 def test_plan_order_is_stable() -> None:
     assert [s.id for s in suite.plan(suite.BUILTIN, "cuda")] == [s.id for s in suite.plan(suite.BUILTIN, "cuda")]
+
+
+def test_every_aspect_has_a_cost_for_list_and_an_unmeasured_one_says_so() -> None:
+    from torch_upgrade_check import costs
+
+    assert set(costs.ASPECT_COST_S) == set(ASPECTS)
+    lines = costs.listing([("mlp[float32]/numerics", "numerics"), ("x[-]/nothing", "nothing")], compare=True)
+    assert lines[0].startswith("mlp[float32]/numerics  ~") and lines[1] == "x[-]/nothing           ?"
+    assert lines[2].startswith("# seconds a check, by aspect, measured on ") and lines[2].endswith("within --ab-budget a check")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -169,3 +170,12 @@ def test_whole_builtin_suite_on_cpu_passes(tmp_path: Path, torch_python: str) ->
                        "sdpa-backends", "amp", "warnings", "export", "jit"}
     assert any(r["workload"].startswith("flex_attention") and r["aspect"] == "compile" and r["outcome"] == "passed"
                for r in report["results"])
+
+
+def test_list_names_each_check_with_what_its_aspect_costs(torch_python: str) -> None:
+    proc = run_cli("run", "--python", torch_python, "--device", "cpu", "--list", "--only", "mlp")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    *rows, footer = proc.stdout.strip().splitlines()
+    assert [row.split()[0] for row in rows][:2] == ["mlp[float32]/numerics", "mlp[float32]/cross-backend"]
+    assert re.match(r"mlp\[float32\]/numerics +~[0-9.]+ s", rows[0]) and all(len(row.split()) > 1 for row in rows), rows
+    assert footer.startswith("# seconds a check, by aspect, measured on a shared 2-core x86_64 CPU with torch 2.13.0")

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
-from torch_upgrade_check import __version__, runner_status, scaffold
+from torch_upgrade_check import __version__, costs, runner_status, scaffold
 from torch_upgrade_check.bisect_cmd import cmd_bisect
 from torch_upgrade_check.commands import (
     DEFAULT_TIMEOUT_S,
@@ -245,8 +245,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     report = replace(report, results=tuple(r for r in (lost, served) if r is not None))
     session.require_checks(specs, settings, report.results)
     if args.list:
-        for s in specs:
-            print(s.id)
+        print("\n".join(costs.listing((s.id, s.aspect) for s in specs)))
         return EXIT_PASSED
     say(f"{PROG} {__version__}: torch {report.label} on {device} ({env.get('cpu', '')}, "
         f"{env.get('threads')} threads), {len(specs)} checks -> {out}/")

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from torch_upgrade_check import __version__, stack, stack_cmd, values
+from torch_upgrade_check import __version__, costs, stack, stack_cmd, values
 from torch_upgrade_check.commands import (
     PROG,
     finish,
@@ -242,10 +242,8 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if not stack_ids:
         session.require_checks(planned, settings, reports["candidate"].results)
     if args.list:
-        for s in planned:
-            print(s.id)
-        for check in stack_ids:
-            print(check)
+        print("\n".join(costs.listing([*((s.id, s.aspect) for s in planned),
+                                        *((check, check.rpartition("/")[2]) for check in stack_ids)], compare=True)))
         return EXIT_PASSED
     say(f"{PROG} {__version__}: " + " vs ".join(f"{role} torch {r.label}" for role, r in reports.items())
         + f" on {device}; results -> {out}/")

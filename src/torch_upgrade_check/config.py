@@ -22,18 +22,24 @@ CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs
 # fsdp2 is left out: it trains the built-in transformer_block and never calls a factory.
 WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
                     "training-curve", "amp", "latency", "memory", "compile-time", "warnings", "export", "jit",
-                    "aoti")
+                    "aoti", "onnx")
 # compile-time is opt-in (--compile-time, or listed here): each sample is a whole cold compile; so are the artifact
-# aspects (export, jit, aoti): a team lists the artifacts it ships (`jit:` alone also plans jit)
-DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a not in ("compile-time", "export", "jit", "aoti"))
+# aspects (export, jit, aoti, onnx): a team lists the artifacts it ships (`jit:` or `onnx:` alone also plans it)
+DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a not in ("compile-time", "export", "jit", "aoti", "onnx"))
 DEFAULT_DTYPES = ("float32",)
 
 TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest", "requirements", "extras",
-            "threads", "ab-budget", "undecided", "fleet")
+            "threads", "ab-budget", "undecided", "fleet", "artifacts")
 THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression", "max-compile-time-regression")
 WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks",
-                 "training-steps", "jit")
+                 "training-steps", "jit", "onnx")
 JIT_MODES = ("script", "trace")
+ONNX_EXPORTERS = ("dynamo", "legacy", "default")
+ARTIFACT_KEYS = ("name", "file", "kind", "factory", "inputs")
+# what the candidate loads a shipped file with (its default arguments); by suffix unless `kind:` says
+ARTIFACT_KINDS = {"checkpoint": "torch.load", "export": "torch.export.load", "aoti": "torch._inductor.aoti_load_package",
+                  "jit": "torch.jit.load", "onnx": "onnxruntime.InferenceSession"}
+ARTIFACT_ASPECT = "artifact"  # the check of a shipped file: NAME[-]/artifact
 PYTEST_KEYS = ("args",)
 FLEET_KEYS = ("archs", "driver")
 
@@ -69,6 +75,21 @@ class UserWorkload:
     allow_graph_breaks: bool = False  # compare: a graph break or recompile new in the candidate does not fail compile
     training_steps: int | None = None  # training-curve's steps (default: worker.curve.DEFAULT_STEPS)
     jit: str = ""  # "script" or "trace": how the jit aspect builds its TorchScript program (declared: jit is planned)
+    onnx: str = ""  # "dynamo", "legacy" or "default": the exporter torch.onnx.export is called with (declared: planned)
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class ShippedArtifact:
+    """One entry of `artifacts:`: a file the team ships, loaded by the torch under test with its default arguments.
+    `file` is relative to the config's folder; `factory` builds the model a checkpoint's state_dict goes into (and its
+    inputs), `inputs` returns the inputs a program runs on."""
+
+    name: str
+    file: str
+    kind: str
+    factory: str = ""
+    inputs: str = ""
     line: int = 0
 
 
@@ -100,6 +121,7 @@ class Config:
     requirements: tuple[str, ...] = ()  # the team's stack (stack.py), relative to the config's folder
     extras: tuple[str, ...] = ()  # pyproject.toml groups of the stack
     fleet: FleetConfig | None = None
+    artifacts: tuple[ShippedArtifact, ...] = ()  # files the team ships: each is a check NAME[-]/artifact
     version: int = SCHEMA_VERSION
     threads: int | None = None  # torch CPU threads of every worker (--threads overrides)
     ab_budget: float | None = None  # compare's measuring seconds per A/B check (--ab-budget overrides)
@@ -121,7 +143,9 @@ class Config:
         chosen = [w for w in suite.BUILTIN if w.name in self.suite]
         users = [suite.Workload(w.name, w.dtypes, w.aspects, f"{w.factory} ({self.path.name}:{w.line})", w.factory)
                  for w in self.workloads]
-        return chosen + (users if cross_version else drop_cross_version(users))
+        shipped = [suite.Workload(a.name, ("-",), (ARTIFACT_ASPECT,), f"{a.kind} file {a.file} ({self.path.name}:{a.line})",
+                                  a.factory) for a in self.artifacts]
+        return chosen + (users if cross_version else drop_cross_version(users)) + shipped
 
     def workload(self, name: str) -> UserWorkload | None:
         return next((w for w in self.workloads if w.name == name), None)
@@ -139,11 +163,14 @@ class Config:
     def options_for(self, workload: str) -> dict[str, Any]:
         """The workload's other keys its checks read (spec.params): allow_graph_breaks, steps."""
         w = self.workload(workload)
+        a = next((a for a in self.artifacts if a.name == workload), None)
+        if a is not None:
+            return {"file": str((self.root / a.file).resolve()), "kind": a.kind, "inputs": a.inputs}
         if w is None:
             return {}
         return {**({"allow_graph_breaks": True} if w.allow_graph_breaks else {}),
                 **({"steps": w.training_steps} if w.training_steps else {}),
-                **({"jit": w.jit} if w.jit else {})}
+                **({"jit": w.jit} if w.jit else {}), **({"onnx": w.onnx} if w.onnx else {})}
 
     def latency_limits(self, device: str) -> dict[str, float]:
         """workload name -> max median latency in ms on `device`, for analysis.verdicts.decide(max_latency_ms=...).
@@ -232,6 +259,7 @@ class _Checker:
     def __init__(self, file: str, path: Path) -> None:
         self.file, self.path = file, path
         self.problems: list[tuple[int, str]] = []
+        self.seen: dict[str, str] = {}  # workload and artifact names -> "workloads[i] (line n)": one namespace
         self._constructor = yaml.constructor.SafeConstructor()
 
     def error(self, at: yaml.Node | int, message: str) -> None:
@@ -312,7 +340,7 @@ class _Checker:
                    "threads": lambda n: self.value(threads, n, "threads"),
                    "ab-budget": lambda n: self.value(timeout, n, "ab-budget"),
                    "undecided": lambda n: self.value(undecided, n, "undecided"),
-                   "fleet": self._fleet}
+                   "fleet": self._fleet, "artifacts": self._artifacts}
         fields = {key.replace("-", "_"): walk(top[key]) for key, walk in walkers.items() if key in top}
         self.raise_problems()
         return Config(path=self.path, **fields)
@@ -360,7 +388,7 @@ class _Checker:
             self.error(node, f"workloads must be a list of mappings like [{{name: tiny, factory: mypkg.models:build}}], "
                              f"got {self.got(node)}")
             return ()
-        seen: dict[str, str] = {}  # name -> "workloads[i] (line n)"
+        seen = self.seen  # name -> "workloads[i] (line n)"
         return tuple(w for i, item in enumerate(node.value) if (w := self._workload(item, i, seen)) is not None)
 
     def _workload(self, node: yaml.Node, index: int, seen: dict[str, str]) -> UserWorkload | None:
@@ -381,17 +409,24 @@ class _Checker:
         if "allow-graph-breaks" in keys:
             fields["allow_graph_breaks"] = bool(self.value(flag, keys["allow-graph-breaks"], f"{key}.allow-graph-breaks"))
         if "jit" in keys:
-            fields.update(self._jit(keys["jit"], f"{key}.jit", fields.get("aspects", DEFAULT_ASPECTS)))
+            fields.update(self._declared(keys["jit"], f"{key}.jit", "jit", JIT_MODES, "script (torch.jit.script) or "
+                                         "trace (torch.jit.trace on the workload's inputs)",
+                                         fields.get("aspects", DEFAULT_ASPECTS)))
+        if "onnx" in keys:
+            fields.update(self._declared(keys["onnx"], f"{key}.onnx", "onnx", ONNX_EXPORTERS, "dynamo (dynamo=True), "
+                                         "legacy (dynamo=False) or default (no dynamo= argument)",
+                                         fields.get("aspects", DEFAULT_ASPECTS)))
         return UserWorkload(line=line, **fields)
 
-    def _jit(self, node: yaml.Node, key: str, aspects: tuple[str, ...]) -> dict[str, Any]:
-        """`jit: script|trace`: how the workload's TorchScript program is built; declaring it plans the jit aspect."""
+    def _declared(self, node: yaml.Node, key: str, aspect: str, modes: tuple[str, ...], meaning: str,
+                  aspects: tuple[str, ...]) -> dict[str, Any]:
+        """`jit: script|trace`, `onnx: dynamo|legacy|default`: how the workload's artifact is built; declaring it plans
+        the aspect."""
         value = self.scalar(node)
-        if value not in JIT_MODES:
-            self.error(node, f"{key} must be script (torch.jit.script) or trace (torch.jit.trace on the workload's "
-                             f"inputs), got {self.got(node)}")
+        if value not in modes:
+            self.error(node, f"{key} must be {meaning}, got {self.got(node)}")
             return {}
-        return {"jit": value, "aspects": tuple(a for a in WORKLOAD_ASPECTS if a in aspects or a == "jit")}
+        return {aspect: value, "aspects": tuple(a for a in WORKLOAD_ASPECTS if a in aspects or a == aspect)}
 
     def _workload_name(self, keys: Mapping[str, yaml.Node], key: str, line: int, seen: dict[str, str]) -> str:
         if "name" not in keys:
@@ -410,11 +445,11 @@ class _Checker:
             seen[name] = f"{key} (line {line})"
         return str(name)
 
-    def _factory(self, keys: Mapping[str, yaml.Node], key: str, line: int) -> str:
-        if "factory" not in keys:
+    def _factory(self, keys: Mapping[str, yaml.Node], key: str, line: int, what: str = "factory") -> str:
+        if what not in keys:
             self.error(line, f"{key} is missing 'factory'; add the function that builds it, like mypkg.models:build")
             return ""
-        node = keys["factory"]
+        node = keys[what]
         value = self.scalar(node)
         if isinstance(value, str) and _FACTORY.match(value.strip()):
             return value.strip()
@@ -422,7 +457,7 @@ class _Checker:
         if isinstance(value, str) and ":" not in value and "." in value:
             module, _, function = value.strip().rpartition(".")
             hint = f" (did you mean '{module}:{function}'?)"
-        self.error(node, f"{key}.factory must be MODULE:FUNCTION like mypkg.models:build, got {self.got(node)}{hint}")
+        self.error(node, f"{key}.{what} must be MODULE:FUNCTION like mypkg.models:build, got {self.got(node)}{hint}")
         return ""
 
     def _latency_ms(self, node: yaml.Node, key: str) -> dict[str, float | None]:
@@ -447,6 +482,38 @@ class _Checker:
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                 self.error(item, f"pytest.args: each argument must be text like tests/ or -x, got {self.got(item)}")
         return PytestConfig(tuple(str(self.scalar(item)) for item in args.value))
+
+    def _artifacts(self, node: yaml.Node) -> tuple[ShippedArtifact, ...]:
+        if not isinstance(node, yaml.SequenceNode):
+            self.error(node, f"artifacts must be a list of mappings like [{{name: model, file: model.pt2, inputs: "
+                             f"mypkg.models:example_inputs}}], got {self.got(node)}")
+            return ()
+        return tuple(a for i, item in enumerate(node.value) if (a := self._artifact(item, i)) is not None)
+
+    def _artifact(self, node: yaml.Node, index: int) -> ShippedArtifact | None:
+        key, line = f"artifacts[{index}]", node.start_mark.line + 1
+        keys = self.mapping(node, key, ARTIFACT_KEYS, "{name: model, file: model.pt2, inputs: mypkg.models:example_inputs}")
+        if keys is None:
+            return None
+        name = self._workload_name(keys, key, line, self.seen)
+        file = self.scalar(keys["file"]) if "file" in keys else None
+        if not isinstance(file, str) or not file.strip():
+            self.error(keys.get("file", line), f"{key} needs 'file': the path of the file you ship, relative to this "
+                                               f"config, like models/classifier.pt")
+            return None
+        if not (self.path.resolve().parent / file).is_file():
+            self.error(keys["file"], f"{key}.file: no file '{file}' in {self.path.resolve().parent}; give its path "
+                                     f"relative to this config")
+        suffix = Path(file).suffix.lower()
+        kind = self.scalar(keys["kind"]) if "kind" in keys else {".pt2": "export", ".onnx": "onnx"}.get(suffix, "checkpoint")
+        if kind not in ARTIFACT_KINDS:
+            self.error(keys["kind"], f"{key}.kind must be one of {', '.join(ARTIFACT_KINDS)}, got {self.got(keys['kind'])}")
+            return None
+        calls = {k: self._factory(keys, f"{key}", line, k) for k in ("factory", "inputs") if k in keys}
+        if kind != "checkpoint" and not calls:
+            self.error(line, f"{key}: the {kind} file runs on inputs: add 'inputs: MODULE:FUNCTION' (returns the inputs) "
+                             f"or 'factory: MODULE:FUNCTION' (returns the model and its inputs)")
+        return ShippedArtifact(name, file.strip(), str(kind), calls.get("factory", ""), calls.get("inputs", ""), line)
 
     def _fleet(self, node: yaml.Node) -> FleetConfig:
         from torch_upgrade_check.analysis.fleet import parse_arch, parse_driver

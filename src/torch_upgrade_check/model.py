@@ -19,7 +19,9 @@ FAIL_KINDS = {"latency": "latency", "compile-time": "latency", "memory": "memory
 # float32 check runs in IEEE float32.
 DTYPES = ("float32", "float16", "bfloat16", "float64", "tf32")
 # deployment artifacts (worker.artifacts): built, saved, loaded in a fresh process; in compare the baseline's loaded
-ARTIFACT_ASPECTS = ("export", "jit", "aoti")
+# (onnx, worker.onnxexport: exported and run in onnxruntime; in compare the baseline's export and default exporter;
+# artifact, worker.shipped: a file the team ships, loaded with default arguments; in compare the baseline's outputs)
+ARTIFACT_ASPECTS = ("export", "jit", "aoti", "onnx", "artifact")
 ASPECTS += ARTIFACT_ASPECTS
 
 

@@ -30,7 +30,8 @@ thresholds:
   # max-compile-time-regression: 25%   # compare --compile-time: the same for cold compiles
 
 # Your own models. A factory returns (model, inputs) or a mapping {model, inputs, loss, tolerances,
-# checkpoint_extra}; if it takes device= and dtype= keyword arguments it is called with them.
+# checkpoint_extra, dynamic_shapes, dynamic_inputs}; if it takes device= and dtype= keyword arguments it is called
+# with them.
 workloads: []
 #  - name: my_model
 #    factory: mypkg.models:build_my_model   # MODULE:FUNCTION, imported in the worker

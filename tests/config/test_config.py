@@ -13,6 +13,8 @@ from config_helpers import EXAMPLE, SCHEMA, validate_against_schema
 
 from torch_upgrade_check import cli, suite
 from torch_upgrade_check.config import (
+    ARTIFACT_KEYS,
+    ARTIFACT_KINDS,
     CROSS_VERSION,
     DEFAULT_ASPECTS,
     PYTEST_KEYS,
@@ -30,7 +32,7 @@ from torch_upgrade_check.model import DEVICES, DTYPES
 
 W = "version: 1\nworkloads:\n  - name: tiny\n    factory: pkg.models:build\n"  # a good workload to break
 ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, amp, latency, "
-                   "memory, compile-time, warnings, export, jit, aoti")
+                   "memory, compile-time, warnings, export, jit, aoti, onnx")
 
 # (id, file text, the one problem it must give); {file} is the config's path, {root} its folder.
 MALFORMED = [
@@ -49,10 +51,10 @@ MALFORMED = [
     ("version-text", "version: '1'\n", "{file}:1: version must be 1 (the schema version this tool reads), got '1'"),
     ("top-key-typo", "version: 1\nthreshold:\n  rtol: 1.0e-4\n",
      "{file}:2: unknown key 'threshold' (did you mean 'thresholds'?); allowed keys: version, suite, python-path, "
-     "thresholds, workloads, pytest, requirements, extras, threads, ab-budget, undecided, fleet"),
+     "thresholds, workloads, pytest, requirements, extras, threads, ab-budget, undecided, fleet, artifacts"),
     ("top-key-underscore", "version: 1\npython_path: [src]\n",
      "{file}:2: unknown key 'python_path' (did you mean 'python-path'?); allowed keys: version, suite, python-path, "
-     "thresholds, workloads, pytest, requirements, extras, threads, ab-budget, undecided, fleet"),
+     "thresholds, workloads, pytest, requirements, extras, threads, ab-budget, undecided, fleet, artifacts"),
     ("undecided-value", "version: 1\nundecided: maybe\n", "{file}:2: undecided must be fail or pass, got 'maybe'"),
     ("ab-budget-value", "version: 1\nab-budget: -5\n",
      "{file}:2: ab-budget must be a positive number like 600 (seconds per check), got -5"),
@@ -89,7 +91,7 @@ MALFORMED = [
      "{file}:3: workloads must be a list of mappings like [{name: tiny, factory: mypkg.models:build}], got a mapping"),
     ("workload-key-typo", W + "    aspect: [numerics]\n",
      "{file}:5: workloads[0]: unknown key 'aspect' (did you mean 'aspects'?); allowed keys: name, factory, aspects, "
-     "dtypes, rtol, atol, max-latency-ms, allow-graph-breaks, training-steps, jit"),
+     "dtypes, rtol, atol, max-latency-ms, allow-graph-breaks, training-steps, jit, onnx"),
     ("aspect-typo", W + "    aspects: [numerics, determinsm]\n",
      f"{{file}}:5: workloads[0].aspects: unknown aspect 'determinsm' (did you mean 'determinism'?); "
      f"allowed: {ALLOWED_ASPECTS}"),
@@ -288,6 +290,8 @@ def test_json_schema_lists_what_the_loader_accepts() -> None:
     assert tuple(workload["dtypes"]["items"]["enum"]) == DTYPES
     assert tuple(workload["max-latency-ms"]["oneOf"][1]["properties"]) == DEVICES
     assert tuple(schema["$defs"]["builtin"]["enum"]) == suite.BUILTIN_NAMES
+    shipped = props["artifacts"]["items"]["properties"]
+    assert tuple(shipped) == ARTIFACT_KEYS and tuple(shipped["kind"]["enum"]) == tuple(ARTIFACT_KINDS)
 
 
 def test_cli_run_with_bad_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -307,17 +311,51 @@ def test_config_scaffold_and_pytest_passthrough_import_without_torch() -> None:
     assert (proc.returncode, proc.stdout.strip()) == (0, "ok"), proc.stderr
 
 
-def test_jit_declares_how_the_torchscript_program_is_built_and_plans_jit(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("key", "modes", "problem"), [
+    ("jit", ("script", "trace"), "must be script (torch.jit.script) or trace (torch.jit.trace on the workload's inputs)"),
+    ("onnx", ("dynamo", "legacy"), "must be dynamo (dynamo=True), legacy (dynamo=False) or default (no dynamo= "
+                                   "argument)"),
+])
+def test_jit_and_onnx_declare_how_the_artifact_is_built_and_plan_it(tmp_path: Path, key: str, modes: tuple[str, str],
+                                                                    problem: str) -> None:
     path = tmp_path / "torch-upgrade-check.yml"
-    path.write_text("version: 1\nworkloads:\n  - name: a\n    factory: m:a\n    aspects: [numerics]\n    jit: script\n"
-                    "  - name: b\n    factory: m:b\n    jit: trace\n  - name: c\n    factory: m:c\n")
+    path.write_text(f"version: 1\nworkloads:\n  - name: a\n    factory: m:a\n    aspects: [numerics]\n    {key}: "
+                    f"{modes[0]}\n  - name: b\n    factory: m:b\n    {key}: {modes[1]}\n  - name: c\n    factory: m:c\n")
     cfg = load_config(path)
     a, b, c = cfg.workloads
-    assert (a.aspects, a.jit, cfg.options_for("a")) == (("numerics", "jit"), "script", {"jit": "script"})
-    assert b.aspects == (*DEFAULT_ASPECTS, "jit") and cfg.options_for("b") == {"jit": "trace"}
-    assert not {"export", "jit", "aoti"} & set(c.aspects) and c.jit == ""  # opt-in: a team lists what it ships
-    path.write_text("version: 1\nworkloads:\n  - name: a\n    factory: m:a\n    jit: compile\n")
+    assert (a.aspects, getattr(a, key), cfg.options_for("a")) == (("numerics", key), modes[0], {key: modes[0]})
+    assert b.aspects == (*DEFAULT_ASPECTS, key) and cfg.options_for("b") == {key: modes[1]}
+    assert not {"export", "jit", "aoti", "onnx"} & set(c.aspects) and getattr(c, key) == ""  # opt-in: what it ships
+    path.write_text(f"version: 1\nworkloads:\n  - name: a\n    factory: m:a\n    {key}: compile\n")
     with pytest.raises(UsageError) as e:
         load_config(path)
-    assert e.value.problems == (f"{path}:5: workloads[0].jit must be script (torch.jit.script) or trace "
-                                "(torch.jit.trace on the workload's inputs), got 'compile'",)
+    assert e.value.problems == (f"{path}:5: workloads[0].{key} {problem}, got 'compile'",)
+
+
+def test_artifacts_lists_the_files_a_team_ships_each_a_check_and_every_problem_named(tmp_path: Path) -> None:
+    for name in ("ckpt.pt", "program.pt2", "model.onnx", "scripted.pt"):
+        (tmp_path / name).write_bytes(b"")
+    path = tmp_path / "torch-upgrade-check.yml"
+    path.write_text("version: 1\nsuite: none\nartifacts:\n  - {name: ckpt, file: ckpt.pt}\n"
+                    "  - {name: program, file: program.pt2, inputs: 'm:inputs'}\n"
+                    "  - {name: onnx_model, file: model.onnx, factory: 'm:build'}\n"
+                    "  - {name: scripted, file: scripted.pt, kind: jit, inputs: 'm:inputs'}\n")
+    cfg = load_config(path)
+    assert [(a.name, a.kind) for a in cfg.artifacts] == [("ckpt", "checkpoint"), ("program", "export"),
+                                                         ("onnx_model", "onnx"), ("scripted", "jit")]
+    assert [s.id for s in suite.plan(cfg.workloads_for_suite(), "cpu")] == [
+        "ckpt[-]/artifact", "program[-]/artifact", "onnx_model[-]/artifact", "scripted[-]/artifact"]
+    assert cfg.options_for("program") == {"file": str(tmp_path.resolve() / "program.pt2"), "kind": "export",
+                                          "inputs": "m:inputs"}
+    validate_against_schema(path)
+    path.write_text("version: 1\nworkloads:\n  - {name: ckpt, factory: 'm:build'}\nartifacts:\n"
+                    "  - {name: ckpt, file: ckpt.pt}\n  - {name: gone, file: gone.pt}\n"
+                    "  - {name: program, file: program.pt2}\n  - {name: odd, file: ckpt.pt, kind: pickle}\n")
+    with pytest.raises(UsageError) as e:
+        load_config(path)
+    assert e.value.problems == (
+        f"{path}:5: artifacts[0].name 'ckpt' is already used by workloads[0] (line 3); choose another name",
+        f"{path}:6: artifacts[1].file: no file 'gone.pt' in {tmp_path.resolve()}; give its path relative to this config",
+        f"{path}:7: artifacts[2]: the export file runs on inputs: add 'inputs: MODULE:FUNCTION' (returns the inputs) or "
+        "'factory: MODULE:FUNCTION' (returns the model and its inputs)",
+        f"{path}:8: artifacts[3].kind must be one of checkpoint, export, aoti, jit, onnx, got 'pickle'")

@@ -32,7 +32,7 @@ LOWP_MULTIPLIER = 4.0
 LOW_PRECISION = ("float16", "bfloat16", "tf32")
 REFERENCE = {"cross-backend": "the CPU", "cross-version": "the baseline", "compile": "eager",
              "numerics": "TF32 simulated on the CPU",
-             "export": "eager", "jit": "eager", "aoti": "eager"}  # numerics has a reference only for tf32
+             "export": "eager", "jit": "eager", "aoti": "eager", "onnx": "eager"}  # numerics has a reference only for tf32
 
 
 def judge_tensor(t: Mapping[str, Any], aspect: str, dtype: str, rtol: float, atol: float) -> tuple[bool, str]:

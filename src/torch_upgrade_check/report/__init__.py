@@ -14,7 +14,7 @@ FAILING = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN})
 ATTENTION = FAILING | {Outcome.SUSPICIOUS}  # what the job summary shows open, before everything that passed
 CORRECTNESS_ASPECTS = frozenset({"numerics", "cross-backend", "cross-version", "compile", "determinism", "checkpoint",
                                   "training-curve", "sdpa-backends", "amp",
-                                  "deterministic-backward", "fsdp2", "export", "jit", "aoti"})
+                                  "deterministic-backward", "fsdp2", "export", "jit", "aoti", "onnx", "artifact"})
 # aspects a comparison measures A/B, and the unit of their medians
 AB_ASPECTS = {"latency": "ms", "memory": "bytes", "compile-time": "ms"}
 # the A/B states, most urgent first: four, plus `undecided` (not settled within its budget; reports written

@@ -3,8 +3,9 @@
 Upgrades broke artifacts more often than eager models: a program one version saved that the next would not
 load, a model that exported (or scripted) on one version and raised on the next. Two aspects, one flow:
 
-- `export`: `torch.export.export(model, inputs)` (static shapes: the workload model has no way to declare
-  dynamic ones yet), `torch.export.save`, and `torch.export.load(...).module()` in a fresh process;
+- `export`: `torch.export.export(model, inputs)` (with the factory's `dynamic_shapes` where it returns them; its
+  `dynamic_inputs`, inputs of other sizes, are then run too, in this process and the fresh one), `torch.export.save`,
+  and `torch.export.load(...).module()` in a fresh process;
 - `jit`: `torch.jit.script` or `torch.jit.trace` (the workload's `jit:`; the built-ins trace), `torch.jit.save`,
   and `torch.jit.load` in a fresh process;
 - `aoti` (opt-in: a compile takes a minute): the exported program compiled and packaged by
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,7 @@ from torch_upgrade_check.worker.instance import Instance, Skip, build, copy_to, 
 FRESH_PROCESS_TIMEOUT_S = 300.0
 SUFFIX = {"export": ".pt2", "jit": ".pt", "aoti": ".pt2"}
 CROSS_VERSION_LOAD = ("export", "jit")  # the kinds whose saved file the candidate loads in compare
+OTHER = ", dynamic_inputs"  # the name's end of a program's run on the workload's inputs of other sizes
 
 # A fresh interpreter (the worker's own), started at the first artifact check and kept for the worker's others, which
 # never builds a program: per request line (JSON) it loads each program, runs it on the saved inputs, saves what it
@@ -100,8 +103,9 @@ _loader: list[tuple[subprocess.Popen[str], Any]] = []  # the worker's one loader
 def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Any) -> dict[str, Any]:
     kind, mode = spec.aspect, spec.params.get("mode") or "alone"
     how = _how(spec)
-    if kind == "aoti" and not _cxx():
-        raise Skip("no C++ compiler on the runner (AOTInductor compiles the program to C++): install g++ or set CXX")
+    if kind == "aoti" and (missing := _no_cxx()):
+        raise Skip(f"no C++ compiler on the runner (AOTInductor compiles the program to C++): {missing}; install g++ "
+                   f"or set CXX to a C++ compiler")
     if not isinstance(inst.model, torch.nn.Module):
         raise Skip(f"{kind} builds a deployment artifact of an nn.Module: the workload's model is a "
                    f"{type(inst.model).__name__}")
@@ -116,7 +120,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
     inst.model.eval()
     args = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in inst.inputs)
     eager = forward_only(inst, inst.model)
-    program, error = _build(kind, how, inst.model, args)
+    program, error = _build(kind, how, inst.model, args, inst.dynamic_shapes)
     if mode == "save":
         _path(spec, "io").parent.mkdir(parents=True, exist_ok=True)
         torch.save({"torch": str(torch.__version__), "built": program is not None,
@@ -135,21 +139,58 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
         programs = {"reloaded": own}
         if kind in CROSS_VERSION_LOAD and baseline.get("built") and _path(spec, "program").exists():
             programs["baseline's program"] = _path(spec, "program")
+        runnable = _runnable(kind, program, own)
         with torch.no_grad():
-            results = {"in-process": tensors.flatten(_runnable(kind, program, own)(*args))}
+            results = {"in-process": tensors.flatten(runnable(*args))}
         fresh, errors = _in_a_fresh_process(kind, spec.device, programs, args, Path(tmp))
+        other = _other_shapes(kind, spec.device, inst, runnable, own, Path(tmp), results, errors)
     results.update(fresh)
-    result = {f"{name}:{k}": v for name, outs in results.items() for k, v in outs.items()}
     references = {name: (baseline["eager"] if name == "baseline's program" else eager) for name in results}
+    if other:
+        metrics["dynamic_shapes"] = True
+        references.update(dict.fromkeys((n for n in results if n.endswith(OTHER)), forward_only(replace(inst, inputs=other),
+                                                                                                inst.model)))
+    return {**metrics, "built": True, "load_errors": errors,
+            **against_eager(spec, factory, inst, results, references, other)}
+
+
+def _other_shapes(kind: str, device: str, inst: Instance, runnable: Callable[..., Any], own: Path, tmp: Path,
+                  results: dict[str, Any], errors: dict[str, str]) -> tuple[Any, ...]:
+    """With the workload's dynamic_shapes and dynamic_inputs (export, aoti): the program run on the inputs of other
+    sizes in this process and in the fresh one (a program that specialised a declared dynamic dim raises there); its
+    outputs and errors added under names ending OTHER. The other inputs, or () where there are none."""
+    if kind == "jit" or inst.dynamic_shapes is None or inst.dynamic_inputs is None:
+        return ()
+    other = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in inst.dynamic_inputs)
+    try:
+        with torch.no_grad():
+            results["in-process" + OTHER] = tensors.flatten(runnable(*other))
+    except Exception as e:
+        errors["in-process" + OTHER] = f"running the program on dynamic_inputs: {type(e).__name__}: {first_line(e)}"[:400]
+    (tmp / "other").mkdir()
+    fresh, failed = _in_a_fresh_process(kind, device, {"reloaded" + OTHER: own}, other, tmp / "other")
+    results.update(fresh)
+    errors.update(failed)
+    return other
+
+
+def against_eager(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, results: dict[str, dict[str, Any]],
+                  references: dict[str, dict[str, Any]], other: tuple[Any, ...] = ()) -> dict[str, Any]:
+    """Each program's outputs (by program name) against the fp64 golden, with its eager outputs as the reference (the
+    compile rule): the metrics analysis.artifacts judges. Programs named ...OTHER ran on `other` inputs."""
+    result = {f"{name}:{k}": v for name, outs in results.items() for k, v in outs.items()}
     reference = {f"{name}:{k}": v for name, outs in references.items() for k, v in outs.items()}
     gold_inst = build(factory, "cpu", torch.float64)
     copy_to(inst, gold_inst, torch.float64)
     gold = forward_only(gold_inst, gold_inst.reference or gold_inst.model)
-    golden = {f"{name}:{k}": v for name in results for k, v in gold.items()}
+    if other:
+        wide = tuple(tensors.host(x, torch.float64 if x.is_floating_point() else None) if isinstance(x, torch.Tensor)
+                     else x for x in other)
+        gold_other = forward_only(replace(gold_inst, inputs=wide), gold_inst.reference or gold_inst.model)
+    golden = {f"{name}:{k}": v for name in results for k, v in (gold_other if name.endswith(OTHER) else gold).items()}
     rtol, atol = tolerances(spec, inst)
     compared = tensors.compare(result, golden, reference=reference, rtol=rtol, atol=atol, dtype=spec.dtype)
-    return {**metrics, "built": True, "load_errors": errors, "programs": sorted(results), "rtol": rtol, "atol": atol,
-            **compared}
+    return {"programs": sorted(results), "rtol": rtol, "atol": atol, **compared}
 
 
 def _how(spec: CheckSpec) -> str:
@@ -161,11 +202,11 @@ def _how(spec: CheckSpec) -> str:
     return str(how)
 
 
-def _build(kind: str, how: str, model: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, str]:
+def _build(kind: str, how: str, model: torch.nn.Module, args: tuple[Any, ...], dynamic: Any) -> tuple[Any, str]:
     """The artifact, or None and the first line of what raised (the unsupported op or graph break it names)."""
     try:
         if kind in ("export", "aoti"):  # aoti: compiled and packaged when saved
-            return torch.export.export(model, args), ""
+            return torch.export.export(model, args, **({"dynamic_shapes": dynamic} if dynamic is not None else {})), ""
         if how == "script":
             return torch.jit.script(model), ""
         with torch.no_grad():
@@ -197,9 +238,19 @@ def _runnable(kind: str, program: Any, saved: Path) -> Callable[..., Any]:
     return program  # type: ignore[no-any-return]
 
 
-def _cxx() -> str:
-    return next((found for name in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if name
-                 and (found := shutil.which(name) or "")), "")
+def _no_cxx() -> str:
+    """Why Inductor would find no C++ compiler, asked of torch's own search (CXX, else g++; clang++ on macOS), or ""
+    where it finds one. A torch without that getter: CXX or g++/c++/clang++ on PATH."""
+    try:
+        from torch._inductor import cpp_builder, exc
+    except ImportError:
+        found = any(shutil.which(n) for n in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if n)
+        return "" if found else "none of CXX, g++, c++, clang++ found on PATH"
+    try:
+        cpp_builder.get_cpp_compiler()
+    except exc.InvalidCxxCompiler as e:
+        return first_line(e)
+    return ""
 
 
 def _in_a_fresh_process(kind: str, device: str, programs: dict[str, Path], args: tuple[Any, ...],

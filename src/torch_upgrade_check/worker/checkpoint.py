@@ -56,7 +56,7 @@ def _alone(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device:
         if spec.params.get("mode") == "save":
             torch.save({"torch": str(torch.__version__), "second_step": {k: tensors.host(v) for k, v in uninterrupted.items()},
                         "random_stream": json.dumps(training.random_stream(factory, spec, inst.loss))}, _path(spec, "second-step"))
-        loaded, how = _load(path)
+        loaded, how = load(path)
         metrics = {"mode": spec.params.get("mode") or "alone", "contents": sorted(saved), "rng_states": sorted(saved["rng"]),
                    **how}
         if loaded is None:
@@ -72,7 +72,7 @@ def _resume_the_baselines(spec: CheckSpec, factory: Callable[..., Any], inst: In
     if not path.exists() or not expected_path.exists():
         raise Skip("the baseline saved no checkpoint for this check (it did not run there, or failed there)")
     expected = torch.load(expected_path, map_location="cpu", weights_only=True)
-    loaded, how = _load(path)
+    loaded, how = load(path)
     metrics: dict[str, Any] = {"mode": "compare", "baseline_torch": expected["torch"], **how}
     if loaded is None:
         return metrics
@@ -94,7 +94,7 @@ def _path(spec: CheckSpec, what: str) -> Path:
     return crossversion.store_path(spec).with_name(f"{crossversion.store_path(spec).stem}-{what}.pt")
 
 
-def _load(path: Path) -> tuple[Any, dict[str, Any]]:
+def load(path: Path) -> tuple[Any, dict[str, Any]]:
     """The file read by the default `torch.load` (this torch's `weights_only` default) onto the CPU, as training
     scripts load before `load_state_dict` copies onto the device; or None, with why and the fix."""
     try:

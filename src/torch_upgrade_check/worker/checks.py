@@ -25,7 +25,9 @@ from torch_upgrade_check.worker import (
     first_line,
     flexdet,
     fsdp2,
+    onnxexport,
     sdpa_backends,
+    shipped,
     tensors,
     warned,
 )
@@ -51,6 +53,8 @@ def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = No
     With `cache`, instances are reused across calls (the A/B latency rounds of `compare`).
     """
     device = devices.get(spec.device)
+    if spec.aspect == "artifact":  # a file the team ships: it has its own dtypes, and maybe no factory
+        return shipped.run(spec, spec.device)
     support = device.supports_dtype(spec.dtype)
     if not support.ok:
         raise Skip(support.reason)
@@ -416,6 +420,7 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "export": artifacts.run,
     "jit": artifacts.run,
     "aoti": artifacts.run,
+    "onnx": onnxexport.run,
 }
 
 

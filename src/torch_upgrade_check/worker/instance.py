@@ -19,7 +19,8 @@ from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import tensors
 from torch_upgrade_check.worker.workloads import BUILTIN
 
-FACTORY_KEYS = ("model", "inputs", "loss", "tolerances", "reference", "skip", "checkpoint_extra")
+FACTORY_KEYS = ("model", "inputs", "loss", "tolerances", "reference", "skip", "checkpoint_extra", "dynamic_shapes",
+                "dynamic_inputs")
 
 
 class Skip(Exception):
@@ -40,6 +41,9 @@ class Instance:
     reference: Callable[..., Any] | None = None
     skip: dict[str, str] = field(default_factory=dict)
     checkpoint_extra: Any = None  # an object a training job keeps in its checkpoint (a config): saved and loaded
+    # torch.export's dynamic_shapes for the inputs (export, aoti), and inputs of other sizes the programs must run
+    dynamic_shapes: Any = None
+    dynamic_inputs: tuple[Any, ...] | None = None
 
 
 def require_training(inst: Instance, aspect: str) -> None:
@@ -76,7 +80,9 @@ def build(factory: Callable[..., Any], device: str, dtype: torch.dtype, seed: in
                             f"{', '.join(repr(k) for k in FACTORY_KEYS[2:])}; got keys {sorted(made)}")
         inst = Instance(model=made["model"], inputs=_as_tuple(made["inputs"]), loss=made.get("loss"),
                         tolerances=dict(made.get("tolerances") or {}), reference=made.get("reference"),
-                        skip=dict(made.get("skip") or {}), checkpoint_extra=made.get("checkpoint_extra"))
+                        skip=dict(made.get("skip") or {}), checkpoint_extra=made.get("checkpoint_extra"),
+                        dynamic_shapes=made.get("dynamic_shapes"),
+                        dynamic_inputs=_as_tuple(made["dynamic_inputs"]) if "dynamic_inputs" in made else None)
     elif isinstance(made, (tuple, list)) and len(made) == 2:
         inst = Instance(model=made[0], inputs=_as_tuple(made[1]))
     else:
@@ -86,6 +92,8 @@ def build(factory: Callable[..., Any], device: str, dtype: torch.dtype, seed: in
     if "device" not in kwargs or "dtype" not in kwargs:
         inst.model = _move(inst.model, device, None if "dtype" in kwargs else dtype)
         inst.inputs = tuple(_move(x, device, None if "dtype" in kwargs else dtype) for x in inst.inputs)
+        if inst.dynamic_inputs is not None:
+            inst.dynamic_inputs = tuple(_move(x, device, None if "dtype" in kwargs else dtype) for x in inst.dynamic_inputs)
     if "gradients" in inst.skip:
         inst.loss = None
     return inst

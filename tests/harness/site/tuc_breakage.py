@@ -62,6 +62,14 @@ changes float64 too, as a real kernel change does.
 - aoti-fresh-process-load: torch._inductor.aoti_load_package loads only packages compiled in its own process; in
   any other it fails as a package's shared library that does not resolve its symbols does (pytorch#173706: an
   AOTInductor package that would not load in a fresh process).
+- export-drops-dynamic-shapes: torch.export.export ignores the dynamic_shapes it is given and specialises every
+  dimension to the example inputs' sizes (as a release whose export specialises a dimension the user marked dynamic,
+  0/1 specialisation or a new guard, does): the program runs on the example's sizes and raises on any other.
+- onnx-default-legacy: torch.onnx.export without dynamo= runs the TorchScript-based exporter (its signature's
+  default dynamo=False), as before 2.9 made dynamo=True the default (a baseline from before the flip:
+  ray-project/ray#64410 is the call that broke across it).
+- no-onnxruntime: the environment under test has no onnxruntime (its import fails, as where the onnx extra was
+  not installed); torch is untouched.
 """
 
 from __future__ import annotations
@@ -370,6 +378,20 @@ def _loads_only_its_own(inductor) -> None:
     inductor.aoti_compile_and_package, inductor.aoti_load_package = compile_, load
 
 
+def _static_export(export):
+    def export_(mod, args, kwargs=None, *, dynamic_shapes=None, **rest):
+        return export(mod, args, kwargs, **rest)
+
+    return export_
+
+
+def _legacy_default(export):
+    def export_(*args, dynamo=False, **kwargs):
+        return export(*args, dynamo=dynamo, **kwargs)
+
+    return export_
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -430,6 +452,12 @@ def install(names: str) -> None:
             import torch._inductor as inductor  # `import torch._inductor` would make torch local to install()
 
             _loads_only_its_own(inductor)
+        elif name == "export-drops-dynamic-shapes":
+            torch.export.export = _static_export(torch.export.export)
+        elif name == "onnx-default-legacy":
+            torch.onnx.export = _legacy_default(torch.onnx.export)
+        elif name == "no-onnxruntime":
+            sys.modules["onnxruntime"] = None  # Python's way to make an import fail
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:

@@ -1,0 +1,64 @@
+"""What a check of each aspect costs, as measured on the development machine: `--list` prints it beside every check,
+and the README's table is the same figures (no torch; pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+MEASURED_ON = ("measured on a shared 2-core x86_64 CPU with torch 2.13.0+cpu (2026-12-01), while other jobs ran: "
+               "a guide, not a promise")
+# aspect -> (median seconds a check, the most a check took, a note): benchmarks/check_costs.py (`run` of the built-in
+# suite, and of a small MLP with the opt-in aspects and two shipped files); cross-version from a compare of the
+# built-ins (the candidate's side)
+# (None: not measured here, and the note says why). Measured while three other jobs shared the 2 cores: the built-in
+# suite took 293 s then, 82 s on the quiet machine, so these run high.
+ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
+    "numerics": (0.8, 3.6, ""),
+    "cross-backend": (None, None, "needs an accelerator: not measured here (skipped on a CPU)"),
+    "cross-version": (0.2, 14, "compare only; the first of a worker the most"),
+    "compile": (7.3, 28, "Inductor compiles of the forward and the training step; FlexAttention's take the most"),
+    "determinism": (0.2, 0.3, ""),
+    "deterministic-backward": (None, None, "CUDA only: not measured here"),
+    "latency": (2.1, 6.0, ""),
+    "memory": (0.3, 0.8, ""),
+    "fsdp2": (46, 46, "2 processes (gloo)"),
+    "checkpoint": (0.7, 0.7, ""),
+    "training-curve": (15, 21, "50 steps, twice"),
+    "sdpa-backends": (3.0, 3.5, ""),
+    "amp": (2.2, 4.1, ""),
+    "compile-time": (62, 62, "3 cold compiles of a small MLP, and a warm-up"),
+    "warnings": (0.3, 0.5, ""),
+    "resolve": (None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
+    "imports": (None, None, "your stack: one process a top-level module"),
+    "abi": (None, None, "your stack: reads every shared object that links torch"),
+    "export": (7.4, 13, "the first of a worker imports torch.export in it and in the loader process"),
+    "jit": (1.4, 1.4, ""),
+    "aoti": (37, 37, "one AOTInductor compile of a small MLP"),
+    "onnx": (9.4, 9.4, "dynamo=True, the first of a worker (imports of the exporter); the legacy exporter 0.1 s"),
+    "artifact": (0.1, 0.2, "a checkpoint or a .pt2 program already imported"),
+}
+COMPARE_NOTE = ("in compare each check runs on both sides, and latency, memory and compile-time are measured A/B "
+                "within --ab-budget a check")
+
+
+def estimate(aspect: str) -> str:
+    """`~0.1 s`, `~0.2 s (up to 9 s)`, with what it covers; `?` for an aspect never measured."""
+    if aspect not in ASPECT_COST_S:
+        return "?"
+    median, most, note = ASPECT_COST_S[aspect]
+    if median is None or most is None:
+        return note
+    text = f"~{_seconds(median)}" + (f" (up to {_seconds(most)})" if most >= 2 * median and most - median >= 0.5 else "")
+    return f"{text}; {note}" if note else text
+
+
+def listing(checks: Iterable[tuple[str, str]], *, compare: bool = False) -> list[str]:
+    """The `--list` lines: each check id with its aspect's estimate, then where the figures come from."""
+    rows = list(checks)
+    width = max((len(check) for check, _ in rows), default=0)
+    lines = [f"{check:<{width}}  {estimate(aspect)}" for check, aspect in rows]
+    return [*lines, f"# seconds a check, by aspect, {MEASURED_ON}" + (f"; {COMPARE_NOTE}" if compare else "")]
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
