@@ -23,6 +23,7 @@ from torch_upgrade_check.commands import (
     exit_code,
     finish,
     fleet_flags,
+    parse_fail_on,
     fleet_result,
     infra,
     repro_command,
@@ -170,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--runners", default=None, metavar="JSON",
                        help="the runner label sets the workflow ran on, as a JSON list: a runner that left no "
                             "status at all becomes an error run too")
+    merge.add_argument("--fail-on", default="correctness,latency,memory", metavar="LIST",
+                       help="what fails the merge (exit 1): as run's and compare's --fail-on, so the merge decides as "
+                            "each runner's job did (default: correctness,latency,memory)")
     merge.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default: {DEFAULT_OUT})")
     return parser
 
@@ -279,9 +283,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     if not (args.reports or args.runner_status or args.runners):
         raise UsageError("merge needs report.json files (or --runner-status FILE / --runners JSON); got none")
+    args.fail_on_set = parse_fail_on(args.fail_on)
     expected = runner_status.parse_runners(args.runners) if args.runners is not None else None
-    reports = [r for p in args.reports for r in read_reports(Path(p))]
     statuses = [runner_status.read_status(Path(p)) for p in args.runner_status]
+    beside = {Path(p).resolve().parent: s for p, s in zip(args.runner_status, statuses)}
+    reports = []
+    for p in args.reports:  # a status beside a report is its runner's: a GPU runner whose checks ran on the CPU fails
+        status = beside.get(Path(p).resolve().parent)
+        reports += [runner_status.on_the_cpu(status, r) if status else r for r in read_reports(Path(p))]
     reports += runner_status.missing_reports(statuses, expected)
     if not reports:
         raise UsageError("merge found nothing to merge: no report.json given, and every runner status says its "
