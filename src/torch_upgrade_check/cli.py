@@ -23,9 +23,10 @@ from torch_upgrade_check.commands import (
     exit_code,
     finish,
     fleet_flags,
-    parse_fail_on,
+    fleet_memory,
     fleet_result,
     infra,
+    parse_fail_on,
     repro_command,
     say,
     settings_from_args,
@@ -76,8 +77,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="also time cold compiles (a fresh Inductor cache each) of every workload compile checks; in "
                         "compare, A/B like latency (slow: each sample is a whole compile)")
     p.add_argument("--fleet", default=None, metavar="SPEC",
-                   help="the GPUs the torch under test must serve, like 'sm_80,sm_90,driver=535.104.05' (replaces "
-                        "the config's fleet:); judged from the wheel itself as environment[-]/fleet")
+                   help="the GPUs the torch under test must serve, like 'sm_80,sm_90,driver=535.104.05,memory=24GiB' "
+                        "(replaces the config's fleet:); judged from the wheel itself as environment[-]/fleet, and "
+                        "each workload's peak memory on CUDA against the smallest card as environment[-]/fleet-memory")
     p.add_argument("--no-job-summary", action="store_true", help="do not append to $GITHUB_STEP_SUMMARY")
     p.add_argument("--list", action="store_true", help="list the checks that would run, and exit")
 
@@ -265,6 +267,8 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     )
     if final.infra_error:
         return infra(args, [final], out, final.infra_error)
+    final = fleet_memory(args, final, shlex.join([PROG, "run", "--python", python, "--device", device,
+                                                  *fleet_flags(args, "memory")]))
     final = replace(final, finished=session.now(), complete=True)
     write_reports([final], out / "report.json")
     return finish(args, [final], out, out / "report.json", time.monotonic() - started)

@@ -155,7 +155,8 @@ def test_reusable_workflow_passes_every_input_to_the_action_it_checked_out(reusa
     assert checkout["with"]["ref"] == "${{ job.workflow_sha }}"
     (step,) = [s for s in job["steps"] if s.get("uses") == "./.torch-upgrade-check-action"]
     per_runner = {"device", "python"}  # a `runners` entry may give its own (an object's keys), else the input's
-    assert step["with"] == {n: f"${{{{ matrix.runner.{n} || inputs.{n} }}}}" if n in per_runner else
+    entry = "startsWith(toJSON(matrix.runner), '{') && matrix.runner"
+    assert step["with"] == {n: f"${{{{ {entry}.{n} || inputs.{n} }}}}" if n in per_runner else
                             f"${{{{ inputs.{n} }}}}" for n in action["inputs"]}
     assert job["strategy"]["fail-fast"] is False
 
