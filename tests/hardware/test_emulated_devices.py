@@ -320,3 +320,15 @@ def test_the_mps_cpu_fallback_is_recorded(tmp_path: Path, torch_python: str) -> 
                    str(tmp_path / "out"), "--no-job-summary", env={"PYTORCH_ENABLE_MPS_FALLBACK": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert load_report(tmp_path / "out")["environment"]["mps_fallback"] == "1"
+
+
+def test_mps_bfloat16_before_macos_14_is_a_skip_with_its_reason(tmp_path: Path, torch_python: str) -> None:
+    """Below macOS 14 every op on an MPS bfloat16 tensor raises in ATen (the emulation does the same, and answers
+    torch.backends.mps.is_macos_or_newer from TUC_EMULATE_MACOS): a skip that says so, not an error."""
+    checks = ("sdpa[bfloat16]/numerics", "matmul[bfloat16]/numerics")
+    proc, by_id = run(emulated(torch_python, tmp_path / "old", "mps", macos="13.6"), tmp_path / "old-out", "mps", *checks)
+    for check in checks:
+        assert by_id[check]["outcome"] == "skipped", by_id[check]
+        assert by_id[check]["reason"].startswith("MPS has bfloat16 from macOS 14.0 on"), by_id[check]["reason"]
+    proc, by_id = run(emulated(torch_python, tmp_path / "new", "mps", macos="14.5"), tmp_path / "new-out", "mps", *checks)
+    assert proc.returncode == 0 and all(by_id[c]["outcome"] == "passed" for c in checks), proc.stdout[-3000:]

@@ -54,6 +54,11 @@ KERNEL_S = float(os.environ.get("TUC_EMULATE_KERNEL_US", "0")) / 1e6
 MPS_FLOAT64 = os.environ.get("TUC_EMULATE_MPS_FLOAT64", "raise")
 TF32 = os.environ.get("TUC_EMULATE_TF32", "flags")
 ARCHS = os.environ.get("TUC_EMULATE_ARCHS", "sm_80 sm_90 compute_90")
+# The macOS the emulated Mac runs: torch asks it through torch._C._mps_is_on_macos_or_newer(major, minor) (behind
+# torch.backends.mps.is_macos_or_newer); below 14.0 every op on an MPS bfloat16 tensor raises, as ATen's
+# getMPSDataType does (TORCH_CHECK_TYPE in checkSupportsBFloat16).
+MACOS = tuple(int(x) for x in os.environ.get("TUC_EMULATE_MACOS", "14.5").split("."))
+NO_BFLOAT16 = "MPS bfloat16 type is supported on MacOS 14.0 or newer."
 BACKING = "tucemu"  # the PrivateUse1 name autograd sees; Python sees KIND
 NO_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
               "Please use float32 instead.")
@@ -167,8 +172,14 @@ def _wrap(x: Any) -> Any:
     if isinstance(x, torch.Tensor) and not isinstance(x, EmulatedTensor):
         if KIND == "mps" and x.dtype == torch.float64:
             raise TypeError(NO_FLOAT64)
+        _check_bfloat16(x.dtype)
         return EmulatedTensor(x)
     return x
+
+
+def _check_bfloat16(dtype: torch.dtype | None) -> None:
+    if KIND == "mps" and dtype == torch.bfloat16 and MACOS < (14, 0):
+        raise TypeError(NO_BFLOAT16)
 
 
 def _pay_debt() -> None:
@@ -295,6 +306,7 @@ def _to_device(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
     dtype = dtype or tensor.dtype
     if KIND == "mps" and dtype == torch.float64:
         raise TypeError(NO_FLOAT64)
+    _check_bfloat16(dtype)
     if isinstance(tensor, EmulatedTensor) and dtype == tensor.dtype:
         return tensor
     return torch.ops.aten._to_copy.default(tensor, dtype=dtype, device=torch.device(BACKING, 0))
@@ -348,6 +360,9 @@ def _patch_mps() -> None:
 
     torch.backends.mps.is_available = lambda: True
     torch.backends.mps.is_built = lambda: True
+    torch._C._mps_is_on_macos_or_newer = lambda major, minor: MACOS >= (major, minor)
+    for cached in ("is_macos_or_newer", "is_macos13_or_newer"):  # lru-cached wrappers of the getter above
+        getattr(getattr(torch.backends.mps, cached, None), "cache_clear", lambda: None)()
     mps.synchronize = _pay_debt
     mps.device_count = lambda: 1
     mps.current_allocated_memory = lambda: _State.live_bytes
