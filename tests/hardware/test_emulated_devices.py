@@ -332,3 +332,13 @@ def test_mps_bfloat16_before_macos_14_is_a_skip_with_its_reason(tmp_path: Path, 
         assert by_id[check]["reason"].startswith("MPS has bfloat16 from macOS 14.0 on"), by_id[check]["reason"]
     proc, by_id = run(emulated(torch_python, tmp_path / "new", "mps", macos="14.5"), tmp_path / "new-out", "mps", *checks)
     assert proc.returncode == 0 and all(by_id[c]["outcome"] == "passed" for c in checks), proc.stdout[-3000:]
+
+
+def test_the_sdpa_default_on_mps_is_reported_as_torch_takes_it(tmp_path: Path, torch_python: str) -> None:
+    """ATen's SDPA asks its fused-backend chooser only where one is registered; on MPS `_fused_sdp_choice` has no
+    kernel (the emulation raises as torch does) and the default is MATH. It read FLASH_ATTENTION here: the
+    chooser's answer for the CPU tensors underneath the emulation."""
+    proc, by_id = run(emulated(torch_python, tmp_path / "py", "mps"), tmp_path / "out", "mps", "sdpa[float32]/sdpa-backends")
+    result = by_id["sdpa[float32]/sdpa-backends"]
+    assert result["metrics"]["default_backend"] == {"causal": "MATH", "masked": "MATH", "tiled": "MATH"}, result
+    assert "on MPS torch picks no fused backend: the default is MATH" in result["reason"], result["reason"]

@@ -190,7 +190,8 @@ def _sdpa_backends(m: dict[str, Any], dtype: str) -> tuple[Outcome, str, dict[st
     partly = sorted({key.split("/")[0] for key in m.get("not_offered") or {}} & set(backends))
     defaults = ", ".join(f"{case}: {name}" for case, name in (m.get("default_backend") or {}).items())
     where = (f"; not offered here: {', '.join(absent)}" if absent else "") + (
-        f"; not for every case: {', '.join(partly)}" if partly else "") + (f"; the default picks {defaults}" if defaults else "")
+        f"; not for every case: {', '.join(partly)}" if partly else "") + (f"; the default picks {defaults}" if defaults else "") + (
+        f" ({m['default_note']})" if m.get("default_note") else "")
     if not checked:
         return Outcome.FAILED, f"no SDPA backend ran{where}", thresholds
     if wrong:

@@ -59,6 +59,7 @@ ARCHS = os.environ.get("TUC_EMULATE_ARCHS", "sm_80 sm_90 compute_90")
 # getMPSDataType does (TORCH_CHECK_TYPE in checkSupportsBFloat16).
 MACOS = tuple(int(x) for x in os.environ.get("TUC_EMULATE_MACOS", "14.5").split("."))
 NO_BFLOAT16 = "MPS bfloat16 type is supported on MacOS 14.0 or newer."
+NO_MPS_KERNEL = "Could not run 'aten::{op}' with arguments from the 'MPS' backend."
 BACKING = "tucemu"  # the PrivateUse1 name autograd sees; Python sees KIND
 NO_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
               "Please use float32 instead.")
@@ -235,6 +236,8 @@ def _dispatch(func, args, kwargs):
     if not emulated:
         return func(*inner_args, **inner_kwargs)
     name = func.__name__.split(".")[0]
+    if KIND == "mps" and name == "_fused_sdp_choice":  # ATen registers no MPS kernel for the SDPA chooser
+        raise NotImplementedError(NO_MPS_KERNEL.format(op=name))
     if KIND == "mps" and inner_kwargs.get("dtype") == torch.float64:
         if not to_host or MPS_FLOAT64 == "raise":
             raise TypeError(NO_FLOAT64)
