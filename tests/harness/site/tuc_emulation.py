@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 import weakref
 from typing import Any, ClassVar
 
@@ -60,6 +61,14 @@ ARCHS = os.environ.get("TUC_EMULATE_ARCHS", "sm_80 sm_90 compute_90")
 MACOS = tuple(int(x) for x in os.environ.get("TUC_EMULATE_MACOS", "14.5").split("."))
 NO_BFLOAT16 = "MPS bfloat16 type is supported on MacOS 14.0 or newer."
 NO_MPS_KERNEL = "Could not run 'aten::{op}' with arguments from the 'MPS' backend."
+# Ops the emulated MPS lacks (aten names, comma-separated): torch raises for them, or with
+# PYTORCH_ENABLE_MPS_FALLBACK=1 runs them on the CPU with a warning, once per process unless warn-always is on.
+MPS_MISSING = {x.strip() for x in os.environ.get("TUC_EMULATE_MPS_MISSING", "").split(",") if x.strip()}
+MPS_UNSUPPORTED = ("The operator 'aten::{op}' is not currently implemented for the MPS device. As a temporary fix, "
+                   "you can set the environment variable `PYTORCH_ENABLE_MPS_FALLBACK=1` to use the CPU as a "
+                   "fallback for this op. WARNING: this will be slower than running natively on MPS.")
+MPS_FELL_BACK = ("The operator 'aten::{op}' is not currently supported on the MPS backend and will fall back to run "
+                 "on the CPU. This may have performance implications.")
 BACKING = "tucemu"  # the PrivateUse1 name autograd sees; Python sees KIND
 NO_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
               "Please use float32 instead.")
@@ -79,6 +88,7 @@ class _State:
     peak_bytes = 0
     pool_bytes = 0
     libraries: ClassVar[list[Any]] = []  # torch.library registrations live as long as their Library objects
+    fell_back: ClassVar[set[str]] = set()  # MPS_MISSING ops already warned about (torch warns once per process)
 
 
 def _device() -> torch.device:
@@ -238,6 +248,12 @@ def _dispatch(func, args, kwargs):
     name = func.__name__.split(".")[0]
     if KIND == "mps" and name == "_fused_sdp_choice":  # ATen registers no MPS kernel for the SDPA chooser
         raise NotImplementedError(NO_MPS_KERNEL.format(op=name))
+    if KIND == "mps" and name in MPS_MISSING:
+        if os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK") != "1":
+            raise NotImplementedError(MPS_UNSUPPORTED.format(op=name))
+        if torch.is_warn_always_enabled() or name not in _State.fell_back:
+            _State.fell_back.add(name)
+            warnings.warn(MPS_FELL_BACK.format(op=name), UserWarning, stacklevel=2)
     if KIND == "mps" and inner_kwargs.get("dtype") == torch.float64:
         if not to_host or MPS_FLOAT64 == "raise":
             raise TypeError(NO_FLOAT64)
