@@ -126,6 +126,21 @@ def test_a_workload_that_does_not_fit_the_fleets_smallest_card_fails_on_a_cuda_r
     assert judged["outcome"] == "passed" and "fits the fleet's smallest card (80.0 GiB)" in judged["reason"]
 
 
+@pytest.mark.usefixtures("torch_python")
+def test_compare_judges_the_candidates_memory_peak_against_the_fleets_card(tmp_path: Path, torch_python: str) -> None:
+    """In compare the peak is the candidate's A/B median (its memory check's peak_bytes); the baseline never decides."""
+    python = emulated(torch_python, tmp_path / "gpu", CU128_28)
+    proc = run_cli("compare", "--baseline-python", python, "--candidate-python", python, "--device", "cuda",
+                   "--only", "mlp[float32]/memory", "--fleet", "memory=0.1MiB", "--out", str(tmp_path / "out"),
+                   "--no-job-summary")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    baseline, candidate = load_report(tmp_path / "out")["reports"]
+    judged = results_by_id(candidate)[FLEET_MEMORY]
+    assert judged["outcome"] == "failed" and "mlp[float32] peaks at" in judged["reason"], judged
+    assert judged["metrics"]["peaks"]["mlp[float32]"] == results_by_id(candidate)["mlp[float32]/memory"]["metrics"]["peak_bytes"]
+    assert FLEET_MEMORY not in results_by_id(baseline)
+    assert "compare" in judged["repro"] and judged["repro"].endswith("--only memory --fleet memory=0.1MiB")
+
 def test_fleet_memory_is_judged_on_cuda_only_and_parsed_with_its_unit(tmp_path: Path) -> None:
     peak = CheckResult("cnn", "memory", "cuda", "float16", Outcome.PASSED, metrics={"peak_bytes": 30 * 2**30})
     r = judge_memory(24 * 2**30, [peak], device="cuda", label="2.13.0+cu128")
