@@ -154,11 +154,43 @@ def test_a_runner_that_left_nothing_is_an_error_run_too(tmp_path: Path, gh: GitH
 
 def test_only_failed_runners_without_reports_error_a_merge(tmp_path: Path, gh: GitHub) -> None:
     # a status that says its report exists adds nothing: the report itself speaks
-    ok = saved(tmp_path, "a", report(result("numerics")))
+    ok = saved(tmp_path, "a", report(result("numerics"), device="cuda"))
     mine = status(tmp_path, "a", job_status="success", verdict="passed", report=True, steps={"check": "success"})
     assert cli.main(["merge", ok, "--runner-status", mine, "--runners", '[["self-hosted", "linux", "cuda"]]',
                      "--out", str(tmp_path / "m")]) == 0
     assert gh.outputs()["verdict"] == "passed"
+
+
+def test_a_gpu_runner_whose_checks_ran_on_the_cpu_fails_the_merge(tmp_path: Path, gh: GitHub,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # labelled for a GPU (`cuda` among its labels), yet torch saw none and the checks ran on the CPU: each job
+    # passed on its own, the merge fails naming the runner and why it counts as a GPU runner
+    gpu = saved(tmp_path, "gpu", report(result("numerics")))
+    gpu_status = status(tmp_path, "gpu", job_status="success", verdict="passed", report=True, device="auto",
+                        steps={"check": "success"})
+    cpu = saved(tmp_path, "cpu", report(result("numerics")))
+    cpu_status = status(tmp_path, "cpu", index=1, job_status="success", verdict="passed", report=True,
+                        device="auto", steps={"check": "success"}, runner=["ubuntu-latest"])
+    argv = ["merge", gpu, cpu, "--runner-status", gpu_status, "--runner-status", cpu_status,
+            "--runners", '[["self-hosted", "linux", "cuda"], "ubuntu-latest"]', "--out", str(tmp_path / "m")]
+    assert cli.main(argv) == 1
+    out = gh.outputs()
+    assert out["verdict"] == "failed" and (out["passed"], out["failed"], out["total"]) == ("2", "1", "3"), out
+    failure = "runner (self-hosted, linux, cuda) is meant for a GPU (its label 'cuda') but its checks ran on the CPU"
+    assert gh.summary().startswith("## ❌ failed\\: 1 runner\\-device failure")
+    assert "environment\\[\\-\\]\\/runner\\-device" in gh.summary() and "its label \\'cuda\\'" in gh.summary()
+    annotations = [line for line in capsys.readouterr().out.splitlines() if line.startswith("::error")]
+    assert len(annotations) == 1 and failure in annotations[0], annotations
+    # fail-on none: reported, exit 0, as the runners' own jobs decided
+    assert cli.main([*argv[:-2], "--fail-on", "none", "--out", str(tmp_path / "m2")]) == 0
+    # an entry's own device cpu says the CPU is meant; and a GPU runner that ran on cuda passes
+    cpu_meant = status(tmp_path, "gpu", job_status="success", verdict="passed", report=True, device="cpu",
+                       runner_device="cpu", steps={"check": "success"})
+    assert cli.main(["merge", gpu, "--runner-status", cpu_meant, "--out", str(tmp_path / "m3")]) == 0
+    on_cuda = saved(tmp_path, "cuda", report(result("numerics"), device="cuda"))
+    cuda_status = status(tmp_path, "cuda", job_status="success", verdict="passed", report=True,
+                         runner=["self-hosted", "nvidia_a100"], steps={"check": "success"})
+    assert cli.main(["merge", on_cuda, "--runner-status", cuda_status, "--out", str(tmp_path / "m4")]) == 0
 
 
 def test_report_rerenders_and_exits_by_the_verdict(tmp_path: Path, gh: GitHub) -> None:
@@ -182,7 +214,8 @@ def test_report_rerenders_and_exits_by_the_verdict(tmp_path: Path, gh: GitHub) -
     (["merge"], "torch-upgrade-check%3A bad input or config",
      "merge needs report.json files (or --runner-status FILE / --runners JSON); got none"),
     (["merge", "--runners", "ubuntu-latest"], "torch-upgrade-check%3A --runners",
-     "--runners must be a JSON list of runner label sets like '[[\"self-hosted\", \"cuda\"], [\"ubuntu-latest\"]]', "
+     "--runners must be a JSON list of runner label sets like '[[\"self-hosted\", \"cuda\"], [\"ubuntu-latest\"]]' "
+     "or objects like '{\"labels\": [\"self-hosted\", \"gpu\"], \"device\": \"cuda\", \"python\": \"python3.12\"}', "
      "got 'ubuntu-latest'"),
 ])
 def test_a_bad_flag_or_file_is_an_annotation_and_verdict_error(argv: list[str], title: str, problem: str,

@@ -89,6 +89,8 @@ def test_a_file_it_cannot_read_is_a_schema_error_naming_it(tmp_path: Path, doc: 
 
 @pytest.mark.parametrize(("text", "runners"), [
     ('[["self-hosted", "cuda"], "ubuntu-latest"]', [("self-hosted", "cuda"), ("ubuntu-latest",)]), ("[]", []),
+    ('[{"labels": ["self-hosted", "gpu"], "device": "cuda", "python": "python3.12"}, {"labels": "macos-14"}]',
+     [("self-hosted", "gpu"), ("macos-14",)]),
 ])
 def test_parse_runners(text: str, runners: list[tuple[str, ...]]) -> None:
     assert runner_status.parse_runners(text) == runners
@@ -99,3 +101,51 @@ def test_bad_runners_is_one_sentence(text: str) -> None:
     with pytest.raises(UsageError) as e:
         runner_status.parse_runners(text)
     assert e.value.problems[0].startswith("--runners must be a JSON list of runner label sets") and repr(text) in str(e.value)
+
+
+@pytest.mark.parametrize(("entry", "problem"), [
+    ('{"device": "cuda"}', "a runner object needs 'labels'"),
+    ('{"labels": ["gpu"], "devices": "cuda"}', "a runner object needs 'labels'"),
+    ('{"labels": ["gpu"], "device": "rocm"}', "a runner's device must be one of auto, cpu, cuda, mps"),
+    ('{"labels": ["gpu"], "python": 3}', "a runner's python must be a string"),
+])
+def test_a_bad_runner_object_says_what_is_wrong(entry: str, problem: str) -> None:
+    with pytest.raises(UsageError) as e:
+        runner_status.parse_runners(f"[{entry}]")
+    assert problem in e.value.problems[0] and e.value.problems[0].startswith("--runners must be a JSON list")
+
+
+@pytest.mark.parametrize(("runner", "runner_device", "because"), [
+    (("self-hosted", "linux", "gpu"), "", "its label 'gpu'"),
+    (("self-hosted", "Linux-CUDA"), "", "its label 'Linux-CUDA'"),
+    (("self-hosted", "nvidia_a100"), "auto", "its label 'nvidia_a100'"),
+    (("self-hosted", "macOS", "mps"), "", "its label 'mps'"),
+    (("self-hosted", "macOS", "ARM64"), "mps", "its runners entry asks for device mps"),
+    (("ubuntu-latest",), "cuda", "its runners entry asks for device cuda"),
+    (("self-hosted", "gpu"), "cpu", ""),  # the entry says the CPU is meant
+    (("self-hosted", "macOS", "ARM64"), "", ""),  # no label names a GPU: say "device": "mps" to mean one
+    (("gpuless-box",), "", ""),  # a word, not a substring
+])
+def test_which_runners_are_meant_for_a_gpu(runner: tuple[str, ...], runner_device: str, because: str) -> None:
+    assert runner_status.gpu_runner(RunnerStatus(runner, 0, "success", runner_device=runner_device)) == because
+
+
+def test_a_gpu_runner_whose_checks_ran_on_the_cpu_gets_a_failing_check() -> None:
+    from torch_upgrade_check.model import CheckResult, Outcome, Report
+
+    passed = CheckResult("mlp", "numerics", "cpu", "float32", Outcome.PASSED)
+    ran = Report("1.0.0", "cpu", "auto", "2.13.0+cpu", [], "", results=(passed,), role="candidate")
+    gpu = RunnerStatus(("self-hosted", "gpu"), 0, "success", report=True)
+    judged = runner_status.on_the_cpu(gpu, ran)
+    assert judged.verdict() is Verdict.FAILED and judged.results[0] == passed
+    (failure,) = [r for r in judged.results if r.outcome is Outcome.FAILED]
+    assert failure.id == "environment[-]/runner-device" and failure.fail_kind == "correctness"
+    assert failure.reason.startswith("runner (self-hosted, gpu) is meant for a GPU (its label 'gpu') but its checks "
+                                     "ran on the CPU (device auto)")
+    # on the accelerator, a baseline (its candidate carries it), a run that could not happen: unchanged
+    for report in (Report("1.0.0", "cuda", "auto", "x", [], "", results=(passed,)),
+                   Report("1.0.0", "cpu", "auto", "x", [], "", results=(passed,), role="baseline"),
+                   Report("1.0.0", "cpu", "auto", "x", [], "", infra_error="no torch")):
+        assert runner_status.on_the_cpu(gpu, report) == report
+    cpu = RunnerStatus(("ubuntu-latest",), 0, "success", report=True)
+    assert runner_status.on_the_cpu(cpu, ran) == ran

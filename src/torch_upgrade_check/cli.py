@@ -23,8 +23,10 @@ from torch_upgrade_check.commands import (
     exit_code,
     finish,
     fleet_flags,
+    fleet_memory,
     fleet_result,
     infra,
+    parse_fail_on,
     repro_command,
     say,
     settings_from_args,
@@ -75,8 +77,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="also time cold compiles (a fresh Inductor cache each) of every workload compile checks; in "
                         "compare, A/B like latency (slow: each sample is a whole compile)")
     p.add_argument("--fleet", default=None, metavar="SPEC",
-                   help="the GPUs the torch under test must serve, like 'sm_80,sm_90,driver=535.104.05' (replaces "
-                        "the config's fleet:); judged from the wheel itself as environment[-]/fleet")
+                   help="the GPUs the torch under test must serve, like 'sm_80,sm_90,driver=535.104.05,memory=24GiB' "
+                        "(replaces the config's fleet:); judged from the wheel itself as environment[-]/fleet, and "
+                        "each workload's peak memory on CUDA against the smallest card as environment[-]/fleet-memory")
     p.add_argument("--no-job-summary", action="store_true", help="do not append to $GITHUB_STEP_SUMMARY")
     p.add_argument("--list", action="store_true", help="list the checks that would run, and exit")
 
@@ -170,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--runners", default=None, metavar="JSON",
                        help="the runner label sets the workflow ran on, as a JSON list: a runner that left no "
                             "status at all becomes an error run too")
+    merge.add_argument("--fail-on", default="correctness,latency,memory", metavar="LIST",
+                       help="what fails the merge (exit 1): as run's and compare's --fail-on, so the merge decides as "
+                            "each runner's job did (default: correctness,latency,memory)")
     merge.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default: {DEFAULT_OUT})")
     return parser
 
@@ -260,6 +266,8 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     )
     if final.infra_error:
         return infra(args, [final], out, final.infra_error)
+    final = fleet_memory(args, final, shlex.join([PROG, "run", "--python", python, "--device", device,
+                                                  *fleet_flags(args, "memory")]))
     final = replace(final, finished=session.now(), complete=True)
     write_reports([final], out / "report.json")
     return finish(args, [final], out, out / "report.json", time.monotonic() - started)
@@ -278,9 +286,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     if not (args.reports or args.runner_status or args.runners):
         raise UsageError("merge needs report.json files (or --runner-status FILE / --runners JSON); got none")
+    args.fail_on_set = parse_fail_on(args.fail_on)
     expected = runner_status.parse_runners(args.runners) if args.runners is not None else None
-    reports = [r for p in args.reports for r in read_reports(Path(p))]
     statuses = [runner_status.read_status(Path(p)) for p in args.runner_status]
+    beside = {Path(p).resolve().parent: s for p, s in zip(args.runner_status, statuses)}
+    reports = []
+    for p in args.reports:  # a status beside a report is its runner's: a GPU runner whose checks ran on the CPU fails
+        status = beside.get(Path(p).resolve().parent)
+        reports += [runner_status.on_the_cpu(status, r) if status else r for r in read_reports(Path(p))]
     reports += runner_status.missing_reports(statuses, expected)
     if not reports:
         raise UsageError("merge found nothing to merge: no report.json given, and every runner status says its "

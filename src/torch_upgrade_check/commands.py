@@ -138,18 +138,36 @@ def fleet_result(args: argparse.Namespace, environment: dict, device: str, repro
     """`environment[-]/fleet` when the config names a fleet: does the torch under test serve its GPUs?"""
     from torch_upgrade_check.analysis import fleet
 
-    cfg = getattr(args, "config_obj", None)
-    archs, driver = getattr(args, "fleet_obj", None) or ((cfg.fleet.archs, cfg.fleet.driver) if cfg and cfg.fleet
-                                                         else ((), ""))
+    archs, driver, _ = _fleet(args)
     if not (archs or driver):
         return None
     return fleet.judge(archs, driver, environment, label=str(environment.get("torch_version", "?")),
                        device=device, repro=repro)
 
 
-def fleet_flags(args: argparse.Namespace) -> list[str]:
-    """The flags that run environment[-]/fleet again: the fleet as given, and nothing else."""
-    return ["--only", "environment", *(["--config", args.config] if args.config else []),
+def _fleet(args: argparse.Namespace) -> tuple[tuple[str, ...], str, int]:
+    """The fleet of --fleet, else of the config's fleet: (archs, oldest driver, smallest card's bytes)."""
+    cfg = getattr(args, "config_obj", None)
+    return getattr(args, "fleet_obj", None) or ((cfg.fleet.archs, cfg.fleet.driver, cfg.fleet.memory)
+                                                if cfg and cfg.fleet else ((), "", 0))
+
+
+def fleet_memory(args: argparse.Namespace, report: Report, repro: str) -> Report:
+    """`report` with `environment[-]/fleet-memory` added when the fleet names its smallest card's memory: every
+    workload's measured peak device memory must fit in it (judged on CUDA; skipped, saying so, elsewhere)."""
+    from torch_upgrade_check.analysis import fleet
+
+    memory = _fleet(args)[2]
+    if not memory:
+        return report
+    judged = fleet.judge_memory(memory, report.results, device=report.device, label=report.label, repro=repro)
+    return replace(report, results=(*report.results, judged))
+
+
+def fleet_flags(args: argparse.Namespace, only: str = "environment") -> list[str]:
+    """The flags that run environment[-]/fleet again (the fleet as given, and nothing else); with only="memory",
+    the memory checks that environment[-]/fleet-memory judges."""
+    return ["--only", only, *(["--config", args.config] if args.config else []),
             *(["--fleet", args.fleet] if getattr(args, "fleet", None) else [])]
 
 

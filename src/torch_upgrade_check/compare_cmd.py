@@ -19,6 +19,7 @@ from torch_upgrade_check.commands import (
     PROG,
     finish,
     fleet_flags,
+    fleet_memory,
     fleet_result,
     infra,
     repro_command,
@@ -335,6 +336,8 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         reports["candidate"] = compare.judge_against_baseline(
             reports["baseline"], compare.mark_preexisting(reports["baseline"], reports["candidate"]),
             getattr(args, "fail_on_set", frozenset()))
+    reports["candidate"] = fleet_memory(args, reports["candidate"], shlex.join(
+        [PROG, *compare_head(args), "--device", device, *fleet_flags(args, "memory")]))
     reports = {k: replace(r, finished=session.now(), complete=True) for k, r in reports.items()}
     write()
     return finish(args, list(reports.values()), out, out / "report.json", time.monotonic() - started)

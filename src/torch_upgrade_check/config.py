@@ -41,7 +41,7 @@ ARTIFACT_KINDS = {"checkpoint": "torch.load", "export": "torch.export.load", "ao
                   "jit": "torch.jit.load", "onnx": "onnxruntime.InferenceSession"}
 ARTIFACT_ASPECT = "artifact"  # the check of a shipped file: NAME[-]/artifact
 PYTEST_KEYS = ("args",)
-FLEET_KEYS = ("archs", "driver")
+FLEET_KEYS = ("archs", "driver", "memory")
 
 _ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32",
             "fp64": "float64", "double": "float64", "gpu": "cuda", "mlx": "mps", "metal": "mps"}
@@ -106,6 +106,7 @@ class FleetConfig:
 
     archs: tuple[str, ...] = ()
     driver: str = ""
+    memory: int = 0  # bytes of the smallest card (0: not given): each workload's peak must fit, on a CUDA runner
 
 
 @dataclass(frozen=True)
@@ -516,7 +517,7 @@ class _Checker:
         return ShippedArtifact(name, file.strip(), str(kind), calls.get("factory", ""), calls.get("inputs", ""), line)
 
     def _fleet(self, node: yaml.Node) -> FleetConfig:
-        from torch_upgrade_check.analysis.fleet import parse_arch, parse_driver
+        from torch_upgrade_check.analysis.fleet import parse_arch, parse_driver, parse_memory
 
         keys = self.mapping(node, "fleet", FLEET_KEYS, "{archs: [sm_80, sm_90], driver: 535.104.05}") or {}
         archs: list[str] = []
@@ -538,4 +539,10 @@ class _Checker:
             if parse_driver(driver) is None:
                 self.error(keys["driver"], f"fleet.driver must be an NVIDIA driver version like 535.104.05, got "
                                            f"{self.got(keys['driver'])}")
-        return FleetConfig(tuple(archs), driver)
+        memory = 0
+        if "memory" in keys:
+            memory = parse_memory(self.scalar(keys["memory"])) or 0
+            if not memory:
+                self.error(keys["memory"], f"fleet.memory must be the smallest card's memory like 24GiB or 16GB, got "
+                                           f"{self.got(keys['memory'])}")
+        return FleetConfig(tuple(archs), driver, memory)

@@ -10,14 +10,15 @@ renderers and the same rule as every other run. Stdlib only; the workflow writes
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from torch_upgrade_check import __version__
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.model import Report
+from torch_upgrade_check.model import CheckResult, Outcome, Report
 from torch_upgrade_check.schema import SchemaError
 
 STATUS_KIND = "torch-upgrade-check/runner-status"
@@ -31,6 +32,13 @@ STEPS = (
     ("self", "checking out torch-upgrade-check (a private copy needs the action-token secret)"),
     ("check", "running torch-upgrade-check"),
 )
+# A `runners` entry is a label, a list of labels, or an object with its labels and its own device and python.
+ENTRY_KEYS = ("labels", "device", "python")
+ENTRY_DEVICES = ("auto", "cpu", "cuda", "mps")
+# A label naming one of these words (split at - and _, any case: `gpu`, `linux-cuda`, `nvidia_a100`) marks a GPU
+# runner; so does an entry's own `device: cuda|mps`. Its checks must run on that accelerator, not on the CPU.
+GPU_WORDS = frozenset({"gpu", "cuda", "nvidia", "mps"})
+RUNNER_DEVICE = ("environment", "-", "runner-device")  # workload, dtype, aspect of the merge's own check
 NO_STATUS = ("the job left no report and no status: it was cancelled, ran past timeout-minutes, lost its runner "
              "or never started; see the job in the workflow run")
 
@@ -47,6 +55,7 @@ class RunnerStatus:
     report: bool = False  # whether report.json existed when the job ended
     device: str = "auto"  # the device the job asked for
     timeout_minutes: int | None = None
+    runner_device: str = ""  # the `device` of the runner's own `runners` entry ("" when it gave none)
 
 
 def labels(runner: Any) -> tuple[str, ...]:
@@ -58,17 +67,35 @@ def labels(runner: Any) -> tuple[str, ...]:
     raise ValueError(f"a runner must be a label or a list of labels, got {json.dumps(runner)}")
 
 
+def entry_labels(entry: Any) -> tuple[str, ...]:
+    """One `runners` entry's labels: a label, a list of labels, or {"labels": ..., "device": ..., "python": ...}."""
+    if not isinstance(entry, dict):
+        return labels(entry)
+    unknown = sorted(set(entry) - set(ENTRY_KEYS))
+    if unknown or "labels" not in entry:
+        raise ValueError(f"a runner object needs 'labels' and may have 'device' and 'python', got {json.dumps(entry)}")
+    if entry.get("device", "auto") not in ENTRY_DEVICES:
+        raise ValueError(f"a runner's device must be one of {', '.join(ENTRY_DEVICES)}, got {json.dumps(entry)}")
+    if not isinstance(entry.get("python", ""), str):
+        raise ValueError(f"a runner's python must be a string, got {json.dumps(entry)}")
+    return labels(entry["labels"])
+
+
 def parse_runners(text: str) -> list[tuple[str, ...]]:
-    """The reusable workflow's `runners` input (a JSON list of label sets) -> one label tuple per check job."""
+    """The reusable workflow's `runners` input (a JSON list of entries) -> one label tuple per check job."""
     problem = (f"--runners must be a JSON list of runner label sets like '[[\"self-hosted\", \"cuda\"], "
-               f"[\"ubuntu-latest\"]]', got {text!r}")
+               f"[\"ubuntu-latest\"]]' or objects like '{{\"labels\": [\"self-hosted\", \"gpu\"], \"device\": "
+               f"\"cuda\", \"python\": \"python3.12\"}}', got {text!r}")
     try:
         runners = json.loads(text)
-        if not isinstance(runners, list):
-            raise ValueError
-        return [labels(r) for r in runners]
     except ValueError:
         raise UsageError(problem) from None
+    try:
+        if not isinstance(runners, list):
+            raise ValueError("")
+        return [entry_labels(r) for r in runners]
+    except ValueError as e:  # an entry's own problem, said after the form
+        raise UsageError(f"{problem}: {e}" if str(e) else problem) from None
 
 
 def read_status(path: Path) -> RunnerStatus:
@@ -95,6 +122,7 @@ def read_status(path: Path) -> RunnerStatus:
             steps={str(k): str(v) for k, v in steps.items()}, verdict=str(doc.get("verdict", "")),
             report=doc.get("report") is True, device=str(doc.get("device") or "auto"),
             timeout_minutes=int(timeout) if isinstance(timeout, int) and not isinstance(timeout, bool) else None,
+            runner_device=str(doc.get("runner_device") or ""),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise SchemaError(f"runner status {path} is malformed ({e}); it is written by the reusable workflow's "
@@ -143,3 +171,32 @@ def missing_reports(statuses: Sequence[RunnerStatus], expected: Sequence[Sequenc
         found.append((len(expected) if i is None else i, None if s.report else missing_report(s.runner, why(s), s.device)))
     found += [(j, missing_report(runner, NO_STATUS)) for j, runner in enumerate(expected) if j not in claimed]
     return [r for _, r in sorted(found, key=lambda e: e[0]) if r is not None]
+
+
+def gpu_runner(status: RunnerStatus) -> str:
+    """Why this runner is meant to run its checks on a GPU ("its runners entry asks for device cuda", "its label
+    'linux-gpu'"), "" when it is not: an entry's own `device: cpu` says the CPU is meant, whatever the labels."""
+    if status.runner_device in ("cuda", "mps"):
+        return f"its runners entry asks for device {status.runner_device}"
+    if status.runner_device == "cpu":
+        return ""
+    named = next((label for label in status.runner
+                  if GPU_WORDS & set(re.split(r"[-_]", label.lower()))), None)
+    return f"its label '{named}'" if named else ""
+
+
+def on_the_cpu(status: RunnerStatus, report: Report) -> Report:
+    """`report` with a failing `environment[-]/runner-device` check when the runner is meant for a GPU (see
+    gpu_runner) and the report's checks ran on the CPU; unchanged otherwise. A baseline is left as it is: its
+    candidate beside it carries the failure (a baseline never decides)."""
+    meant = gpu_runner(status)
+    if not meant or report.device != "cpu" or report.role == "baseline" or report.infra_error:
+        return report
+    names = ", ".join(status.runner)
+    asked = status.runner_device or status.device
+    reason = (f"runner ({names}) is meant for a GPU ({meant}) but its checks ran on the CPU (device {asked}); "
+              f"give the job a GPU torch can use, or set \"device\": \"cpu\" in its runners entry if the CPU is meant")
+    workload, dtype, aspect = RUNNER_DEVICE
+    result = CheckResult(workload, aspect, "cpu", dtype, Outcome.FAILED, reason=reason,
+                         metrics={"runner": names, "gpu_because": meant, "ran_on": report.device})
+    return replace(report, results=(*report.results, result))

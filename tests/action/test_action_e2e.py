@@ -187,6 +187,28 @@ def test_matrix_of_two_runners_merges_into_one_summary(act: str, repo: Path, tmp
                        "skipped": "0", "not-run": "0", "total": "2"}, outputs
 
 
+def test_runner_objects_bring_their_own_python_and_a_gpu_runner_on_the_cpu_fails(
+        act: str, repo: Path, tmp_path: Path, torch_python: str) -> None:
+    # the workflow's own `python` does not exist: each runner runs only because its entry gives its own;
+    # `linux-gpu` names a GPU, yet its checks ran on this machine's CPU: its job passes, the merged verdict fails
+    runners = [{"labels": ["ubuntu-latest"], "python": torch_python, "device": "cpu"},
+               {"labels": ["linux-gpu"], "python": torch_python}]
+    run = run_act(act, "call-reusable.yml",
+                  {"python": "python-that-is-not-here", "suite": "mlp[float32]/numerics", "runners": json.dumps(runners)},
+                  tmp=tmp_path, repo=repo, platforms=("ubuntu-latest", "linux-gpu"))
+    assert run.job("check on ubuntu-latest") == "success", run.explain()
+    assert run.job("check on linux-gpu") == "success", run.explain()
+    assert run.job("combined summary") == "failure", run.explain()
+    assert "the merged verdict failed" in run.text("combined summary")
+    statuses = [json.loads(p.read_text()) for p in run.artifacts.glob("torch-upgrade-check-report-*/runner-status.json")]
+    assert sorted((s["runner"], s["device"], s["runner_device"], s["report"]) for s in statuses) == [
+        (["linux-gpu"], "cpu", "", True), (["ubuntu-latest"], "cpu", "cpu", True)], statuses
+    (combined,) = run.summaries("combined summary")
+    assert "runner\\-device" in combined and "runner \\(linux\\-gpu\\) is meant for a GPU" in combined, combined
+    merged = run.step_outputs("combined summary", "Merge the reports into one summary")
+    assert (merged["verdict"], merged["passed"], merged["failed"]) == ("failed", "2", "1"), merged
+
+
 def test_matrix_fails_when_a_runner_crosses_a_threshold(act: str, repo: Path, tmp_path: Path,
                                                         torch_python: str) -> None:
     run = run_act(act, "call-reusable.yml",

@@ -105,7 +105,7 @@ def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
     ({"candidate_torch_version": "2.13.0", "torch_backend": "cuda12"}, "input 'torch-backend' must be auto, pypi, cpu"),
     ({"candidate_torch_version": "2.13.0", "index_url": "pypi.example.com"}, "input 'index-url' must be one URL"),
     ({"device": "tpu"}, "input 'device' must be one of auto, cpu, cuda, mps, got 'tpu'"),
-    ({"fleet": "ampere, hopper"}, "input 'fleet' must list GPU architectures and the oldest driver"),
+    ({"fleet": "ampere, hopper"}, "input 'fleet' must list GPU architectures, the oldest driver and the smallest card's memory"),
     ({"rtol": "abc"}, "input 'rtol' must be a number ≥ 0 like 1e-4 (0 turns that part of the tolerance off), got 'abc'"),
     ({"atol": "-1"}, "input 'atol' must be a number ≥ 0 like 1e-4 (0 turns that part of the tolerance off), got '-1'"),
     ({"check_timeout_seconds": "0"}, "input 'check-timeout-seconds' must be a positive number"),

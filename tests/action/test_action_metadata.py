@@ -157,8 +157,11 @@ def test_reusable_workflow_passes_every_input_to_the_action_it_checked_out(reusa
     assert checkout["with"]["repository"] == "${{ job.workflow_repository }}"
     assert checkout["with"]["ref"] == "${{ job.workflow_sha }}"
     (step,) = [s for s in job["steps"] if s.get("uses") == "./.torch-upgrade-check-action"]
-    assert step["with"] == {**{n: f"${{{{ inputs.{n} }}}}" for n in action["inputs"] if n != "upload-report"},
-                            "upload-report": "false"}  # the workflow uploads each runner's report itself
+    per_runner = {"device", "python"}  # a `runners` entry may give its own (an object's keys), else the input's
+    entry = "startsWith(toJSON(matrix.runner), '{') && matrix.runner"
+    expected = {n: f"${{{{ {entry}.{n} || inputs.{n} }}}}" if n in per_runner else f"${{{{ inputs.{n} }}}}"
+                for n in action["inputs"] if n != "upload-report"}
+    assert step["with"] == {**expected, "upload-report": "false"}  # the workflow uploads each runner's report itself
     assert job["strategy"]["fail-fast"] is False
 
 

@@ -320,3 +320,52 @@ def test_the_mps_cpu_fallback_is_recorded(tmp_path: Path, torch_python: str) -> 
                    str(tmp_path / "out"), "--no-job-summary", env={"PYTORCH_ENABLE_MPS_FALLBACK": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert load_report(tmp_path / "out")["environment"]["mps_fallback"] == "1"
+
+
+def test_mps_bfloat16_before_macos_14_is_a_skip_with_its_reason(tmp_path: Path, torch_python: str) -> None:
+    """Below macOS 14 every op on an MPS bfloat16 tensor raises in ATen (the emulation does the same, and answers
+    torch.backends.mps.is_macos_or_newer from TUC_EMULATE_MACOS): a skip that says so, not an error."""
+    checks = ("sdpa[bfloat16]/numerics", "matmul[bfloat16]/numerics")
+    proc, by_id = run(emulated(torch_python, tmp_path / "old", "mps", macos="13.6"), tmp_path / "old-out", "mps", *checks)
+    for check in checks:
+        assert by_id[check]["outcome"] == "skipped", by_id[check]
+        assert by_id[check]["reason"].startswith("MPS has bfloat16 from macOS 14.0 on"), by_id[check]["reason"]
+    proc, by_id = run(emulated(torch_python, tmp_path / "new", "mps", macos="14.5"), tmp_path / "new-out", "mps", *checks)
+    assert proc.returncode == 0 and all(by_id[c]["outcome"] == "passed" for c in checks), proc.stdout[-3000:]
+
+
+def test_the_sdpa_default_on_mps_is_reported_as_torch_takes_it(tmp_path: Path, torch_python: str) -> None:
+    """ATen's SDPA asks its fused-backend chooser only where one is registered; on MPS `_fused_sdp_choice` has no
+    kernel (the emulation raises as torch does) and the default is MATH. It read FLASH_ATTENTION here: the
+    chooser's answer for the CPU tensors underneath the emulation."""
+    proc, by_id = run(emulated(torch_python, tmp_path / "py", "mps"), tmp_path / "out", "mps", "sdpa[float32]/sdpa-backends")
+    result = by_id["sdpa[float32]/sdpa-backends"]
+    assert result["metrics"]["default_backend"] == {"causal": "MATH", "masked": "MATH", "tiled": "MATH"}, result
+    assert "on MPS torch picks no fused backend: the default is MATH" in result["reason"], result["reason"]
+
+
+def test_mps_fallback_ops_are_named_per_check_and_cross_backend_does_not_pass_as_mps(tmp_path: Path,
+                                                                                    torch_python: str) -> None:
+    """The emulated MPS lacks gelu (TUC_EMULATE_MPS_MISSING): with PYTORCH_ENABLE_MPS_FALLBACK=1 torch runs it on the
+    CPU with a warning it gives once per process. Each check names the ops that fell back (also the second check
+    in the same worker); a cross-backend check that passed so compared the CPU with itself for those ops: skipped,
+    saying so. It passed as MPS before."""
+    python = emulated(torch_python, tmp_path / "py", "mps", mps_missing="gelu")
+    checks = ("mlp[float32]/numerics", "mlp[float32]/cross-backend", "matmul[float32]/numerics")
+    proc = run_cli("run", "--python", python, "--device", "mps", *(f for c in checks for f in ("--only", c)),
+                   "--out", str(tmp_path / "out"), "--no-job-summary", env={"PYTORCH_ENABLE_MPS_FALLBACK": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    by_id = results_by_id(load_report(tmp_path / "out"))
+    numerics, cross = by_id["mlp[float32]/numerics"], by_id["mlp[float32]/cross-backend"]
+    assert numerics["outcome"] == "passed" and numerics["metrics"]["mps_cpu_fallback_ops"] == ["aten::gelu"]
+    assert numerics["reason"].endswith("; ran on the CPU (PYTORCH_ENABLE_MPS_FALLBACK=1): aten::gelu")
+    assert cross["outcome"] == "skipped" and cross["metrics"]["mps_cpu_fallback_ops"] == ["aten::gelu"], cross
+    assert cross["reason"].startswith("not an MPS result: ran on the CPU (PYTORCH_ENABLE_MPS_FALLBACK=1): aten::gelu")
+    matmul = by_id["matmul[float32]/numerics"]  # no op fell back: nothing said
+    assert matmul["outcome"] == "passed" and matmul["metrics"]["mps_cpu_fallback_ops"] == []
+    assert "PYTORCH_ENABLE_MPS_FALLBACK" not in matmul["reason"]
+    # without the fallback, the op MPS lacks raises, naming it
+    proc = run_cli("run", "--python", python, "--device", "mps", "--only", "mlp[float32]/numerics",
+                   "--out", str(tmp_path / "raw"), "--no-job-summary", env={"PYTORCH_ENABLE_MPS_FALLBACK": "0"})
+    raw = results_by_id(load_report(tmp_path / "raw"))["mlp[float32]/numerics"]
+    assert raw["outcome"] == "error" and "'aten::gelu' is not currently implemented for the MPS device" in raw["reason"]

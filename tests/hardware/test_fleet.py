@@ -10,12 +10,13 @@ import pytest
 from conftest import load_report, results_by_id, run_cli
 from harness import interpreter
 
-from torch_upgrade_check.analysis.fleet import judge, served_by
+from torch_upgrade_check.analysis.fleet import judge, judge_memory, parse_fleet, served_by
 from torch_upgrade_check.config import parse_config
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.model import Outcome
+from torch_upgrade_check.model import CheckResult, Outcome
 
 FLEET = "environment[-]/fleet"
+FLEET_MEMORY = "environment[-]/fleet-memory"
 CU128_28 = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_120"  # torch 2.8's cu128 wheels: sm_50-sm_61 dropped
 CU126 = "sm_50 sm_60 sm_61 sm_70 sm_75 sm_80 sm_86 sm_90 compute_90"
 
@@ -98,3 +99,62 @@ def test_fleet_config_errors_name_the_fix(tmp_path: Path) -> None:
     assert "fleet.driver must be an NVIDIA driver version like 535.104.05" in text
     cfg = parse_config("version: 1\nfleet: {archs: [sm_80, SM_90], driver: 535.104.05}\n", tmp_path / "c.yml")
     assert cfg.fleet is not None and cfg.fleet.archs == ("sm_80", "sm_90") and cfg.fleet.driver == "535.104.05"
+
+
+@pytest.mark.usefixtures("torch_python")
+def test_a_workload_that_does_not_fit_the_fleets_smallest_card_fails_on_a_cuda_runner(tmp_path: Path,
+                                                                                     torch_python: str) -> None:
+    """Under the CUDA emulation the memory check's peak is torch.cuda.max_memory_allocated after
+    reset_peak_memory_stats (the emulation's own allocator count); a card smaller than that peak fails, as memory."""
+    python = emulated(torch_python, tmp_path / "gpu", CU128_28)
+    args = ["run", "--python", python, "--device", "cuda", "--only", "mlp[float32]/memory", "--no-job-summary"]
+    proc = run_cli(*args, "--fleet", "memory=0.1MiB", "--out", str(tmp_path / "small"))
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = load_report(tmp_path / "small")
+    judged, measured = results_by_id(report)[FLEET_MEMORY], results_by_id(report)["mlp[float32]/memory"]
+    assert (judged["outcome"], judged["device"]) == ("failed", "cuda"), judged
+    assert judged["metrics"]["peaks"] == {"mlp[float32]": measured["metrics"]["peak_bytes"]} and measured["metrics"]["peak_bytes"] > 0
+    assert "mlp[float32] peaks at" in judged["reason"] and "more than the fleet's smallest card (102.4 KiB) holds" in judged["reason"]
+    assert judged["repro"].endswith("--device cuda --only memory --fleet memory=0.1MiB")
+    # a memory failure: --fail-on correctness reports it and passes
+    assert run_cli(*args, "--fleet", "memory=0.1MiB", "--fail-on", "correctness",
+                   "--out", str(tmp_path / "lenient")).returncode == 0
+    # A/A: the fleet's card is the emulated H100's 80 GiB
+    proc = run_cli(*args, "--fleet", "sm_90, memory=80GiB", "--out", str(tmp_path / "fits"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    judged = results_by_id(load_report(tmp_path / "fits"))[FLEET_MEMORY]
+    assert judged["outcome"] == "passed" and "fits the fleet's smallest card (80.0 GiB)" in judged["reason"]
+
+
+@pytest.mark.usefixtures("torch_python")
+def test_compare_judges_the_candidates_memory_peak_against_the_fleets_card(tmp_path: Path, torch_python: str) -> None:
+    """In compare the peak is the candidate's A/B median (its memory check's peak_bytes); the baseline never decides."""
+    python = emulated(torch_python, tmp_path / "gpu", CU128_28)
+    proc = run_cli("compare", "--baseline-python", python, "--candidate-python", python, "--device", "cuda",
+                   "--only", "mlp[float32]/memory", "--fleet", "memory=0.1MiB", "--out", str(tmp_path / "out"),
+                   "--no-job-summary")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    baseline, candidate = load_report(tmp_path / "out")["reports"]
+    judged = results_by_id(candidate)[FLEET_MEMORY]
+    assert judged["outcome"] == "failed" and "mlp[float32] peaks at" in judged["reason"], judged
+    assert judged["metrics"]["peaks"]["mlp[float32]"] == results_by_id(candidate)["mlp[float32]/memory"]["metrics"]["peak_bytes"]
+    assert FLEET_MEMORY not in results_by_id(baseline)
+    assert "compare" in judged["repro"] and judged["repro"].endswith("--only memory --fleet memory=0.1MiB")
+
+def test_fleet_memory_is_judged_on_cuda_only_and_parsed_with_its_unit(tmp_path: Path) -> None:
+    peak = CheckResult("cnn", "memory", "cuda", "float16", Outcome.PASSED, metrics={"peak_bytes": 30 * 2**30})
+    r = judge_memory(24 * 2**30, [peak], device="cuda", label="2.13.0+cu128")
+    assert r.outcome is Outcome.FAILED and r.fail_kind == "memory" and "cnn[float16] peaks at 30.0 GiB" in r.reason
+    r = judge_memory(24 * 2**30, [peak], device="mps", label="2.13.0")
+    assert r.outcome is Outcome.SKIPPED and "judged against the fleet's smallest card (24.0 GiB) on a CUDA runner" in r.reason
+    assert judge_memory(24 * 2**30, [], device="cuda", label="x").outcome is Outcome.SKIPPED
+    assert parse_fleet("sm_80 memory=24GiB", "--fleet") == (("sm_80",), "", 24 * 2**30)
+    assert parse_fleet("memory=16GB", "--fleet") == ((), "", 16 * 10**9)
+    with pytest.raises(UsageError) as e:
+        parse_fleet("memory=lots", "--fleet")
+    assert "'memory=lots' is none of them" in e.value.problems[0]
+    cfg = parse_config("version: 1\nfleet: {archs: [sm_80], memory: 24 GiB}\n", tmp_path / "c.yml")
+    assert cfg.fleet is not None and cfg.fleet.memory == 24 * 2**30
+    with pytest.raises(UsageError) as e:
+        parse_config("version: 1\nfleet: {memory: 24}\n", tmp_path / "c.yml")
+    assert "fleet.memory must be the smallest card's memory like 24GiB or 16GB, got" in " ".join(e.value.problems)

@@ -6,6 +6,11 @@ runs on any runner. A GPU of architecture sm_XY runs a wheel that has sm_XZ kern
 or compute_VW PTX with VW <= XY (JIT-compiled by the driver at first use); arch-specific kernels (`sm_90a`)
 run only on that exact architecture. torch 2.8's cu128 wheels dropped sm_50-sm_61 (pytorch/pytorch#157517):
 a fleet with a GTX 1080 (sm_61) fails here, naming it.
+
+The fleet's smallest card (`memory=24GiB`) is judged on a CUDA runner only, after the checks ran: each
+workload's peak device memory (its `memory` check's `peak_bytes`, torch.cuda.max_memory_allocated) must fit in
+it (`environment[-]/fleet-memory`). The peak is the allocator's, without the CUDA context and the cache's
+fragmentation, so a workload that fits here by a hair may still not fit on the card: the rule is a floor.
 """
 
 from __future__ import annotations
@@ -14,10 +19,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from torch_upgrade_check.analysis.verdicts import format_bytes
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import CheckResult, Outcome
 
 WORKLOAD, DTYPE, ASPECT = "environment", "-", "fleet"
+MEMORY_ASPECT = "fleet-memory"
+MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*(gib|gb|mib|mb|tib|tb)$", re.IGNORECASE)
+MEMORY_UNITS = {"mib": 2**20, "gib": 2**30, "tib": 2**40, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")  # the last digit is the minor version
 # The oldest Linux driver each CUDA major runs with (CUDA minor version compatibility), from NVIDIA's CUDA
 # Toolkit release notes ("CUDA Toolkit and Minimum Required Driver Version for CUDA Minor Version Compatibility").
@@ -55,25 +64,66 @@ def parse_driver(text: str) -> tuple[int, ...] | None:
     return tuple(int(g) for g in m.groups() if g is not None) if m else None
 
 
-def parse_fleet(value: object, key: str) -> tuple[tuple[str, ...], str]:
-    """`--fleet` / input 'fleet': architectures and the oldest driver, separated by commas or spaces, like
-    'sm_80, sm_90, driver=535.104.05' -> (("sm_80", "sm_90"), "535.104.05"); UsageError naming `key` otherwise."""
+def parse_memory(text: object) -> int | None:
+    """'24GiB' -> 25769803776 bytes (GiB, MiB, TiB binary; GB, MB, TB decimal); None when it is not a size."""
+    m = MEMORY.match(str(text).strip())
+    return int(float(m.group(1)) * MEMORY_UNITS[m.group(2).lower()]) if m and float(m.group(1)) > 0 else None
+
+
+def parse_fleet(value: object, key: str) -> tuple[tuple[str, ...], str, int]:
+    """`--fleet` / input 'fleet': architectures, the oldest driver and the smallest card's memory, separated by
+    commas or spaces, like 'sm_80, sm_90, driver=535.104.05, memory=24GiB' -> (("sm_80", "sm_90"), "535.104.05",
+    25769803776) (0: no memory given); UsageError naming `key` otherwise."""
     archs: list[str] = []
-    driver = ""
+    driver, memory = "", 0
+    form = "like 'sm_80, sm_90, driver=535.104.05, memory=24GiB'"
     for item in str(value).replace(",", " ").split():
         name, eq, version = item.partition("=")
         arch = parse_arch(item)
         if eq and name.lower() == "driver" and parse_driver(version) is not None:
             driver = version
+        elif eq and name.lower() == "memory" and parse_memory(version) is not None:
+            memory = parse_memory(version) or 0
         elif arch is not None and arch[0] == "sm":
             archs.append(item.lower())
         else:
-            raise UsageError(f"{key} must list GPU architectures and the oldest driver, like 'sm_80, sm_90, "
-                             f"driver=535.104.05'; {item!r} is neither")
-    if not archs and not driver:
-        raise UsageError(f"{key} must list GPU architectures and the oldest driver, like 'sm_80, sm_90, "
-                         f"driver=535.104.05', got {value!r}")
-    return tuple(archs), driver
+            raise UsageError(f"{key} must list GPU architectures, the oldest driver and the smallest card's memory, "
+                             f"{form}; {item!r} is none of them")
+    if not archs and not driver and not memory:
+        raise UsageError(f"{key} must list GPU architectures, the oldest driver and the smallest card's memory, "
+                         f"{form}, got {value!r}")
+    return tuple(archs), driver, memory
+
+
+def judge_memory(memory: int, results: Sequence[CheckResult], *, device: str, label: str,
+                 repro: str = "") -> CheckResult:
+    """`environment[-]/fleet-memory`: failed when a workload's peak device memory (its memory check) exceeds the
+    fleet's smallest card, naming workload, peak and card; skipped off CUDA (no device peak to judge) or when no
+    memory check measured a peak. Fails as `memory` (--fail-on)."""
+    card = format_bytes(memory)
+
+    def result(outcome: Outcome, reason: str, **metrics: Any) -> CheckResult:
+        return CheckResult(WORKLOAD, MEMORY_ASPECT, device, DTYPE, outcome, reason=reason, repro=repro,
+                           metrics={"fleet_memory_bytes": memory, **metrics})
+
+    if device != "cuda":
+        return result(Outcome.SKIPPED, f"the checks ran on {device}: the peak memory of each workload is judged "
+                                       f"against the fleet's smallest card ({card}) on a CUDA runner")
+    peaks = {f"{r.workload}[{r.dtype}]": float(r.metrics["peak_bytes"]) for r in results
+             if r.aspect == "memory" and r.device == "cuda" and r.outcome is not Outcome.ERROR
+             and isinstance(r.metrics.get("peak_bytes"), (int, float))}
+    if not peaks:
+        return result(Outcome.SKIPPED, f"no memory check measured a peak on cuda (torch {label}): run the workloads' "
+                                       f"memory checks to judge them against the fleet's smallest card ({card})")
+    over = {w: b for w, b in peaks.items() if b > memory}
+    metrics = {"peaks": peaks, "over": sorted(over)}
+    if over:
+        named = "; ".join(f"{w} peaks at {format_bytes(b)}" for w, b in sorted(over.items(), key=lambda e: -e[1]))
+        return result(Outcome.FAILED, f"torch {label}: {named}, more than the fleet's smallest card ({card}) "
+                                      "holds", **metrics)
+    top, peak = max(peaks.items(), key=lambda e: e[1])
+    return result(Outcome.PASSED, f"every workload fits the fleet's smallest card ({card}); the largest peak is "
+                                  f"{top}'s {format_bytes(peak)}", **metrics)
 
 
 def judge(archs: Sequence[str], driver: str, environment: Mapping[str, Any], *, label: str, device: str,

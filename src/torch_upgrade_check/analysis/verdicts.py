@@ -31,6 +31,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from torch_upgrade_check.analysis import artifacts, closeness, stats
@@ -58,6 +59,28 @@ UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11}
 
 
 def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, float] | None = None, repro: str = "") -> CheckResult:
+    """The rule of `spec`'s aspect, then what ran on the CPU under PYTORCH_ENABLE_MPS_FALLBACK (see on_the_cpu)."""
+    return on_the_cpu(_decide(spec, obs, max_latency_ms=max_latency_ms, repro=repro))
+
+
+def on_the_cpu(r: CheckResult) -> CheckResult:
+    """A check on MPS whose ops fell back to the CPU (the worker's `mps_cpu_fallback_ops`, from torch's own
+    fallback warnings) says which; a cross-backend check that passed so is skipped: part of what it compared
+    was the CPU with itself, which cannot pass as MPS. A mismatch it found still fails."""
+    ops = r.metrics.get("mps_cpu_fallback_ops") or []
+    if not ops or r.outcome in (Outcome.SKIPPED, Outcome.ERROR):
+        return r
+    said = f"ran on the CPU (PYTORCH_ENABLE_MPS_FALLBACK=1): {', '.join(ops)}"
+    if r.aspect == "cross-backend" and r.outcome is Outcome.PASSED:
+        return replace(r, outcome=Outcome.SKIPPED,
+                       reason=f"not an MPS result: {said}, so the comparison with the CPU is partly the CPU with "
+                              "itself; unset PYTORCH_ENABLE_MPS_FALLBACK to compare MPS's kernels (an op MPS lacks "
+                              "then raises, naming it)")
+    return replace(r, reason=f"{r.reason}; {said}")
+
+
+def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, float] | None = None,
+            repro: str = "") -> CheckResult:
     base = {"workload": spec.workload, "aspect": spec.aspect, "device": spec.device, "dtype": spec.dtype,
             "duration_s": round(obs.duration_s, 6), "repro": repro}
     if obs.status == "skipped":
@@ -190,7 +213,8 @@ def _sdpa_backends(m: dict[str, Any], dtype: str) -> tuple[Outcome, str, dict[st
     partly = sorted({key.split("/")[0] for key in m.get("not_offered") or {}} & set(backends))
     defaults = ", ".join(f"{case}: {name}" for case, name in (m.get("default_backend") or {}).items())
     where = (f"; not offered here: {', '.join(absent)}" if absent else "") + (
-        f"; not for every case: {', '.join(partly)}" if partly else "") + (f"; the default picks {defaults}" if defaults else "")
+        f"; not for every case: {', '.join(partly)}" if partly else "") + (f"; the default picks {defaults}" if defaults else "") + (
+        f" ({m['default_note']})" if m.get("default_note") else "")
     if not checked:
         return Outcome.FAILED, f"no SDPA backend ran{where}", thresholds
     if wrong:

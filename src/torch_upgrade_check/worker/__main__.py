@@ -57,8 +57,10 @@ def _run_one(spec: Any, events: IO[str], cache: dict | None) -> None:
     start = time.perf_counter()
     try:
         with warned.capture(spec) if cache is None else contextlib.nullcontext():  # not in the A/B rounds
-            metrics = checks.run(spec, cache)
-        obs = Observation(id=spec.id, status="ok", metrics=metrics)
+            # not timed either: under warn-always each op that falls back warns at every call
+            with warned.mps_fallback(spec) if cache is None else contextlib.nullcontext({}) as fell_back:
+                metrics = checks.run(spec, cache)
+        obs = Observation(id=spec.id, status="ok", metrics={**metrics, **fell_back})
     except checks.Skip as e:
         obs = Observation(id=spec.id, status="skipped", message=str(e))
     except Exception as e:

@@ -190,6 +190,10 @@ class MPS(Device):
     def supports_dtype(self, dtype_name: str) -> Support:
         if dtype_name == "float64":
             return Support(False, "MPS has no float64")
+        if dtype_name == "bfloat16" and not macos_or_newer(14, 0):
+            return Support(False, f"MPS has bfloat16 from macOS 14.0 on; this Mac runs macOS "
+                                  f"{platform.mac_ver()[0] or 'older than 14.0'} (torch: 'MPS bfloat16 type is "
+                                  f"supported on MacOS 14.0 or newer.')")
         return super().supports_dtype(dtype_name)
 
     def process_group(self) -> ProcessGroup:
@@ -198,6 +202,16 @@ class MPS(Device):
     def describe(self) -> dict[str, Any]:
         return {"macos": platform.mac_ver()[0] or None, "mps_available": bool(torch.backends.mps.is_available()),
                 "recommended_max_memory_gib": round(torch.mps.recommended_max_memory() / 2**30, 1)}
+
+
+def macos_or_newer(major: int, minor: int) -> bool:
+    """What torch itself asks before it runs an MPS kernel of a dtype (torch.backends.mps.is_macos_or_newer, from
+    torch 2.5; the platform's own version before it)."""
+    ask = getattr(torch.backends.mps, "is_macos_or_newer", None)
+    if ask is not None:
+        return bool(ask(major, minor))
+    version = tuple(int(x) for x in (platform.mac_ver()[0] or "0").split(".")[:2] if x.isdigit())
+    return version >= (major, minor)
 
 
 DEVICES: dict[str, Device] = {d.name: d for d in (Device(), CUDA(), MPS())}

@@ -51,7 +51,8 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
             checked[f"{backend.name}/{name}"] = tensors.compare(got, golden, rtol=rtol, atol=atol, dtype=spec.dtype)
     return {"cases": {name: {"query_length": q_len, "key_length": k_len, "causal": causal, "bool_mask": masked}
                       for name, q_len, k_len, causal, masked in CASES},
-            "checked": checked, "not_offered": not_offered, "default_backend": default, "rtol": rtol, "atol": atol}
+            "checked": checked, "not_offered": not_offered, "default_backend": default, "rtol": rtol, "atol": atol,
+            **({"default_note": MPS_DEFAULT_NOTE} if spec.device == "mps" else {})}
 
 
 def _case(device: str, dtype: torch.dtype, length: int, key_length: int,
@@ -89,10 +90,21 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
     return {"output": out.detach(), "grad:query": dq, "grad:key": dk, "grad:value": dv}
 
 
+# ATen's SDPA asks its fused-backend chooser only on devices that register one (CPU, CUDA, XPU); on MPS
+# `_fused_sdp_choice` has no kernel and the default is MATH: MPS's own `_scaled_dot_product_attention_math_for_mps`
+# when nothing needs a gradient and there is no dropout, the decomposed math (bmm, softmax) otherwise.
+MPS_DEFAULT = "MATH"
+MPS_DEFAULT_NOTE = ("on MPS torch picks no fused backend: the default is MATH, run as MPS's "
+                    "_scaled_dot_product_attention_math_for_mps without gradients or dropout, as the decomposed "
+                    "math (bmm, softmax) with them, as here")
+
+
 def default_choice(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, *, causal: bool) -> str:
     """The backend torch's default SDPA dispatch picks for these inputs here, by name."""
     from torch.nn.attention import SDPBackend
 
+    if q.device.type == "mps":  # asking the chooser there raises (no MPS kernel); ATen takes MATH
+        return MPS_DEFAULT
     try:
         return SDPBackend(torch._fused_sdp_choice(q, k, v, mask, 0.0, causal)).name
     except Exception as e:  # private API: record why it could not say

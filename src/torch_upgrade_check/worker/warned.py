@@ -36,6 +36,36 @@ def capture(spec: CheckSpec) -> Iterator[None]:
         yield
 
 
+# torch's warning when an op MPS lacks runs on the CPU (aten/src/ATen/mps/MPSFallback.mm, TORCH_WARN_ONCE)
+_FALLBACK = re.compile(r"The operator '([\w:.]+)' is not currently supported on the MPS backend and will fall back "
+                       r"to run on the CPU")
+
+
+@contextmanager
+def mps_fallback(spec: CheckSpec) -> Iterator[dict[str, Any]]:
+    """With PYTORCH_ENABLE_MPS_FALLBACK=1 on MPS: yields a dict that, after the block, holds the ops torch ran on
+    the CPU inside it (`mps_cpu_fallback_ops`), read from torch's fallback warnings; warn-always is on inside, so
+    an op that fell back in an earlier check is named again. Elsewhere it yields an empty dict."""
+    found: dict[str, Any] = {}
+    if spec.device != "mps" or os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK") != "1":
+        yield found
+        return
+    import torch
+
+    before = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as log:
+            warnings.simplefilter("always")
+            yield found
+    finally:
+        torch.set_warn_always(before)
+    ops = sorted({m.group(1) for w in log if (m := _FALLBACK.search(str(w.message)))})
+    found["mps_cpu_fallback_ops"] = ops
+    for w in log:  # the warnings check still sees every warning raised here
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
 def seen(spec: CheckSpec) -> list[dict[str, Any]]:
     """The distinct warnings recorded so far for `spec`'s workload and dtype, most frequent first."""
     return tally((w.category.__name__, normalise(str(w.message)), module_of(w.filename), aspect)

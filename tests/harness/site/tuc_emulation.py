@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 import weakref
 from typing import Any, ClassVar
 
@@ -54,6 +55,20 @@ KERNEL_S = float(os.environ.get("TUC_EMULATE_KERNEL_US", "0")) / 1e6
 MPS_FLOAT64 = os.environ.get("TUC_EMULATE_MPS_FLOAT64", "raise")
 TF32 = os.environ.get("TUC_EMULATE_TF32", "flags")
 ARCHS = os.environ.get("TUC_EMULATE_ARCHS", "sm_80 sm_90 compute_90")
+# The macOS the emulated Mac runs: torch asks it through torch._C._mps_is_on_macos_or_newer(major, minor) (behind
+# torch.backends.mps.is_macos_or_newer); below 14.0 every op on an MPS bfloat16 tensor raises, as ATen's
+# getMPSDataType does (TORCH_CHECK_TYPE in checkSupportsBFloat16).
+MACOS = tuple(int(x) for x in os.environ.get("TUC_EMULATE_MACOS", "14.5").split("."))
+NO_BFLOAT16 = "MPS bfloat16 type is supported on MacOS 14.0 or newer."
+NO_MPS_KERNEL = "Could not run 'aten::{op}' with arguments from the 'MPS' backend."
+# Ops the emulated MPS lacks (aten names, comma-separated): torch raises for them, or with
+# PYTORCH_ENABLE_MPS_FALLBACK=1 runs them on the CPU with a warning, once per process unless warn-always is on.
+MPS_MISSING = {x.strip() for x in os.environ.get("TUC_EMULATE_MPS_MISSING", "").split(",") if x.strip()}
+MPS_UNSUPPORTED = ("The operator 'aten::{op}' is not currently implemented for the MPS device. As a temporary fix, "
+                   "you can set the environment variable `PYTORCH_ENABLE_MPS_FALLBACK=1` to use the CPU as a "
+                   "fallback for this op. WARNING: this will be slower than running natively on MPS.")
+MPS_FELL_BACK = ("The operator 'aten::{op}' is not currently supported on the MPS backend and will fall back to run "
+                 "on the CPU. This may have performance implications.")
 BACKING = "tucemu"  # the PrivateUse1 name autograd sees; Python sees KIND
 NO_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
               "Please use float32 instead.")
@@ -73,6 +88,7 @@ class _State:
     peak_bytes = 0
     pool_bytes = 0
     libraries: ClassVar[list[Any]] = []  # torch.library registrations live as long as their Library objects
+    fell_back: ClassVar[set[str]] = set()  # MPS_MISSING ops already warned about (torch warns once per process)
 
 
 def _device() -> torch.device:
@@ -167,8 +183,14 @@ def _wrap(x: Any) -> Any:
     if isinstance(x, torch.Tensor) and not isinstance(x, EmulatedTensor):
         if KIND == "mps" and x.dtype == torch.float64:
             raise TypeError(NO_FLOAT64)
+        _check_bfloat16(x.dtype)
         return EmulatedTensor(x)
     return x
+
+
+def _check_bfloat16(dtype: torch.dtype | None) -> None:
+    if KIND == "mps" and dtype == torch.bfloat16 and MACOS < (14, 0):
+        raise TypeError(NO_BFLOAT16)
 
 
 def _pay_debt() -> None:
@@ -224,6 +246,14 @@ def _dispatch(func, args, kwargs):
     if not emulated:
         return func(*inner_args, **inner_kwargs)
     name = func.__name__.split(".")[0]
+    if KIND == "mps" and name == "_fused_sdp_choice":  # ATen registers no MPS kernel for the SDPA chooser
+        raise NotImplementedError(NO_MPS_KERNEL.format(op=name))
+    if KIND == "mps" and name in MPS_MISSING:
+        if os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK") != "1":
+            raise NotImplementedError(MPS_UNSUPPORTED.format(op=name))
+        if torch.is_warn_always_enabled() or name not in _State.fell_back:
+            _State.fell_back.add(name)
+            warnings.warn(MPS_FELL_BACK.format(op=name), UserWarning, stacklevel=2)
     if KIND == "mps" and inner_kwargs.get("dtype") == torch.float64:
         if not to_host or MPS_FLOAT64 == "raise":
             raise TypeError(NO_FLOAT64)
@@ -295,6 +325,7 @@ def _to_device(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
     dtype = dtype or tensor.dtype
     if KIND == "mps" and dtype == torch.float64:
         raise TypeError(NO_FLOAT64)
+    _check_bfloat16(dtype)
     if isinstance(tensor, EmulatedTensor) and dtype == tensor.dtype:
         return tensor
     return torch.ops.aten._to_copy.default(tensor, dtype=dtype, device=torch.device(BACKING, 0))
@@ -348,6 +379,9 @@ def _patch_mps() -> None:
 
     torch.backends.mps.is_available = lambda: True
     torch.backends.mps.is_built = lambda: True
+    torch._C._mps_is_on_macos_or_newer = lambda major, minor: MACOS >= (major, minor)
+    for cached in ("is_macos_or_newer", "is_macos13_or_newer"):  # lru-cached wrappers of the getter above
+        getattr(getattr(torch.backends.mps, cached, None), "cache_clear", lambda: None)()
     mps.synchronize = _pay_debt
     mps.device_count = lambda: 1
     mps.current_allocated_memory = lambda: _State.live_bytes
