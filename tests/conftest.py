@@ -22,13 +22,26 @@ def has_torch() -> bool:
 requires_torch = pytest.mark.skipif(not has_torch(), reason="torch is not installed in this interpreter")
 
 
+# Modules whose module-scoped fixtures build venvs: under pytest-xdist (scripts/test.sh) their tests stay on one
+# worker, so each venv is built once. The act tests share one worker too: act's own caches are not safe to share.
+ONE_WORKER_MODULES = ("test_abi.py", "test_imports.py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark `e2e` every test that starts a torch worker: each asks for `torch_python` (as an argument or through
     `pytest.mark.usefixtures`), which is how a test gets the interpreter it starts workers with. The developer
-    loop `-m "not e2e and not slow and not act"` then runs in seconds."""
+    loop `-m "not e2e and not slow and not act"` then runs in seconds. Every such torch-free test is also in the
+    fast tier (`-m fast`), with the few e2e tests marked `fast` by hand."""
     for item in items:
         if "torch_python" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e)
+        if not any(item.get_closest_marker(m) for m in ("e2e", "slow", "act")):
+            item.add_marker(pytest.mark.fast)  # torch-free: the fast tier has all of these
+        if item.get_closest_marker("act"):
+            item.add_marker(pytest.mark.xdist_group("act"))
+        elif item.path.name in ONE_WORKER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 @pytest.fixture(scope="session")

@@ -228,6 +228,7 @@ def test_a_numeric_drift_is_found_at_the_build_that_introduced_it(tmp_path: Path
     assert "first bad build: 2.14.0.dev20261114" in proc.stdout
 
 
+@pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
 @pytest.mark.slow
 def test_a_slowdown_is_found_at_the_build_that_introduced_it(tmp_path: Path, torch_python: str) -> None:
     builds_file = _builds_file(tmp_path, torch_python, 5, 2, slowdown=1.0)
@@ -238,6 +239,7 @@ def test_a_slowdown_is_found_at_the_build_that_introduced_it(tmp_path: Path, tor
     assert "regression" in bad["reason"] and "slower" in bad["reason"], bad
 
 
+@pytest.mark.fast  # in the fast tier: one of the few e2e tests that together run every module
 def test_noise_finds_nothing_and_says_so(tmp_path: Path, torch_python: str) -> None:
     builds_file = _builds_file(tmp_path, torch_python, 4, None)
     proc, doc = _bisect(tmp_path, builds_file, "mlp[float32]/cross-version")

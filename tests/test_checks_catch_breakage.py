@@ -271,6 +271,7 @@ def test_a_wrong_sdpa_backend_fails_sdpa_backends_where_the_default_numerics_pas
     assert wrong == {"FLASH_ATTENTION/causal", "FLASH_ATTENTION/masked"}  # the tiled case (64) is right
 
 
+@pytest.mark.fast  # in the fast tier: one of the few e2e tests that together run every module
 def test_a_changed_default_sdpa_backend_is_shown_not_failed(tmp_path: Path, torch_python: str) -> None:
     moved = str(interpreter(torch_python, tmp_path / "py", breaks=["sdpa-default-math"]))
     code, cand = compared(torch_python, moved, tmp_path / "out", "sdpa[float32]/sdpa-backends")
@@ -335,6 +336,7 @@ def test_a_miscompiled_backward_fails_compile_where_eager_numerics_pass(tmp_path
     assert by_id["transformer_block[float32]/compile"]["outcome"] == "passed"  # relu: no gelu to miscompile
 
 
+@pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
 def test_cold_compile_time_is_opt_in_and_a_slower_compile_fails_compare_like_latency(tmp_path: Path,
                                                                                      torch_python: str) -> None:
     """2.9's cold compiles took about 40% longer: each A/B round compiles the workload in a fresh Inductor cache."""
@@ -359,6 +361,7 @@ def test_cold_compile_time_is_opt_in_and_a_slower_compile_fails_compare_like_lat
     assert (code, lenient[check]["outcome"]) == (0, "passed"), lenient[check]["reason"]
 
 
+@pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
 @pytest.mark.slow
 def test_a_flex_attention_compile_half_again_as_slow_fails_within_its_budget_and_its_aa_passes(
         tmp_path: Path, torch_python: str) -> None:
@@ -426,6 +429,7 @@ def test_a_kernel_changed_in_every_dtype_fails_cross_version_and_the_same_torch_
     assert saved["ops_recorded"] == 46 and not saved["ops_truncated"]  # the baseline's recording and its cost
 
 
+@pytest.mark.fast  # in the fast tier: one of the few e2e tests that together run every module
 def test_a_reduce_scatter_off_by_a_tenth_of_a_percent_fails_fsdp2(tmp_path: Path, torch_python: str) -> None:
     """Issue 20: every rank's reduced gradient shard x0.999 left the parameters after 3 steps within tolerance;
     each step's shards against the unsharded model's gradients see it."""

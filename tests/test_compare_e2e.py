@@ -38,6 +38,7 @@ def compare(out: Path, baseline: str, candidate: str, *only: str, extra: tuple[s
     return run_cli(*args)
 
 
+@pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
 def test_same_torch_on_both_sides_passes(tmp_path: Path, torch_python: str) -> None:
     proc = compare(tmp_path, torch_python, torch_python, "mlp[float32]/numerics", "matmul[float32]/*")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
@@ -57,6 +58,7 @@ def test_same_torch_on_both_sides_passes(tmp_path: Path, torch_python: str) -> N
     assert "What changed" in (tmp_path / "summary.md").read_text()
 
 
+@pytest.mark.fast  # in the fast tier: one of the few e2e tests that together run every module
 def test_numeric_drift_fails_cross_version_and_names_the_module(tmp_path: Path, torch_python: str) -> None:
     drifting = injected_python(torch_python, tmp_path / "drift", drift=1e-3)
     proc = compare(tmp_path / "out", torch_python, str(drifting), "mlp[float32]/numerics")
@@ -89,6 +91,7 @@ def test_candidate_compares_with_this_runs_baseline_even_when_it_saves_late(tmp_
     assert cv["duration_s"] < 15  # waiting for the baseline is not the check's time (nor its --timeout)
 
 
+@pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
 def test_injected_slowdown_is_a_confirmed_regression_and_fail_on_decides(tmp_path: Path, torch_python: str) -> None:
     slow = injected_python(torch_python, tmp_path / "slow", slowdown=2.0)
     proc = compare(tmp_path / "a", torch_python, str(slow), "matmul[float32]/latency")
@@ -124,6 +127,7 @@ workloads:
 """
 
 
+@pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
 def test_a_real_size_model_slowed_2x_fails_within_the_default_budget_and_its_aa_passes(tmp_path: Path,
                                                                                        torch_python: str) -> None:
     """Issue 18: on a ~100 ms forward one pair of 24 rounds used to spend the whole 20 s budget, and a doubled
@@ -147,6 +151,7 @@ def test_a_real_size_model_slowed_2x_fails_within_the_default_budget_and_its_aa_
     assert aa["outcome"] != "failed" and aa["metrics"]["change"] != "regression"
 
 
+@pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
 def test_an_undecided_slowdown_fails_unless_the_config_says_pass(tmp_path: Path, torch_python: str) -> None:
     """A budget too small for the three pairs a regression needs: `undecided`, with what deciding would cost;
     its estimate is beyond the threshold, so it fails by default and passes (warning) under `undecided: pass`."""

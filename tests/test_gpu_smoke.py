@@ -24,6 +24,7 @@ def smoke(*args: str, python: str, cwd: Path) -> subprocess.CompletedProcess[str
                           env=env, timeout=1800, check=False)
 
 
+@pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
 def test_smoke_runs_the_suite_and_an_aa_compare_into_one_folder(tmp_path: Path, torch_python: str) -> None:
     proc = smoke("--device", "cpu", "--out", "smoke", "--", "--only", "mlp[float32]/*", "--only", "matmul[float32]/*",
                  python=torch_python, cwd=tmp_path)

@@ -107,6 +107,7 @@ def test_an_extension_that_raises_or_aborts_on_the_candidate_fails(tmp_path: Pat
     assert cand["metrics"]["modules"]["torch"]["status"] == "ok"  # torch itself still imports
 
 
+@pytest.mark.fast  # in the fast tier: one of the few e2e tests that together run every module
 def test_a_a_passes(tmp_path: Path, env_python: str) -> None:
     code, base, cand, output = _compare(tmp_path, interpreter(env_python, tmp_path / "a"),
                                         interpreter(env_python, tmp_path / "b"))

@@ -18,6 +18,7 @@ from conftest import FIXTURES, load_report, results_by_id, run_cli
 pytestmark = pytest.mark.usefixtures("torch_python")
 
 
+@pytest.mark.fast  # in the fast tier: one of the few e2e tests that together run every module
 def test_subset_passes_and_writes_every_file(tmp_path: Path, torch_python: str) -> None:
     out = tmp_path / "out"
     proc = run_cli("run", "--python", torch_python, "--device", "cpu", "--out", str(out),

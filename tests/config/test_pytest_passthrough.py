@@ -52,6 +52,7 @@ def _copy_example(tmp_path: Path) -> Path:
     return project
 
 
+@pytest.mark.fast  # in the fast tier: one of the few e2e tests that together run every module
 def test_example_project_passes(tmp_path: Path) -> None:
     out = tmp_path / "out"
     had_cache = (EXAMPLE / ".pytest_cache").exists()

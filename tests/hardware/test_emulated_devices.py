@@ -234,6 +234,7 @@ def test_cuda_flex_gradients_are_compared_and_cross_backend_runs(tmp_path: Path,
     assert proc.returncode == 1 and "grad:input" in by_id["flex_attention_alibi[float32]/numerics"]["reason"]
 
 
+@pytest.mark.fast  # in the fast tier: one of the few e2e tests that together run every module
 @pytest.mark.parametrize(("capability", "needs"), [("9.0", "compute capability >= 10.0 (SM100+); this GPU is sm90"),
                                                     ("10.0", "the flash-attn-4 package")])
 def test_deterministic_flex_backward_names_what_flash_needs(tmp_path: Path, torch_python: str, capability: str,
