@@ -125,7 +125,7 @@ FRONT_ENDS = [
     ("atol", "atol", "thresholds.atol", ["0", "1e-5", "-1", "NaN", "-inf", "x"]),
     ("rtol", "rtol", "workloads.rtol", ["0", "1e-3", "-1", "inf"]),
     ("atol", "atol", "workloads.atol", ["0", "-0.1", "nan"]),
-    ("timeout", "timeout", "", ["600", "0.5", "0", "-1", "nan", "inf", "soon"]),
+    ("timeout", "check-timeout-seconds", "", ["600", "0.5", "0", "-1", "nan", "inf", "soon"]),
     ("max-latency-ms", "max-latency-ms", "", ["mlp=25", "flex*=4.5", "mlp", "mlp=0", "=3", "mlp=inf", "mlp=x"]),
     ("max-latency-regression", "max-latency-regression", "thresholds.max-latency-regression",
      ["10%", "0.1", "0", "0%", "150%", "ten", "-5%", "1.5", "nan%", "inf"]),

@@ -131,6 +131,7 @@ def test_mps_checks_pass_and_compare_real_numbers(tmp_path: Path, torch_python: 
     assert by_id["flex_attention_causal[float32]/cross-backend"]["outcome"] == "passed"
 
 
+@pytest.mark.serial  # an A/B measurement whose verdict must be `unchanged`: run alone, after the parallel phase
 def test_mps_memory_ab_is_measured_not_zero(tmp_path: Path, torch_python: str) -> None:
     """compare's memory rounds reuse one instance in a warm worker: a pool-growth counter read 0 there."""
     python = emulated(torch_python, tmp_path / "py", "mps")
