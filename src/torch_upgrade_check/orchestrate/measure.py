@@ -348,9 +348,12 @@ def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECID
                               undecided=undecided)
         order = (Outcome.PASSED, Outcome.SUSPICIOUS, Outcome.FAILED)
         if order.index(host_outcome) > order.index(outcome):
-            cand_m["change"] = h.state
+            # the host series decides: the state and the numbers beside it (ratio, intervals, medians, pairs) are all
+            # the host's, so a reader never sees a host `regression` next to the device's 1.00x; the device's apart
+            cand_m.update({**h.metrics(), "decided_by": "host", "device": d.metrics()})
             outcome, reason = host_outcome, f"{host_reason}; device {reason}"
         else:
+            cand_m["decided_by"] = "device"
             reason = f"{reason}; {host_reason}"
     if over_limit:
         outcome, reason = Outcome.FAILED, f"{reason}; median over the --max-latency-ms limit {thresholds['max_latency_ms']:g} ms"
