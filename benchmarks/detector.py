@@ -26,8 +26,11 @@
   slower as a whole (inject.py's slow state): --size-aa-runs runs per size.
 - Compile time (part `compile`): `flex_attention_causal[float32]/compile-time`, --compile-runs A/A runs and
   --compile-runs runs with Inductor's compile 50% slower on the candidate (both sides wrapped).
-Every rate comes with its binomial 95% interval (Wilson). Writes results.json and results.md under --out;
-with --parts, only those parts are measured again and the others are kept from the results.json there.
+Every rate comes with its exact binomial 95% interval (Clopper-Pearson). Writes results.json and results.md
+under --out after every comparison (a run cut short keeps what it measured); with --parts, only those
+parts are measured again and the others are kept from the results.json there; in the parts sizes,
+bimodal and compile only the cells asked for (size, effect) are replaced. --note is printed with the results
+(say what else the machine was doing).
 """
 
 from __future__ import annotations
@@ -38,11 +41,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from inject import injected_python
 
-from torch_upgrade_check.analysis.stats import binomial_interval, quantile
+from torch_upgrade_check.analysis.stats import exact_binomial_interval, quantile
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("aa", "slowdown", "drift", "wall", "sizes", "bimodal", "compile")
@@ -111,37 +115,36 @@ def user_config(folder: Path, size: str) -> Path:
 
 
 def timed_runs(label: str, runs: int, baseline: str, candidate: str, out: Path, only: list[str],
-               extra: tuple[str, ...]) -> list[dict]:
-    """`runs` comparisons, each one's A/B rows and wall time."""
-    done = []
+               extra: tuple[str, ...], done: list[dict], save: Callable[[], None]) -> list[dict]:
+    """`runs` comparisons appended to `done` (each one's A/B rows and wall time), saved after each."""
+    done.clear()
     for i in range(runs):
         rows, secs = compare(baseline, candidate, out / f"{i}", only, extra)
         done.append({"rows": ab_rows(rows), "seconds": secs})
+        save()
         states = [f"{r['change']}/{r['outcome']}" for r in done[-1]["rows"]]
         print(f"{label} run {i + 1}/{runs}: {states} in {secs:.0f}s", flush=True)
     return done
 
 
-def measure_sizes(args: argparse.Namespace, parts: list[str], results: dict, env_a: str, env_b: str, tmp: Path) -> None:
-    """Parts sizes, bimodal and compile (see the module docstring); results go into `results`."""
+def measure_sizes(args: argparse.Namespace, parts: list[str], results: dict, env_a: str, env_b: str, tmp: Path,
+                  save: Callable[[], None]) -> None:
+    """Parts sizes, bimodal and compile (see the module docstring); results go into `results` cell by cell."""
     sizes = [s for s in args.sizes.split(",") if s]
     effects = [float(e) for e in args.effects.split(",") if e]
     base = injected_python(env_a, tmp / "wrapped-a", slowdown=0.0)
-    if "sizes" in parts:
-        results["sizes"] = {}
-    if "bimodal" in parts:
-        results["bimodal"] = {}
     for size in sizes:
         extra = ("--config", str(user_config(tmp / "user", size)))
         for effect in effects if "sizes" in parts else ():
             slow = injected_python(env_b, tmp / f"user-slow{effect}", slowdown=effect)
             runs = args.size_aa_runs if effect == 0 else args.size_runs
-            results["sizes"].setdefault(size, {})[f"{effect:.3f}"] = timed_runs(
-                f"{size} +{effect:.1%}", runs, str(base), str(slow), tmp / f"{size}-{effect}", [], extra)
+            cell = results["sizes"].setdefault(size, {}).setdefault(f"{effect:.3f}", [])
+            timed_runs(f"{size} +{effect:.1%}", runs, str(base), str(slow), tmp / f"{size}-{effect}", [], extra,
+                       cell, save)
         if "bimodal" in parts:
             a, b = (injected_python(env, tmp / f"bimodal-{n}", slow_state=0.25) for n, env in (("a", env_a), ("b", env_b)))
-            results["bimodal"][size] = timed_runs(f"{size} bimodal A/A", args.size_aa_runs, str(a), str(b),
-                                                  tmp / f"bimodal-{size}", [], extra)
+            timed_runs(f"{size} bimodal A/A", args.size_aa_runs, str(a), str(b), tmp / f"bimodal-{size}", [], extra,
+                       results["bimodal"].setdefault(size, []), save)
     if "compile" in parts:  # the tests' own breakage: Inductor's compile_fx takes 50% longer; both sides wrapped
         sys.path.insert(0, str(HERE.parent / "tests"))
         from harness import interpreter
@@ -150,11 +153,11 @@ def measure_sizes(args: argparse.Namespace, parts: list[str], results: dict, env
                          for env, name, breaks in ((env_b, "compile-plain", ()), (env_b, "compile-slower", ("compile-slower",))))
         wrapped_a = str(interpreter(env_a, tmp / "compile-plain-a"))
         extra = ("--compile-time", "--threads", "1")
-        results["compile"] = {
-            "check": COMPILE_CHECK,
-            "0.000": timed_runs("compile A/A", args.compile_runs, wrapped_a, plain, tmp / "compile-aa", [COMPILE_CHECK], extra),
-            "0.500": timed_runs("compile +50%", args.compile_runs, wrapped_a, slower, tmp / "compile-slow",
-                                [COMPILE_CHECK], extra)}
+        results["compile"]["check"] = COMPILE_CHECK
+        for key, candidate in (("0.500", slower), ("0.000", plain)):  # the power figure first
+            if key in args.compile_cells.split(","):
+                timed_runs(f"compile +{float(key):.0%}", args.compile_runs, wrapped_a, candidate, tmp / f"compile-{key}",
+                           [COMPILE_CHECK], extra, results["compile"].setdefault(key, []), save)
 
 
 def main() -> int:
@@ -174,6 +177,8 @@ def main() -> int:
     parser.add_argument("--size-runs", type=int, default=10, help="comparisons per size and injected slowdown")
     parser.add_argument("--size-aa-runs", type=int, default=60, help="A/A comparisons per size (plain and bimodal)")
     parser.add_argument("--compile-runs", type=int, default=10, help="compile-time comparisons, A/A and slowed")
+    parser.add_argument("--compile-cells", default="0.500,0.000", help="compile part: the slowed (0.500) and/or A/A (0.000)")
+    parser.add_argument("--note", default=None, help="a line printed with the results (what else the machine was doing)")
     parser.add_argument("--out", default=str(HERE / "results"), help="folder for results.json and results.md")
     args = parser.parse_args()
     parts = [x for x in args.parts.split(",") if x]
@@ -192,6 +197,16 @@ def main() -> int:
     results.setdefault("compile", {})
     results = {"aa": [], "slowdown": {}, "drift": {}, **results, "envs": [env_a, env_b]}
     results.setdefault("measured", {}).update({part: time.strftime("%Y-%m-%d") for part in parts})
+    if args.note:
+        results["note"] = args.note
+
+    def save() -> None:
+        """results.json and results.md as they stand (written whole, then renamed: a reader never sees half)."""
+        for name, text in (("results.json", json.dumps(results, indent=2)), ("results.md", render(results))):
+            part = out / f".{name}.tmp"
+            part.write_text(text)
+            part.replace(out / name)
+
     if "aa" in parts:
         results["aa"] = []
     for i in range(args.aa_runs if "aa" in parts else 0):
@@ -235,17 +250,15 @@ def main() -> int:
             print(f"wall {i + 1}/{args.wall_runs}: run {results['wall']['run_s'][-1]:.0f}s, "
                   f"compare {results['wall']['compare_s'][-1]:.0f}s", flush=True)
 
-    measure_sizes(args, parts, results, env_a, env_b, tmp)
+    measure_sizes(args, parts, results, env_a, env_b, tmp, save)
 
-    (out / "results.json").write_text(json.dumps(results, indent=2))
-    md = render(results)
-    (out / "results.md").write_text(md)
-    print(md)
+    save()
+    print(render(results))
     return 0
 
 
 def _rate(k: int, n: int) -> str:
-    low, high = binomial_interval(k, n)
+    low, high = exact_binomial_interval(k, n)
     return f"{k} of {n} ({k / n:.1%}; 95% CI {low:.1%}–{high:.1%})" if n else "none measured"
 
 
@@ -258,13 +271,16 @@ def _fails(row: dict) -> bool:
 
 
 def _tally(runs: list[dict]) -> str:
-    """One row's cells: measured ratio, fails, undecided, improved, measuring and wall time p50."""
+    """One row's cells: measured ratio, fails, undecided, improved, fresh pairs p50 / max, measuring and wall time
+    p50."""
     rows = [r for run in runs for r in run["rows"]]
     n = len(rows)
     fails = sum(_fails(r) for r in rows)
     ratios = [r["ratio"] for r in rows if isinstance(r["ratio"], (int, float))]
     return (f"{quantile(ratios, 0.5):.3f} | {_rate(fails, n)} | {sum(r['change'] == 'undecided' for r in rows)} | "
-            f"{sum(r['change'] == 'improved' for r in rows)} | {quantile([r['seconds'] for r in rows], 0.5):.1f} s / "
+            f"{sum(r['change'] == 'improved' for r in rows)} | "
+            f"{quantile([r['batches'] or 0 for r in rows], 0.5):.0f} / {max(r['batches'] or 0 for r in rows)} | "
+            f"{quantile([r['seconds'] for r in rows], 0.5):.1f} s / "
             f"{quantile([run['seconds'] for run in runs], 0.5):.0f} s")
 
 
@@ -279,7 +295,8 @@ def render_sizes(res: dict) -> list[str]:
     if not rows:
         return []
     head = ["", "| workload (forward ms: small ≈2, medium ≈20, large ≈100) | injected | measured ratio p50 | fails | "
-            "undecided | improved | measuring / wall time p50 |", "| --- | --- | --- | --- | --- | --- | --- |"]
+            "undecided | improved | pairs p50 / max | measuring / wall time p50 |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     return head + [f"| {size} | {effect} | {_tally(runs)} |" for size, effect, runs in rows if runs]
 
 
@@ -329,6 +346,8 @@ def render(res: dict) -> str:
     if res.get("measured"):
         lines.append("| measured on | " + ", ".join(f"{k} {v}" for k, v in res["measured"].items()) + " |")
     lines += render_sizes(res)
+    if res.get("note"):
+        lines += ["", res["note"]]
     return "\n".join(lines) + "\n"
 
 
