@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -98,10 +99,20 @@ def compare(baseline: str, candidate: str, out: Path, only: list[str], extra: tu
 
 
 def ab_rows(results: list[dict]) -> list[dict]:
-    return [{"id": r["id"], "aspect": r["aspect"], "change": r["metrics"].get("change", r["outcome"]),
-             "outcome": r["outcome"], "ratio": r["metrics"].get("ratio"), "batches": r["metrics"].get("batches"),
-             "seconds": sum(r["metrics"].get("batch_seconds") or [0.0])}
-            for r in results if r["aspect"] in ("latency", "memory", "compile-time")]
+    """Each A/B check's verdict and cost; a timed check's per-round log ratios too (one sample a side a round, in
+    pair order: `batch_rounds` splits them), from which the noise figures are derived."""
+    rows = []
+    for r in results:
+        if r["aspect"] not in ("latency", "memory", "compile-time"):
+            continue
+        m = r["metrics"]
+        rows.append({"id": r["id"], "aspect": r["aspect"], "change": m.get("change", r["outcome"]),
+                     "outcome": r["outcome"], "ratio": m.get("ratio"), "batches": m.get("batches"),
+                     "seconds": sum(m.get("batch_seconds") or [0.0]), "warm_seconds": sum(m.get("warm_up_seconds") or [0.0])})
+        pairs = list(zip(m.get("baseline_samples_ms") or [], m.get("samples_ms") or []))
+        if r["aspect"] != "memory" and pairs and all(b > 0 and c > 0 for b, c in pairs):
+            rows[-1]["log_ratios"] = [round(math.log(c / b), 6) for b, c in pairs]
+    return rows
 
 
 def user_config(folder: Path, size: str) -> Path:
