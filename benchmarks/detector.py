@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,7 +48,8 @@ from pathlib import Path
 
 from inject import injected_python
 
-from torch_upgrade_check.analysis.stats import exact_binomial_interval, quantile
+from torch_upgrade_check.analysis import ab
+from torch_upgrade_check.analysis.stats import exact_binomial_interval, normal_quantile, quantile
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("aa", "slowdown", "drift", "wall", "sizes", "bimodal", "compile")
@@ -311,6 +313,44 @@ def render_sizes(res: dict) -> list[str]:
     return head + [f"| {size} | {effect} | {_tally(runs)} |" for size, effect, runs in rows if runs]
 
 
+def pair_noise(runs: list[dict]) -> dict | None:
+    """Where the A/A noise of one workload lives, from its runs that settled in one process pair (each run's pair is
+    a fresh one, so the spread of their estimates is the between-pair spread benchmarks/noise.py measures): the
+    round SD within a pair (ab.round_sd, pooled), the SD of the pair estimates (ab.Batch.estimate), the part of it
+    that round noise cannot explain (the per-pair offset that ab.PAIR_SD is the prior of), and an approximate
+    95% upper bound on the pair SD (chi-square, Wilson-Hilferty). None below 3 such runs."""
+    batches = [ab.Batch((1.0,) * len(r["log_ratios"]), tuple(math.exp(d) for d in r["log_ratios"]))
+               for run in runs for r in run["rows"] if r.get("batches") == 1 and len(r.get("log_ratios") or ()) >= 2]
+    if len(batches) < 3:
+        return None
+    within, _ = ab.round_sd(batches)
+    estimates = [b.estimate() for b in batches]
+    between = statistics.stdev(estimates)
+    rounds = statistics.mean(len(b.baseline) for b in batches)
+    offset = math.sqrt(max(0.0, between**2 - within**2 / rounds))
+    df = len(batches) - 1
+    chi2_low = df * (1 - 2 / (9 * df) - normal_quantile(0.975) * math.sqrt(2 / (9 * df))) ** 3
+    return {"pairs": len(batches), "rounds_mean": rounds, "round_sd": within, "pair_sd": between,
+            "pair_offset_sd": offset, "pair_sd_upper95": between * math.sqrt(df / chi2_low) if chi2_low > 0 else math.inf}
+
+
+def render_noise(res: dict) -> list[str]:
+    """The A/A runs' noise figures, per workload, beside the prior the statistics assume (ab.PAIR_SD)."""
+    cells = [(size, "A/A", by_effect.get("0.000", [])) for size, by_effect in res.get("sizes", {}).items()]
+    cells += [(size, "bimodal A/A", runs) for size, runs in res.get("bimodal", {}).items()]
+    comp = res.get("compile") or {}
+    cells += [(comp["check"], "A/A", comp["0.000"])] if comp.get("0.000") else []
+    rows = [(size, kind, n) for size, kind, runs in cells if (n := pair_noise(runs))]
+    if not rows:
+        return []
+    return ["", f"Noise of the A/A runs that settled in one fresh pair (prior assumed by analysis/ab.py: pair offset "
+                f"SD {ab.PAIR_SD:.0%}, worth {ab.PRIOR_DF} pairs):", "",
+            "| workload | runs | pairs | rounds a pair (mean) | round SD | pair SD (95% upper bound) | per-pair offset SD |",
+            "| --- | --- | --- | --- | --- | --- | --- |"] + [
+        f"| {size} | {kind} | {n['pairs']} | {n['rounds_mean']:.1f} | {n['round_sd']:.1%} | {n['pair_sd']:.1%} "
+        f"({n['pair_sd_upper95']:.1%}) | {n['pair_offset_sd']:.1%} |" for size, kind, n in rows]
+
+
 def render(res: dict) -> str:
     aa_rows = [r for run in res["aa"] for r in run["rows"]]
     runs = len(res["aa"])
@@ -357,6 +397,7 @@ def render(res: dict) -> str:
     if res.get("measured"):
         lines.append("| measured on | " + ", ".join(f"{k} {v}" for k, v in res["measured"].items()) + " |")
     lines += render_sizes(res)
+    lines += render_noise(res)
     if res.get("note"):
         lines += ["", res["note"]]
     return "\n".join(lines) + "\n"
