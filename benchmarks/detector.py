@@ -97,7 +97,28 @@ def compare(baseline: str, candidate: str, out: Path, only: list[str], extra: tu
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"compare failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return json.loads((out / "report.json").read_text())["reports"][1]["results"], elapsed
+    results = json.loads((out / "report.json").read_text())["reports"][1]["results"]
+    for r in results:
+        if r["aspect"] in ("latency", "compile-time"):
+            r["pair_log_ratios"] = pair_series(out / "logs", r["id"])
+    return results, elapsed
+
+
+def pair_series(logs: Path, check: str) -> list[list[float]]:
+    """Each fresh pair's per-round log ratios of one timed check, read back from the workers' event logs (one
+    observation a side a round, after the pair's warm-up round): what the process-pair noise is computed from."""
+    series = []
+    for batch in range(1, 100):
+        sides = []
+        for side in ("baseline", "candidate"):
+            found = sorted(logs.glob(f"ab-{side}-b{batch}-*.events.jsonl"))
+            obs = [e for f in found for e in map(json.loads, f.read_text().splitlines())
+                   if e.get("event") == "observation" and e.get("id") == check and e.get("status") == "ok"]
+            sides.append([quantile(e["metrics"].get("samples_ms") or [math.nan], 0.5) for e in obs[1:]])
+        if not sides[0]:
+            break
+        series.append([round(math.log(c / b), 6) for b, c in zip(*sides) if b > 0 and c > 0])
+    return series
 
 
 def ab_rows(results: list[dict]) -> list[dict]:
@@ -114,6 +135,8 @@ def ab_rows(results: list[dict]) -> list[dict]:
         pairs = list(zip(m.get("baseline_samples_ms") or [], m.get("samples_ms") or []))
         if r["aspect"] != "memory" and pairs and all(b > 0 and c > 0 for b, c in pairs):
             rows[-1]["log_ratios"] = [round(math.log(c / b), 6) for b, c in pairs]
+        if r.get("pair_log_ratios"):
+            rows[-1]["pair_log_ratios"] = r["pair_log_ratios"]
     return rows
 
 
@@ -314,13 +337,15 @@ def render_sizes(res: dict) -> list[str]:
 
 
 def pair_noise(runs: list[dict]) -> dict | None:
-    """Where the A/A noise of one workload lives, from its runs that settled in one process pair (each run's pair is
-    a fresh one, so the spread of their estimates is the between-pair spread benchmarks/noise.py measures): the
-    round SD within a pair (ab.round_sd, pooled), the SD of the pair estimates (ab.Batch.estimate), the part of it
-    that round noise cannot explain (the per-pair offset that ab.PAIR_SD is the prior of), and an approximate
-    95% upper bound on the pair SD (chi-square, Wilson-Hilferty). None below 3 such runs."""
-    batches = [ab.Batch((1.0,) * len(r["log_ratios"]), tuple(math.exp(d) for d in r["log_ratios"]))
-               for run in runs for r in run["rows"] if r.get("batches") == 1 and len(r.get("log_ratios") or ()) >= 2]
+    """Where the A/A noise of one workload lives, from every fresh pair of its runs (read back from the workers'
+    logs; a run that kept no pair series counts when it settled in one pair): the round SD within a pair
+    (ab.round_sd, pooled), the SD of the pair estimates (ab.Batch.estimate: what benchmarks/noise.py calls the
+    pair SD), the part of it that round noise cannot explain (the per-pair offset that ab.PAIR_SD is the prior
+    of), and an approximate 95% upper bound on the pair SD (chi-square, Wilson-Hilferty). None below 3 pairs."""
+    series = [d for run in runs for r in run["rows"]
+              for d in (r.get("pair_log_ratios") or ([r["log_ratios"]] if r.get("batches") == 1 and r.get("log_ratios")
+                                                     else []))]
+    batches = [ab.Batch((1.0,) * len(d), tuple(math.exp(x) for x in d)) for d in series if len(d) >= 2]
     if len(batches) < 3:
         return None
     within, _ = ab.round_sd(batches)
@@ -343,9 +368,9 @@ def render_noise(res: dict) -> list[str]:
     rows = [(size, kind, n) for size, kind, runs in cells if (n := pair_noise(runs))]
     if not rows:
         return []
-    return ["", f"Noise of the A/A runs that settled in one fresh pair (prior assumed by analysis/ab.py: pair offset "
+    return ["", f"Noise of the A/A runs, over their fresh pairs (prior assumed by analysis/ab.py: pair offset "
                 f"SD {ab.PAIR_SD:.0%}, worth {ab.PRIOR_DF} pairs):", "",
-            "| workload | runs | pairs | rounds a pair (mean) | round SD | pair SD (95% upper bound) | per-pair offset SD |",
+            "| workload | runs | fresh pairs | rounds a pair (mean) | round SD | pair SD (95% upper bound) | per-pair offset SD |",
             "| --- | --- | --- | --- | --- | --- | --- |"] + [
         f"| {size} | {kind} | {n['pairs']} | {n['rounds_mean']:.1f} | {n['round_sd']:.1%} | {n['pair_sd']:.1%} "
         f"({n['pair_sd_upper95']:.1%}) | {n['pair_offset_sd']:.1%} |" for size, kind, n in rows]
