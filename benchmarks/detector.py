@@ -313,7 +313,9 @@ def _tally(runs: list[dict]) -> str:
     n = len(rows)
     fails = sum(_fails(r) for r in rows)
     ratios = [r["ratio"] for r in rows if isinstance(r["ratio"], (int, float))]
-    return (f"{quantile(ratios, 0.5):.3f} | {_rate(fails, n)} | {sum(r['change'] == 'undecided' for r in rows)} | "
+    errors = sum(r["outcome"] == "error" for r in rows)  # a check that crashed or timed out: no verdict (exit 3)
+    return (f"{quantile(ratios, 0.5):.3f} | {_rate(fails, n)}{f'; {errors} error, no verdict' if errors else ''} | "
+            f"{sum(r['change'] == 'undecided' for r in rows)} | "
             f"{sum(r['change'] == 'improved' for r in rows)} | "
             f"{quantile([r['batches'] or 0 for r in rows], 0.5):.0f} / {max(r['batches'] or 0 for r in rows)} | "
             f"{quantile([r['seconds'] for r in rows], 0.5):.1f} s / "
