@@ -26,23 +26,30 @@
   slower as a whole (inject.py's slow state): --size-aa-runs runs per size.
 - Compile time (part `compile`): `flex_attention_causal[float32]/compile-time`, --compile-runs A/A runs and
   --compile-runs runs with Inductor's compile 50% slower on the candidate (both sides wrapped).
-Every rate comes with its binomial 95% interval (Wilson). Writes results.json and results.md under --out;
-with --parts, only those parts are measured again and the others are kept from the results.json there.
+Every rate comes with its exact binomial 95% interval (Clopper-Pearson). Writes results.json and results.md
+under --out after every comparison (a run cut short keeps what it measured); with --parts, only those
+parts are measured again and the others are kept from the results.json there; in the parts sizes,
+bimodal and compile only the cells asked for (size, effect) are replaced. --note is printed with the results
+(say what else the machine was doing).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from inject import injected_python
 
-from torch_upgrade_check.analysis.stats import binomial_interval, quantile
+from torch_upgrade_check.analysis import ab
+from torch_upgrade_check.analysis.stats import exact_binomial_interval, normal_quantile, quantile
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("aa", "slowdown", "drift", "wall", "sizes", "bimodal", "compile")
@@ -90,14 +97,47 @@ def compare(baseline: str, candidate: str, out: Path, only: list[str], extra: tu
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"compare failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return json.loads((out / "report.json").read_text())["reports"][1]["results"], elapsed
+    results = json.loads((out / "report.json").read_text())["reports"][1]["results"]
+    for r in results:
+        if r["aspect"] in ("latency", "compile-time"):
+            r["pair_log_ratios"] = pair_series(out / "logs", r["id"])
+    return results, elapsed
+
+
+def pair_series(logs: Path, check: str) -> list[list[float]]:
+    """Each fresh pair's per-round log ratios of one timed check, read back from the workers' event logs (one
+    observation a side a round, after the pair's warm-up round): what the process-pair noise is computed from."""
+    series = []
+    for batch in range(1, 100):
+        sides = []
+        for side in ("baseline", "candidate"):
+            found = sorted(logs.glob(f"ab-{side}-b{batch}-*.events.jsonl"))
+            obs = [e for f in found for e in map(json.loads, f.read_text().splitlines())
+                   if e.get("event") == "observation" and e.get("id") == check and e.get("status") == "ok"]
+            sides.append([quantile(e["metrics"].get("samples_ms") or [math.nan], 0.5) for e in obs[1:]])
+        if not sides[0]:
+            break
+        series.append([round(math.log(c / b), 6) for b, c in zip(*sides) if b > 0 and c > 0])
+    return series
 
 
 def ab_rows(results: list[dict]) -> list[dict]:
-    return [{"id": r["id"], "aspect": r["aspect"], "change": r["metrics"].get("change", r["outcome"]),
-             "outcome": r["outcome"], "ratio": r["metrics"].get("ratio"), "batches": r["metrics"].get("batches"),
-             "seconds": sum(r["metrics"].get("batch_seconds") or [0.0])}
-            for r in results if r["aspect"] in ("latency", "memory", "compile-time")]
+    """Each A/B check's verdict and cost; a timed check's per-round log ratios too (one sample a side a round, in
+    pair order: `batch_rounds` splits them), from which the noise figures are derived."""
+    rows = []
+    for r in results:
+        if r["aspect"] not in ("latency", "memory", "compile-time"):
+            continue
+        m = r["metrics"]
+        rows.append({"id": r["id"], "aspect": r["aspect"], "change": m.get("change", r["outcome"]),
+                     "outcome": r["outcome"], "ratio": m.get("ratio"), "batches": m.get("batches"),
+                     "seconds": sum(m.get("batch_seconds") or [0.0]), "warm_seconds": sum(m.get("warm_up_seconds") or [0.0])})
+        pairs = list(zip(m.get("baseline_samples_ms") or [], m.get("samples_ms") or []))
+        if r["aspect"] != "memory" and pairs and all(b > 0 and c > 0 for b, c in pairs):
+            rows[-1]["log_ratios"] = [round(math.log(c / b), 6) for b, c in pairs]
+        if r.get("pair_log_ratios"):
+            rows[-1]["pair_log_ratios"] = r["pair_log_ratios"]
+    return rows
 
 
 def user_config(folder: Path, size: str) -> Path:
@@ -111,37 +151,36 @@ def user_config(folder: Path, size: str) -> Path:
 
 
 def timed_runs(label: str, runs: int, baseline: str, candidate: str, out: Path, only: list[str],
-               extra: tuple[str, ...]) -> list[dict]:
-    """`runs` comparisons, each one's A/B rows and wall time."""
-    done = []
+               extra: tuple[str, ...], done: list[dict], save: Callable[[], None]) -> list[dict]:
+    """`runs` comparisons appended to `done` (each one's A/B rows and wall time), saved after each."""
+    done.clear()
     for i in range(runs):
         rows, secs = compare(baseline, candidate, out / f"{i}", only, extra)
         done.append({"rows": ab_rows(rows), "seconds": secs})
+        save()
         states = [f"{r['change']}/{r['outcome']}" for r in done[-1]["rows"]]
         print(f"{label} run {i + 1}/{runs}: {states} in {secs:.0f}s", flush=True)
     return done
 
 
-def measure_sizes(args: argparse.Namespace, parts: list[str], results: dict, env_a: str, env_b: str, tmp: Path) -> None:
-    """Parts sizes, bimodal and compile (see the module docstring); results go into `results`."""
+def measure_sizes(args: argparse.Namespace, parts: list[str], results: dict, env_a: str, env_b: str, tmp: Path,
+                  save: Callable[[], None]) -> None:
+    """Parts sizes, bimodal and compile (see the module docstring); results go into `results` cell by cell."""
     sizes = [s for s in args.sizes.split(",") if s]
     effects = [float(e) for e in args.effects.split(",") if e]
     base = injected_python(env_a, tmp / "wrapped-a", slowdown=0.0)
-    if "sizes" in parts:
-        results["sizes"] = {}
-    if "bimodal" in parts:
-        results["bimodal"] = {}
     for size in sizes:
         extra = ("--config", str(user_config(tmp / "user", size)))
         for effect in effects if "sizes" in parts else ():
             slow = injected_python(env_b, tmp / f"user-slow{effect}", slowdown=effect)
             runs = args.size_aa_runs if effect == 0 else args.size_runs
-            results["sizes"].setdefault(size, {})[f"{effect:.3f}"] = timed_runs(
-                f"{size} +{effect:.1%}", runs, str(base), str(slow), tmp / f"{size}-{effect}", [], extra)
+            cell = results["sizes"].setdefault(size, {}).setdefault(f"{effect:.3f}", [])
+            timed_runs(f"{size} +{effect:.1%}", runs, str(base), str(slow), tmp / f"{size}-{effect}", [], extra,
+                       cell, save)
         if "bimodal" in parts:
             a, b = (injected_python(env, tmp / f"bimodal-{n}", slow_state=0.25) for n, env in (("a", env_a), ("b", env_b)))
-            results["bimodal"][size] = timed_runs(f"{size} bimodal A/A", args.size_aa_runs, str(a), str(b),
-                                                  tmp / f"bimodal-{size}", [], extra)
+            timed_runs(f"{size} bimodal A/A", args.size_aa_runs, str(a), str(b), tmp / f"bimodal-{size}", [], extra,
+                       results["bimodal"].setdefault(size, []), save)
     if "compile" in parts:  # the tests' own breakage: Inductor's compile_fx takes 50% longer; both sides wrapped
         sys.path.insert(0, str(HERE.parent / "tests"))
         from harness import interpreter
@@ -150,11 +189,11 @@ def measure_sizes(args: argparse.Namespace, parts: list[str], results: dict, env
                          for env, name, breaks in ((env_b, "compile-plain", ()), (env_b, "compile-slower", ("compile-slower",))))
         wrapped_a = str(interpreter(env_a, tmp / "compile-plain-a"))
         extra = ("--compile-time", "--threads", "1")
-        results["compile"] = {
-            "check": COMPILE_CHECK,
-            "0.000": timed_runs("compile A/A", args.compile_runs, wrapped_a, plain, tmp / "compile-aa", [COMPILE_CHECK], extra),
-            "0.500": timed_runs("compile +50%", args.compile_runs, wrapped_a, slower, tmp / "compile-slow",
-                                [COMPILE_CHECK], extra)}
+        results["compile"]["check"] = COMPILE_CHECK
+        for key, candidate in (("0.500", slower), ("0.000", plain)):  # the power figure first
+            if key in args.compile_cells.split(","):
+                timed_runs(f"compile +{float(key):.0%}", args.compile_runs, wrapped_a, candidate, tmp / f"compile-{key}",
+                           [COMPILE_CHECK], extra, results["compile"].setdefault(key, []), save)
 
 
 def main() -> int:
@@ -174,6 +213,8 @@ def main() -> int:
     parser.add_argument("--size-runs", type=int, default=10, help="comparisons per size and injected slowdown")
     parser.add_argument("--size-aa-runs", type=int, default=60, help="A/A comparisons per size (plain and bimodal)")
     parser.add_argument("--compile-runs", type=int, default=10, help="compile-time comparisons, A/A and slowed")
+    parser.add_argument("--compile-cells", default="0.500,0.000", help="compile part: the slowed (0.500) and/or A/A (0.000)")
+    parser.add_argument("--note", default=None, help="a line printed with the results (what else the machine was doing)")
     parser.add_argument("--out", default=str(HERE / "results"), help="folder for results.json and results.md")
     args = parser.parse_args()
     parts = [x for x in args.parts.split(",") if x]
@@ -192,6 +233,16 @@ def main() -> int:
     results.setdefault("compile", {})
     results = {"aa": [], "slowdown": {}, "drift": {}, **results, "envs": [env_a, env_b]}
     results.setdefault("measured", {}).update({part: time.strftime("%Y-%m-%d") for part in parts})
+    if args.note:
+        results["note"] = args.note
+
+    def save() -> None:
+        """results.json and results.md as they stand (written whole, then renamed: a reader never sees half)."""
+        for name, text in (("results.json", json.dumps(results, indent=2)), ("results.md", render(results))):
+            part = out / f".{name}.tmp"
+            part.write_text(text)
+            part.replace(out / name)
+
     if "aa" in parts:
         results["aa"] = []
     for i in range(args.aa_runs if "aa" in parts else 0):
@@ -235,17 +286,15 @@ def main() -> int:
             print(f"wall {i + 1}/{args.wall_runs}: run {results['wall']['run_s'][-1]:.0f}s, "
                   f"compare {results['wall']['compare_s'][-1]:.0f}s", flush=True)
 
-    measure_sizes(args, parts, results, env_a, env_b, tmp)
+    measure_sizes(args, parts, results, env_a, env_b, tmp, save)
 
-    (out / "results.json").write_text(json.dumps(results, indent=2))
-    md = render(results)
-    (out / "results.md").write_text(md)
-    print(md)
+    save()
+    print(render(results))
     return 0
 
 
 def _rate(k: int, n: int) -> str:
-    low, high = binomial_interval(k, n)
+    low, high = exact_binomial_interval(k, n)
     return f"{k} of {n} ({k / n:.1%}; 95% CI {low:.1%}–{high:.1%})" if n else "none measured"
 
 
@@ -258,13 +307,18 @@ def _fails(row: dict) -> bool:
 
 
 def _tally(runs: list[dict]) -> str:
-    """One row's cells: measured ratio, fails, undecided, improved, measuring and wall time p50."""
+    """One row's cells: measured ratio, fails, undecided, improved, fresh pairs p50 / max, measuring and wall time
+    p50."""
     rows = [r for run in runs for r in run["rows"]]
     n = len(rows)
     fails = sum(_fails(r) for r in rows)
     ratios = [r["ratio"] for r in rows if isinstance(r["ratio"], (int, float))]
-    return (f"{quantile(ratios, 0.5):.3f} | {_rate(fails, n)} | {sum(r['change'] == 'undecided' for r in rows)} | "
-            f"{sum(r['change'] == 'improved' for r in rows)} | {quantile([r['seconds'] for r in rows], 0.5):.1f} s / "
+    errors = sum(r["outcome"] == "error" for r in rows)  # a check that crashed or timed out: no verdict (exit 3)
+    return (f"{quantile(ratios, 0.5):.3f} | {_rate(fails, n)}{f'; {errors} error, no verdict' if errors else ''} | "
+            f"{sum(r['change'] == 'undecided' for r in rows)} | "
+            f"{sum(r['change'] == 'improved' for r in rows)} | "
+            f"{quantile([r['batches'] or 0 for r in rows], 0.5):.0f} / {max(r['batches'] or 0 for r in rows)} | "
+            f"{quantile([r['seconds'] for r in rows], 0.5):.1f} s / "
             f"{quantile([run['seconds'] for run in runs], 0.5):.0f} s")
 
 
@@ -279,8 +333,49 @@ def render_sizes(res: dict) -> list[str]:
     if not rows:
         return []
     head = ["", "| workload (forward ms: small ≈2, medium ≈20, large ≈100) | injected | measured ratio p50 | fails | "
-            "undecided | improved | measuring / wall time p50 |", "| --- | --- | --- | --- | --- | --- | --- |"]
+            "undecided | improved | pairs p50 / max | measuring / wall time p50 |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     return head + [f"| {size} | {effect} | {_tally(runs)} |" for size, effect, runs in rows if runs]
+
+
+def pair_noise(runs: list[dict]) -> dict | None:
+    """Where the A/A noise of one workload lives, from every fresh pair of its runs (read back from the workers'
+    logs; a run that kept no pair series counts when it settled in one pair): the round SD within a pair
+    (ab.round_sd, pooled), the SD of the pair estimates (ab.Batch.estimate: what benchmarks/noise.py calls the
+    pair SD), the part of it that round noise cannot explain (the per-pair offset that ab.PAIR_SD is the prior
+    of), and an approximate 95% upper bound on the pair SD (chi-square, Wilson-Hilferty). None below 3 pairs."""
+    series = [d for run in runs for r in run["rows"]
+              for d in (r.get("pair_log_ratios") or ([r["log_ratios"]] if r.get("batches") == 1 and r.get("log_ratios")
+                                                     else []))]
+    batches = [ab.Batch((1.0,) * len(d), tuple(math.exp(x) for x in d)) for d in series if len(d) >= 2]
+    if len(batches) < 3:
+        return None
+    within, _ = ab.round_sd(batches)
+    estimates = [b.estimate() for b in batches]
+    between = statistics.stdev(estimates)
+    rounds = statistics.mean(len(b.baseline) for b in batches)
+    offset = math.sqrt(max(0.0, between**2 - within**2 / rounds))
+    df = len(batches) - 1
+    chi2_low = df * (1 - 2 / (9 * df) - normal_quantile(0.975) * math.sqrt(2 / (9 * df))) ** 3
+    return {"pairs": len(batches), "rounds_mean": rounds, "round_sd": within, "pair_sd": between,
+            "pair_offset_sd": offset, "pair_sd_upper95": between * math.sqrt(df / chi2_low) if chi2_low > 0 else math.inf}
+
+
+def render_noise(res: dict) -> list[str]:
+    """The A/A runs' noise figures, per workload, beside the prior the statistics assume (ab.PAIR_SD)."""
+    cells = [(size, "A/A", by_effect.get("0.000", [])) for size, by_effect in res.get("sizes", {}).items()]
+    cells += [(size, "bimodal A/A", runs) for size, runs in res.get("bimodal", {}).items()]
+    comp = res.get("compile") or {}
+    cells += [(comp["check"], "A/A", comp["0.000"])] if comp.get("0.000") else []
+    rows = [(size, kind, n) for size, kind, runs in cells if (n := pair_noise(runs))]
+    if not rows:
+        return []
+    return ["", f"Noise of the A/A runs, over their fresh pairs (prior assumed by analysis/ab.py: pair offset "
+                f"SD {ab.PAIR_SD:.0%}, worth {ab.PRIOR_DF} pairs):", "",
+            "| workload | runs | fresh pairs | rounds a pair (mean) | round SD | pair SD (95% upper bound) | per-pair offset SD |",
+            "| --- | --- | --- | --- | --- | --- | --- |"] + [
+        f"| {size} | {kind} | {n['pairs']} | {n['rounds_mean']:.1f} | {n['round_sd']:.1%} | {n['pair_sd']:.1%} "
+        f"({n['pair_sd_upper95']:.1%}) | {n['pair_offset_sd']:.1%} |" for size, kind, n in rows]
 
 
 def render(res: dict) -> str:
@@ -329,6 +424,9 @@ def render(res: dict) -> str:
     if res.get("measured"):
         lines.append("| measured on | " + ", ".join(f"{k} {v}" for k, v in res["measured"].items()) + " |")
     lines += render_sizes(res)
+    lines += render_noise(res)
+    if res.get("note"):
+        lines += ["", res["note"]]
     return "\n".join(lines) + "\n"
 
 

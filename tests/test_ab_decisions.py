@@ -49,6 +49,17 @@ def test_binomial_interval() -> None:
     assert stats.binomial_interval(10, 20)[0] < 0.5 < stats.binomial_interval(10, 20)[1]
 
 
+def test_exact_binomial_interval_matches_clopper_pearson_tables() -> None:
+    # reference values: scipy.stats.binomtest(k, n).proportion_ci(method="exact")
+    for k, n, low, high in ((0, 60, 0.0, 0.05963), (10, 10, 0.69150, 1.0), (5, 10, 0.18709, 0.81291),
+                            (9, 10, 0.55498, 0.99747), (0, 20, 0.0, 0.16843)):
+        got = stats.exact_binomial_interval(k, n)
+        assert got == (pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4))
+    assert stats.exact_binomial_interval(0, 0) == (0.0, 1.0)
+    # exact is never narrower than Wilson at the edges, where Wilson undercovers
+    assert stats.exact_binomial_interval(0, 20)[1] > stats.binomial_interval(0, 20)[1]
+
+
 def test_t_quantile_matches_the_tables() -> None:
     for df, p, table in ((1, 0.975, 12.706), (2, 0.975, 4.303), (4, 0.975, 2.776), (10, 0.975, 2.228),
                          (6, 0.995, 3.707), (3, 0.999, 10.215), (30, 0.95, 1.697)):
@@ -297,6 +308,19 @@ def test_pairs_are_planned_within_the_budget() -> None:
     assert t.budget == 200 and t.plan() == measure.LEAST_ROUNDS["compile-time"]
 
 
+def test_a_compile_time_checks_warm_up_compiles_count_against_its_budget() -> None:
+    """A new process's first compile (two of them a pair) is measuring time too: after a first pair whose warm-ups
+    took 120 s, no second pair fits the 200 s budget (uncounted, the check planned two more and ran far past it)."""
+    costly = ab.Batch((5000.0,) * 4, (7500.0,) * 2 + (7600.0,) * 2, seconds=52.0, warm_seconds=120.0)
+    t = track("compile-time", [costly], threshold=0.25)
+    assert t.seconds == 172 and t.pair_cap() == pytest.approx(14) and t.plan() == 0
+    t.decision = ab.decide(t.batches, 0.25, alpha=ALPHA, final=True)
+    t.metrics = {"b": {}, "c": {}}
+    _, cand = measure.results(t, {})
+    assert cand.metrics["batch_seconds"] == [172.0] and cand.metrics["warm_up_seconds"] == [120.0]
+    assert cand.metrics["change"] == "undecided" and "beyond its 200 s budget" in cand.reason
+
+
 @pytest.mark.parametrize(("policy", "outcome"), [("fail", Outcome.FAILED), ("pass", Outcome.SUSPICIOUS)])
 def test_an_undecided_check_beyond_the_threshold_fails_unless_told(policy: str, outcome: Outcome) -> None:
     rng = random.Random(3)
@@ -310,3 +334,32 @@ def test_an_undecided_check_beyond_the_threshold_fails_unless_told(policy: str, 
     inside = track("latency", [batch(rng, 0.03, noise=0.6)])
     inside.decision = ab.decide(inside.batches, 0.10, alpha=ALPHA, final=True)
     assert inside.decision.state == "undecided" and measure.results(inside, {}, "fail")[1].outcome is Outcome.SUSPICIOUS
+
+
+def test_when_host_ram_decides_a_memory_check_its_numbers_are_the_hosts() -> None:
+    """The device's peak is exact and unchanged; host RAM grows 256 MiB in every round of three pairs: the check
+    fails on the host, and the ratio, interval and medians beside `regression` are the host series', not the
+    device's 1.00x (the device's decision is kept apart)."""
+    mib = 2**20
+    device = ab.Batch((100 * mib,) * 3, (100 * mib,) * 3, exact=True)
+    host = ab.Batch((500 * mib,) * 8, (756 * mib,) * 8, exact=True)
+    t = track("memory", [device] * 3)
+    t.host_batches = [host] * 3
+    t.samples = {"b": [100.0 * mib] * 9, "c": [100.0 * mib] * 9}
+    t.host_samples = {"b": [500.0 * mib] * 24, "c": [756.0 * mib] * 24}
+    t.decision = ab.decide(t.batches, 0.10, alpha=ALPHA, final=True, floor=measure.MEMORY_FLOOR_BYTES, increase="growth")
+    t.host_decision = ab.decide(t.host_batches, 0.10, alpha=ALPHA, final=True, floor=measure.HOST_FLOOR_BYTES,
+                                increase="growth")
+    assert t.decision.state == "unchanged" and t.host_decision.state == "regression"
+    _, cand = measure.results(t, {})
+    m = cand.metrics
+    assert cand.outcome is Outcome.FAILED and m["change"] == "regression" and m["decided_by"] == "host"
+    assert m["ratio"] == pytest.approx((756 + 32) / (500 + 32)) and m["ratio"] == m["host"]["ratio"]
+    assert m["baseline_median"] == 500 * mib and m["ci_low"] > 1.1
+    assert m["device"]["change"] == "unchanged" and m["device"]["ratio"] == pytest.approx(1.0)
+    assert cand.reason.startswith("regression: host RAM")
+    t.host_batches = [ab.Batch((500 * mib,) * 8, (501 * mib,) * 8, exact=True)] * 3  # the host unchanged: the device decides
+    t.host_decision = ab.decide(t.host_batches, 0.10, alpha=ALPHA, final=True, floor=measure.HOST_FLOOR_BYTES,
+                                increase="growth")
+    _, cand = measure.results(t, {})
+    assert cand.metrics["decided_by"] == "device" and cand.metrics["ratio"] == pytest.approx(1.0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 EXACT_MAX = 80  # exact signed-rank distribution up to this many differences; normal approximation beyond
 
@@ -198,6 +198,29 @@ def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def exact_binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval for a proportion k/n: exact (coverage never below `level`), so "0 of 60" reads
+    as an upper bound a reader can rely on (1 - (tail)^(1/n): 5.96% at 60). Each end is found by bisection
+    on a binomial tail."""
+    if n == 0:
+        return 0.0, 1.0
+    tail = (1 - level) / 2
+
+    def at_most(j: int, p: float) -> float:  # P(X <= j) for X ~ Binomial(n, p)
+        return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(j + 1))
+
+    def solve(rising: Callable[[float], float], target: float) -> float:  # rising(p) grows from p=0 to p=1
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if rising(mid) < target else (lo, mid)
+        return (lo + hi) / 2
+
+    low = 0.0 if k == 0 else solve(lambda p: 1 - at_most(k - 1, p), tail)  # P(X >= k) = tail
+    high = 1.0 if k == n else solve(lambda p: 1 - at_most(k, p), 1 - tail)  # P(X <= k) = tail
+    return low, high
 
 
 def sign_flip_p(diffs: Sequence[float], *, max_exact: int = 16, resamples: int = 20000, seed: int = 0) -> float:
