@@ -10,10 +10,8 @@ and the same loop count per sample, calibrated once (batch 1's warm-up round, on
 that a sample lasts at least MIN_SAMPLE_S. A compile-time round is one cold compile a side (a fresh
 Inductor cache each), judged like latency against its own threshold.
 
-The budget is honest: it counts every second a check's workers spend on it, warm-up rounds included, a
-compile-time check's warm-up compiles too (what a new process pays once for its first compile: on a busy
-2-core machine it can take most of the budget, which then ends the check `undecided` after fewer pairs,
-saying what deciding would cost; the stated budget holds).
+The budget is honest: it counts every second a check's workers spend on it, warm-up rounds included
+(a compile-time check's warm-up compiles apart: see Track.counts_warm; they are reported).
 Each pair is planned from what the earlier ones cost: its rounds from `ab.rounds_for` (few for a
 large effect), capped so that the pairs a failure still needs fit in what is left (the first pair
 gets a third of the budget; the pair itself stops early when its rounds run longer than planned).
@@ -145,9 +143,15 @@ class Track:
     budget_s: float = DEFAULT_BUDGET_S  # --ab-budget (a compile-time check gets COMPILE_BUDGET_FACTOR times it)
 
     @property
+    def counts_warm(self) -> bool:
+        """Whether the budget counts each pair's warm-up round. Not for compile time: its warm-up is what a new
+        process pays once for its first compile (27-270 s a process on a busy 2-core machine, where later cold
+        compiles took 0.2-30 s), which would leave the budget no room for rounds; it is reported apart."""
+        return self.spec.aspect != "compile-time"
+
+    @property
     def seconds(self) -> float:
-        """What the check has spent of its budget: every pair's rounds and warm-up round, both sides."""
-        return sum(b.seconds + b.warm_seconds for b in self.batches)
+        return sum(b.seconds + (b.warm_seconds if self.counts_warm else 0.0) for b in self.batches)
 
     @property
     def floor(self) -> float:
@@ -170,7 +174,7 @@ class Track:
         wanted = ab.rounds_for(self.batches, self.threshold, self.floor, least=least, most=MAX_ROUNDS)
         rounds = sum(len(b.baseline) for b in self.batches)
         per_round = sum(b.seconds for b in self.batches) / max(1, rounds)
-        warm = sum(b.warm_seconds for b in self.batches) / max(1, len(self.batches))
+        warm = sum(b.warm_seconds for b in self.batches) / max(1, len(self.batches)) if self.counts_warm else 0.0
         fits = math.floor((self.pair_cap() - warm) / per_round) if per_round > 0 else wanted
         fits -= fits % 2
         return min(wanted, fits) if fits >= FEWEST_ROUNDS else 0
@@ -239,7 +243,8 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
     host: dict[str, list[float]] = {"b": [], "c": []}
     for r in range(-WARMUP_ROUNDS, rounds):
         fewest = FEWEST_ROUNDS if t.batches else FIRST_FEWEST_ROUNDS
-        if r >= fewest and r % 2 == 0 and warm_seconds + seconds * (r + 1) / r > cap_s:
+        counted = warm_seconds if t.counts_warm else 0.0
+        if r >= fewest and r % 2 == 0 and counted + seconds * (r + 1) / r > cap_s:
             break
         order = (("b", baseline), ("c", candidate)) if r % 2 == 0 else (("c", candidate), ("b", baseline))
         warm = r < 0
@@ -301,7 +306,7 @@ def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECID
     assert d is not None
     common = {"workload": spec.workload, "aspect": spec.aspect, "device": spec.device, "dtype": spec.dtype}
     ab_metrics = {**d.metrics(), "threshold": t.threshold, "inner_loops": t.inner or None,
-                  "batch_seconds": [round(b.seconds + b.warm_seconds, 3) for b in t.batches],
+                  "batch_seconds": [round(b.seconds + (b.warm_seconds if t.counts_warm else 0.0), 3) for b in t.batches],
                   "warm_up_seconds": [round(b.warm_seconds, 3) for b in t.batches],
                   "budget_s": t.budget, "undecided_policy": undecided}
     b_vals, c_vals = t.samples["b"], t.samples["c"]
