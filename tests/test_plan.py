@@ -53,3 +53,20 @@ def test_every_aspect_has_a_cost_for_list_and_an_unmeasured_one_says_so() -> Non
     lines = costs.listing([("mlp[float32]/numerics", "numerics"), ("x[-]/nothing", "nothing")], compare=True)
     assert lines[0].startswith("mlp[float32]/numerics  ~") and lines[1] == "x[-]/nothing           ?"
     assert lines[2].startswith("# seconds a check, by aspect, measured on ") and lines[2].endswith("within --ab-budget a check")
+
+
+def test_the_cost_table_in_the_docs_is_the_one_list_prints() -> None:
+    """docs/benchmarks.md's per-aspect table and `costs.py` are one measurement: a figure changed in one place only
+    fails here."""
+    import re
+    from pathlib import Path
+
+    from torch_upgrade_check import costs
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md").read_text()
+    rows = dict(re.findall(r"^\| `([\w-]+)` \| ([^|]+) \|", docs, re.MULTILINE))
+    for aspect, (median, most, _) in costs.ASPECT_COST_S.items():
+        if median is None:
+            continue
+        want = costs._seconds(median) + (f" ({costs._seconds(most)})" if most != median else "")
+        assert rows.get(aspect, "").strip() == want, (aspect, rows.get(aspect), want)

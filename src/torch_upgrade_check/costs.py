@@ -1,5 +1,5 @@
 """What a check of each aspect costs, as measured on the development machine: `--list` prints it beside every check,
-and the README's table is the same figures (no torch; pure)."""
+and docs/benchmarks.md's table is the same figures (a test keeps them equal; no torch; pure)."""
 
 from __future__ import annotations
 
