@@ -78,6 +78,12 @@ def test_a_shipped_file_that_loads_but_computes_other_outputs_fails_naming_the_t
     outcome, reason = judged(spec, **base, per_tensor=[{**CLOSE, "name": "output"}], max_abs_err=1e-7)
     assert outcome is Outcome.PASSED and reason.startswith("the shipped checkpoint file classifier.pt loads with default "
                                                            "arguments and reproduces baseline 2.12.0's outputs: one tensor ")
+    # nothing compared is never a pass: no tensor out, no baseline to compare with, or an empty comparison
+    assert judged(spec, **{**base, "tensors": 0}, per_tensor=[])[0] is Outcome.SUSPICIOUS
+    outcome, reason = judged(spec, **{**base, "baseline_built": False})
+    assert outcome is Outcome.SUSPICIOUS and reason.endswith("did not load it: nothing to compare with"), reason
+    assert judged(spec, **base, per_tensor=[])[0] is Outcome.SUSPICIOUS
+    assert judged(spec, **{**base, "mode": "alone"})[0] is Outcome.PASSED
     assert judged(spec, **{**base, "built": False, "build_error": "torch.load: E: x"})[1] == (
         "the shipped checkpoint file classifier.pt does not load and run with default arguments: torch.load: E: x; it "
         "loaded on baseline 2.12.0")

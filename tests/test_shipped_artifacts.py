@@ -29,6 +29,10 @@ def example_inputs():
     return (torch.linspace(-2, 2, 64).reshape(4, 16),)
 
 
+def fresh_inputs():  # unseeded, as a team's may be: the candidate must run the baseline's, not draw its own
+    return (torch.randn(4, 16),)
+
+
 def ship():
     torch.manual_seed(0)
     model, _ = build()
@@ -44,7 +48,7 @@ def shipped(folder: Path, torch_python: str) -> None:
     user_project(folder, {"shipmod": SHIPPED}, "artifacts:\n"
                  "  - {name: ckpt, file: ckpt.pt, factory: 'shipmod:build'}\n"
                  "  - {name: weights, file: weights.pt}\n"
-                 "  - {name: program, file: program.pt2, inputs: 'shipmod:example_inputs'}\n")
+                 "  - {name: program, file: program.pt2, inputs: 'shipmod:fresh_inputs'}\n")
     subprocess.run([torch_python, "-c", "import shipmod; shipmod.ship()"], cwd=folder, check=True, timeout=300)
 
 

@@ -86,10 +86,16 @@ def _shipped(m: Mapping[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         return Outcome.FAILED, f"{what} does not load and run with default arguments: {m.get('build_error')}{was}", {}
     if m.get("nonfinite"):
         return Outcome.FAILED, f"{what} loaded but gave NaN or inf in {', '.join(m['nonfinite'][:5])}", {}
+    if not m.get("tensors"):
+        return Outcome.SUSPICIOUS, f"{what} loads with default arguments but gives no tensor to judge", {}
     if "per_tensor" not in m:
-        tail = f" ({baseline} did not load it: nothing to compare with)" if m.get("mode") == "compare" else ""
-        return Outcome.PASSED, f"{what} loads with default arguments and runs: {_tensors(m.get('tensors'))}{tail}", {}
+        if m.get("mode") == "compare":
+            return Outcome.SUSPICIOUS, (f"{what} loads with default arguments and runs ({_tensors(m.get('tensors'))}), "
+                                        f"but {baseline} did not load it: nothing to compare with"), {}
+        return Outcome.PASSED, f"{what} loads with default arguments and runs: {_tensors(m.get('tensors'))}", {}
     thresholds = {"rtol": m.get("rtol"), "atol": m.get("atol")}
+    if not m["per_tensor"] and not m.get("uncompared"):
+        return Outcome.SUSPICIOUS, f"{what}: no output tensor was compared with {baseline}'s", thresholds
     uncompared = m.get("uncompared") or []
     if uncompared:
         return Outcome.FAILED, f"{what}: its outputs differ in kind from {baseline}'s: {', '.join(uncompared[:5])}", thresholds

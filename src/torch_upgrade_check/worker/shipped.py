@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from dataclasses import replace
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -47,11 +48,16 @@ def run(spec: CheckSpec, device: str) -> dict[str, Any]:
         baseline = torch.load(saved, map_location="cpu", weights_only=True)
         metrics.update(baseline_torch=baseline["torch"], baseline_built=baseline["loaded"])
     inst = _instance(spec, device, kind)
+    if inst is not None and baseline.get("inputs") is not None:  # the baseline's inputs, not the candidate's own
+        inst = replace(inst, inputs=tuple(x.to(device) for x in baseline["inputs"]))
     outputs, error = _load_and_run(kind, file, inst, device)
     if mode == "save":
         assert saved is not None
         saved.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"torch": str(torch.__version__), "loaded": not error,
+        kept = None  # inputs that are all tensors are kept, so the candidate runs exactly these (an unseeded or
+        if inst is not None and all(isinstance(x, torch.Tensor) for x in inst.inputs):  # version-dependent inputs())
+            kept = [tensors.host(x) for x in inst.inputs]
+        torch.save({"torch": str(torch.__version__), "loaded": not error, "inputs": kept,
                     "outputs": {k: tensors.host(v) for k, v in outputs.items()}}, saved)
     if error:
         return {**metrics, "built": False, "build_error": error}
