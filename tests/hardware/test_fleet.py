@@ -148,6 +148,12 @@ def test_fleet_memory_is_judged_on_cuda_only_and_parsed_with_its_unit(tmp_path: 
     r = judge_memory(24 * 2**30, [peak], device="mps", label="2.13.0")
     assert r.outcome is Outcome.SKIPPED and "judged against the fleet's smallest card (24.0 GiB) on a CUDA runner" in r.reason
     assert judge_memory(24 * 2**30, [], device="cuda", label="x").outcome is Outcome.SKIPPED
+    # a memory check that ran out of memory measured no peak: never "every workload fits"
+    small = CheckResult("mlp", "memory", "cuda", "float32", Outcome.PASSED, metrics={"peak_bytes": 2**30})
+    oom = CheckResult("llm", "memory", "cuda", "float16", Outcome.ERROR, reason="OutOfMemoryError: CUDA out of memory")
+    r = judge_memory(24 * 2**30, [small, oom], device="cuda", label="x")
+    assert r.outcome is Outcome.SUSPICIOUS and "no peak was measured for llm[float16]" in r.reason, r.reason
+    assert judge_memory(24 * 2**30, [small], device="cuda", label="x").outcome is Outcome.PASSED
     assert parse_fleet("sm_80 memory=24GiB", "--fleet") == (("sm_80",), "", 24 * 2**30)
     assert parse_fleet("memory=16GB", "--fleet") == ((), "", 16 * 10**9)
     with pytest.raises(UsageError) as e:

@@ -116,12 +116,19 @@ def judge_memory(memory: int, results: Sequence[CheckResult], *, device: str, la
         return result(Outcome.SKIPPED, f"no memory check measured a peak on cuda (torch {label}): run the workloads' "
                                        f"memory checks to judge them against the fleet's smallest card ({card})")
     over = {w: b for w, b in peaks.items() if b > memory}
-    metrics = {"peaks": peaks, "over": sorted(over)}
+    unmeasured = sorted(f"{r.workload}[{r.dtype}]" for r in results
+                        if r.aspect == "memory" and r.device == "cuda" and f"{r.workload}[{r.dtype}]" not in peaks)
+    metrics = {"peaks": peaks, "over": sorted(over), "unmeasured": unmeasured}
     if over:
         named = "; ".join(f"{w} peaks at {format_bytes(b)}" for w, b in sorted(over.items(), key=lambda e: -e[1]))
         return result(Outcome.FAILED, f"torch {label}: {named}, more than the fleet's smallest card ({card}) "
                                       "holds", **metrics)
     top, peak = max(peaks.items(), key=lambda e: e[1])
+    if unmeasured:  # an out-of-memory error is the likeliest reason: never "every workload fits"
+        return result(Outcome.SUSPICIOUS, f"no peak was measured for {', '.join(unmeasured)} (its memory check did "
+                                          f"not finish), so it is not judged against the fleet's smallest card "
+                                          f"({card}); the others fit, the largest peak is {top}'s "
+                                          f"{format_bytes(peak)}", **metrics)
     return result(Outcome.PASSED, f"every workload fits the fleet's smallest card ({card}); the largest peak is "
                                   f"{top}'s {format_bytes(peak)}", **metrics)
 

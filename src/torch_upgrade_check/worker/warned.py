@@ -54,16 +54,16 @@ def mps_fallback(spec: CheckSpec) -> Iterator[dict[str, Any]]:
 
     before = torch.is_warn_always_enabled()
     torch.set_warn_always(True)
+    log: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as log:
             warnings.simplefilter("always")
             yield found
-    finally:
+    finally:  # a check that raised keeps its fallback ops and its warnings too
         torch.set_warn_always(before)
-    ops = sorted({m.group(1) for w in log if (m := _FALLBACK.search(str(w.message)))})
-    found["mps_cpu_fallback_ops"] = ops
-    for w in log:  # the warnings check still sees every warning raised here
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        found["mps_cpu_fallback_ops"] = sorted({m.group(1) for w in log if (m := _FALLBACK.search(str(w.message)))})
+        for w in log:  # the warnings check still sees every warning raised here
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def seen(spec: CheckSpec) -> list[dict[str, Any]]:
