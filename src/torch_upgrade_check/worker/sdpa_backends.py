@@ -103,9 +103,11 @@ def default_choice(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
     """The backend torch's default SDPA dispatch picks for these inputs here, by name."""
     from torch.nn.attention import SDPBackend
 
-    if q.device.type == "mps":  # asking the chooser there raises (no MPS kernel); ATen takes MATH
-        return MPS_DEFAULT
-    try:
+    try:  # asked on MPS too, so a torch that gives MPS a chooser is reported as it chooses
         return SDPBackend(torch._fused_sdp_choice(q, k, v, mask, 0.0, causal)).name
+    except NotImplementedError:  # no kernel for the chooser on this device: ATen takes MATH (MPS today)
+        if q.device.type == "mps":
+            return MPS_DEFAULT
+        return "unknown (NotImplementedError)"
     except Exception as e:  # private API: record why it could not say
         return f"unknown ({type(e).__name__})"
