@@ -3,7 +3,7 @@
   python benchmarks/detector.py [--python PY] [--aa-runs 20] [--slowdown-runs 3] [--wall-runs 3]
                                 [--parts aa,slowdown,drift,wall,sizes,bimodal,compile] [--out benchmarks/results]
                                 [--sizes small,medium,large] [--effects 0,0.05,...] [--size-runs 10]
-                                [--size-aa-runs 60] [--compile-runs 10]
+                                [--size-aa-runs 60] [--compile-runs 10] [--append]
 
 - A/A: the same torch version in two separately provisioned environments (venvs built here, under
   --envs), compared with the tool's defaults over every built-in latency and memory check,
@@ -29,7 +29,8 @@
 Every rate comes with its exact binomial 95% interval (Clopper-Pearson). Writes results.json and results.md
 under --out after every comparison (a run cut short keeps what it measured); with --parts, only those
 parts are measured again and the others are kept from the results.json there; in the parts sizes,
-bimodal and compile only the cells asked for (size, effect) are replaced. --note is printed with the results
+bimodal and compile only the cells asked for (size, effect) are replaced, or, with --append, added to (each run
+keeps its date and the commit whose rules it measured: a cell can grow to 60 runs over several sittings). --note is printed with the results
 (say what else the machine was doing).
 """
 
@@ -150,16 +151,26 @@ def user_config(folder: Path, size: str) -> Path:
     return config
 
 
+def commit() -> str:
+    """The checkout's commit (the rules measured), or '' outside a git checkout."""
+    proc = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
 def timed_runs(label: str, runs: int, baseline: str, candidate: str, out: Path, only: list[str],
-               extra: tuple[str, ...], done: list[dict], save: Callable[[], None]) -> list[dict]:
-    """`runs` comparisons appended to `done` (each one's A/B rows and wall time), saved after each."""
-    done.clear()
+               extra: tuple[str, ...], done: list[dict], save: Callable[[], None], append: bool = False) -> list[dict]:
+    """`runs` comparisons added to `done` (each one's A/B rows, wall time, date and commit), saved after each; the
+    runs already in `done` are dropped first unless `append` (runs of the same rules, added to across sittings)."""
+    if not append:
+        done.clear()
+    first = len(done)
     for i in range(runs):
-        rows, secs = compare(baseline, candidate, out / f"{i}", only, extra)
-        done.append({"rows": ab_rows(rows), "seconds": secs})
+        rows, secs = compare(baseline, candidate, out / f"{first + i}", only, extra)
+        done.append({"rows": ab_rows(rows), "seconds": secs, "date": time.strftime("%Y-%m-%d"), "commit": commit()})
         save()
         states = [f"{r['change']}/{r['outcome']}" for r in done[-1]["rows"]]
-        print(f"{label} run {i + 1}/{runs}: {states} in {secs:.0f}s", flush=True)
+        print(f"{label} run {i + 1}/{runs} ({len(done)} in the cell): {states} in {secs:.0f}s", flush=True)
     return done
 
 
@@ -176,11 +187,11 @@ def measure_sizes(args: argparse.Namespace, parts: list[str], results: dict, env
             runs = args.size_aa_runs if effect == 0 else args.size_runs
             cell = results["sizes"].setdefault(size, {}).setdefault(f"{effect:.3f}", [])
             timed_runs(f"{size} +{effect:.1%}", runs, str(base), str(slow), tmp / f"{size}-{effect}", [], extra,
-                       cell, save)
+                       cell, save, args.append)
         if "bimodal" in parts:
             a, b = (injected_python(env, tmp / f"bimodal-{n}", slow_state=0.25) for n, env in (("a", env_a), ("b", env_b)))
             timed_runs(f"{size} bimodal A/A", args.size_aa_runs, str(a), str(b), tmp / f"bimodal-{size}", [], extra,
-                       results["bimodal"].setdefault(size, []), save)
+                       results["bimodal"].setdefault(size, []), save, args.append)
     if "compile" in parts:  # the tests' own breakage: Inductor's compile_fx takes 50% longer; both sides wrapped
         sys.path.insert(0, str(HERE.parent / "tests"))
         from harness import interpreter
@@ -193,7 +204,7 @@ def measure_sizes(args: argparse.Namespace, parts: list[str], results: dict, env
         for key, candidate in (("0.500", slower), ("0.000", plain)):  # the power figure first
             if key in args.compile_cells.split(","):
                 timed_runs(f"compile +{float(key):.0%}", args.compile_runs, wrapped_a, candidate, tmp / f"compile-{key}",
-                           [COMPILE_CHECK], extra, results["compile"].setdefault(key, []), save)
+                           [COMPILE_CHECK], extra, results["compile"].setdefault(key, []), save, args.append)
 
 
 def main() -> int:
@@ -214,6 +225,9 @@ def main() -> int:
     parser.add_argument("--size-aa-runs", type=int, default=60, help="A/A comparisons per size (plain and bimodal)")
     parser.add_argument("--compile-runs", type=int, default=10, help="compile-time comparisons, A/A and slowed")
     parser.add_argument("--compile-cells", default="0.500,0.000", help="compile part: the slowed (0.500) and/or A/A (0.000)")
+    parser.add_argument("--append", action="store_true",
+                        help="parts sizes, bimodal, compile: add the runs to those already in each cell asked for "
+                             "(each run keeps its date and commit) instead of replacing them")
     parser.add_argument("--note", default=None, help="a line printed with the results (what else the machine was doing)")
     parser.add_argument("--out", default=str(HERE / "results"), help="folder for results.json and results.md")
     args = parser.parse_args()

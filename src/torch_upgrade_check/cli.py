@@ -115,7 +115,7 @@ def _add_install_args(p: argparse.ArgumentParser) -> None:
                           "config's ab-budget, else 20)")
     p.add_argument("--undecided", default=None, choices=("fail", "pass"),
                      help="an A/B check undecided within its budget whose estimate is beyond the threshold (and "
-                          "significant): fail it "
+                          "significant at the run's confidence): fail it "
                           "(as its --fail-on kind) or let it pass with a warning (default: the config's, else fail)")
     p.add_argument("--max-memory-regression", default=None, metavar="PCT",
                      help="peak-memory growth that fails (default: the config's, else 20%%)")

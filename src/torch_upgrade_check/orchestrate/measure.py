@@ -296,8 +296,8 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
 
 def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECIDED[0]) -> tuple[CheckResult, CheckResult]:
     """The baseline's and the candidate's results of one A/B check. An `undecided` check fails when its point
-    estimate is beyond the threshold, the increase is significant (ab.Decision.beyond) and `undecided` is
-    "fail" (the default); otherwise it warns."""
+    estimate is beyond the threshold and significant at the run's confidence (ab.Decision.beyond) and `undecided`
+    is "fail" (the default); otherwise it warns."""
     spec = t.spec
     if t.failed is not None:
         return (decide(spec, t.failed[0], max_latency_ms=max_latency_ms),
@@ -391,10 +391,12 @@ def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what:
                     f"~{d.more_seconds:.0f} s of measuring beyond its {budget_s:g} s budget (raise ab-budget: the input, "
                     f"the config key or --ab-budget)")
         if d.ratio > 1 + threshold and not d.beyond:
-            more += "; warns: its estimate is beyond the threshold but not significant"
+            more += "; warns: its estimate is beyond the threshold but not significant at the run's confidence"
         if d.beyond:
-            more += ("; fails: its estimate is beyond the threshold and significant (undecided: pass lets it pass)"
+            more += ("; fails: its estimate is beyond the threshold and significant at the run's confidence "
+                     "(undecided: pass lets it pass)"
                      if undecided == "fail" else
-                     "; passes under --undecided pass though its estimate is beyond the threshold and significant")
+                     "; passes under --undecided pass though its estimate is beyond the threshold and significant "
+                     "at the run's confidence")
     return (f"{state}: {what} {size}{interval}, {medians}; {d.why}; threshold {1 + threshold:.2f}×, "
             f"{d.rounds} rounds in {d.batches} process pair{'s' if d.batches != 1 else ''}{more}")
