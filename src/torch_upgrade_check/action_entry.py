@@ -201,17 +201,28 @@ def _upload_problem(value: str) -> str:
 
 
 def upload_plan(environ: Mapping[str, str]) -> dict[str, str]:
-    """The outputs of the action's upload step: `enabled`, the artifact's `name`, and the report folder's `path`."""
+    """The outputs of the action's upload step: `enabled`, the artifact's `name`, and the report folder's `path`.
+
+    In a `strategy.matrix` every job runs this step: the default name then gets `-<job-index>`
+    (action.yml passes `strategy.job-index` and `job-total` as STRATEGY_JOB_INDEX and STRATEGY_JOB_TOTAL), else each job's
+    upload would overwrite the last one's. A name the user set is kept as set (one per matrix entry is theirs
+    to give)."""
     values = read_inputs(environ)
     value = values["upload-report"]
     if value.lower() in FALSE or _upload_problem(value):  # a bad value: the check step has already said why
         return {"enabled": "false", "name": "", "path": ""}
-    name = DEFAULT_ARTIFACT if value.lower() in TRUE else value
+    name, where = value, ""
+    index, total = environ.get("STRATEGY_JOB_INDEX", ""), environ.get("STRATEGY_JOB_TOTAL", "")
+    if value.lower() in TRUE:
+        name = DEFAULT_ARTIFACT
+        if total.isdigit() and int(total) > 1 and index.isdigit():
+            name, where = f"{DEFAULT_ARTIFACT}-{int(index)}", f" (job {int(index) + 1} of {int(total)} in a matrix)"
     path = (Path(values["working-directory"]) / values["report-dir"]).resolve()
     if environ.get("ACT") and not environ.get("ACTIONS_RUNTIME_URL"):  # act without an artifact server
         print(f"{PROG}: upload-report: not uploaded, act has no artifact server here (act --artifact-server-path DIR "
               f"gives it one); the report stays in {path}", flush=True)
         return {"enabled": "false", "name": "", "path": ""}
+    print(f"{PROG}: upload-report: uploading {path} as artifact {name!r}{where}", flush=True)
     return {"enabled": "true", "name": name, "path": str(path)}
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from torch_upgrade_check import action_entry, github
 from torch_upgrade_check.action_entry import alias_notes, env_name, main, plan, upload_plan
@@ -256,6 +257,33 @@ def test_the_report_upload_is_on_by_default_and_takes_a_name(tmp_path: Path) -> 
     assert named == {"enabled": "true", "name": "torch-report-linux", "path": str((tmp_path / "reports/torch").resolve())}
     (problem,) = plan(_env(**base, upload_report="a/b")).problems
     assert problem.startswith("input 'upload-report' must be true, false or an artifact name")
+
+
+def test_in_a_matrix_each_job_uploads_its_report_under_a_name_of_its_own(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # strategy.job-index / job-total, as action.yml's upload step passes them; one name for every job would
+    # make each upload (overwrite: true) replace the last one's
+    base = _env(working_directory=str(tmp_path))
+    names = [upload_plan({**base, "STRATEGY_JOB_INDEX": str(i), "STRATEGY_JOB_TOTAL": "3"})["name"] for i in range(3)]
+    assert names == ["torch-upgrade-check-report-0", "torch-upgrade-check-report-1", "torch-upgrade-check-report-2"]
+    assert "as artifact 'torch-upgrade-check-report-2' (job 3 of 3 in a matrix)" in capsys.readouterr().out
+    # no matrix (job-total 1), or no strategy context at all: the plain name
+    assert upload_plan({**base, "STRATEGY_JOB_INDEX": "0", "STRATEGY_JOB_TOTAL": "1"})["name"] == "torch-upgrade-check-report"
+    assert upload_plan(base)["name"] == "torch-upgrade-check-report"
+    # a name the user set is kept as set, also in a matrix
+    named = upload_plan({**_env(working_directory=str(tmp_path), upload_report="torch-report-linux"),
+                         "STRATEGY_JOB_INDEX": "1", "STRATEGY_JOB_TOTAL": "3"})
+    assert named["name"] == "torch-report-linux"
+    assert "as artifact 'torch-report-linux'" in capsys.readouterr().out
+
+
+def test_the_upload_step_gets_the_strategy_context_through_env() -> None:
+    action = yaml.safe_load((Path(__file__).resolve().parents[2] / "action.yml").read_text())
+    (decide,) = [s for s in action["runs"]["steps"] if s.get("id") == "upload"]
+    assert decide["env"]["STRATEGY_JOB_INDEX"] == "${{ strategy.job-index }}"
+    assert decide["env"]["STRATEGY_JOB_TOTAL"] == "${{ strategy.job-total }}"
+    (upload,) = [s for s in action["runs"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert upload["with"]["name"] == "${{ steps.upload.outputs.name }}"
 
 
 def test_under_act_the_report_is_uploaded_only_when_act_has_an_artifact_server(
