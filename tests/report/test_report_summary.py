@@ -411,3 +411,35 @@ def test_correctness_failures_come_first_as_the_headline_names_them() -> None:
     attention = text[text.index("### What needs attention"):text.index("### Environment changes")]
     cross = attention.index("#### Cross-version correctness")
     assert cross < attention.index("#### Latency") < attention.index("#### Peak memory")
+
+
+@pytest.mark.parametrize("length", [150, 161, 175, 190, 400])
+def test_a_reason_is_shown_once_whole_and_its_details_only_when_the_cell_cut_it(length: int) -> None:
+    # the cell cuts a reason at REASON_LIMIT (160); a <summary> line that cut it elsewhere (at 200 with the id)
+    # showed a 161-190 character reason whole there and again in the block's body
+    reason = ("x" * (length - 4)) + " end"
+    text = render_summary([report(check("a", "numerics", Outcome.FAILED, reason=reason), label="2.13.0")])
+    doc = _html(text)
+    (row,) = [t for t in _tables(doc) if t[0][0] == "check"][0][1:]
+    cut = length > 160
+    assert row[-1] == (reason[:159] + "…" if cut else reason)
+    blocks = doc.xpath("//details[summary[starts-with(., '❌ a[float32]/numerics')]]")
+    assert len(blocks) == (1 if cut else 0)  # nothing else (no stderr, no mismatches) to show
+    assert text.count(reason) == 1  # the whole reason once: in the block's body when the cell cut it, else in the cell
+    if cut:
+        (summary,) = blocks[0].xpath("./summary")
+        assert summary.text_content() == f"❌ a[float32]/numerics on cpu 2.13.0: {reason[:159]}…"
+
+
+def test_a_verdict_cell_cuts_its_reason_where_the_details_rule_does() -> None:
+    # "suspicious: " before a 158-character reason: cutting the whole cell at 160 lost the reason's end, and the
+    # details (whole reason only past 160) did not have it either
+    reason = "latency " + "y" * 146 + " end"
+    base, cand = CASES["comparison_regression"]
+    cand = dataclasses.replace(cand, results=tuple(
+        dataclasses.replace(r, reason=reason) if r.id == "transformer_block[float32]/latency" else r
+        for r in cand.results))
+    doc = _html(render_summary([base, cand]))
+    latency = _what_changed(doc, "ms")
+    (cell,) = [row[-1] for row in latency[1:] if row[0] == "transformer_block[float32]/latency"]
+    assert cell == f"⚠️ suspicious: {reason}"

@@ -246,9 +246,9 @@ def _explained(r: CheckResult) -> str:
         icon, word = CHANGE_ICON[change], change
     else:
         icon, word = ICON[r.outcome], r.outcome.value
-    reason = one_line(r.reason)
+    reason = clip(one_line(r.reason), ATTENTION_REASON_LIMIT)  # cut as every reason cell: detail_block's rule
     text = reason if reason.startswith(f"{word}:") else f"{word}: {reason}" if reason else word
-    return f"{icon} {md(clip(text, ATTENTION_REASON_LIMIT))}"
+    return f"{icon} {md(text)}"
 
 
 def _cross_version_tables(report: Report, run: str, where: str) -> tuple[list[Table], list[Table]]:

@@ -147,7 +147,11 @@ def detail_block(r: CheckResult, run: str) -> str:
     cut_short = len(reason) > ATTENTION_REASON_LIMIT  # the table's cell shows only its start
     if not details and not mismatches and not cut_short:
         return ""
-    text = f"<details><summary>{ICON[r.outcome]} {html_text(f'{visible(r.id)} on {run}: {r.reason}')}</summary>\n\n"
+    # the <summary> line cuts the reason where the cell did, so the whole reason is shown once: there when it
+    # fits the cell, else in the block's body
+    head = html_text(f"{visible(r.id)} on {run}")
+    shown = f"{head}: {html_text(reason, ATTENTION_REASON_LIMIT)}" if reason else head
+    text = f"<details><summary>{ICON[r.outcome]} {shown}</summary>\n\n"
     if cut_short:
         text += md(reason) + "\n\n"
     if details:
