@@ -10,8 +10,8 @@ import pytest
 from cmarkgfm.cmark import Options
 from report_cases import GOLDEN, cases, check, oversized, report
 
-from torch_upgrade_check.model import Outcome
-from torch_upgrade_check.report import worst_tensor
+from torch_upgrade_check.model import ASPECTS, CheckResult, Outcome
+from torch_upgrade_check.report import CORRECTNESS_ASPECTS, worst_tensor
 from torch_upgrade_check.report.summary import headline, render_summary
 
 CASES = cases()
@@ -443,3 +443,14 @@ def test_a_verdict_cell_cuts_its_reason_where_the_details_rule_does() -> None:
     latency = _what_changed(doc, "ms")
     (cell,) = [row[-1] for row in latency[1:] if row[0] == "transformer_block[float32]/latency"]
     assert cell == f"⚠️ suspicious: {reason}"
+
+
+def test_the_headline_calls_correctness_what_fail_on_correctness_counts() -> None:
+    # the headline's groups follow --fail-on's kinds (model.FAIL_KINDS), not a list of its own: a stack that no
+    # longer resolves fails under `correctness`, and the headline says so
+    assert CORRECTNESS_ASPECTS == {a for a in ASPECTS
+                                   if CheckResult("w", a, "cpu", "float32", Outcome.FAILED).fail_kind == "correctness"}
+    resolve = check("stack", "resolve", Outcome.FAILED, dtype="-", reason="no resolution")
+    assert headline([report(resolve, check("mlp", "numerics"))]) == "❌ failed: 1 correctness failure — 2 checks on cpu"
+    compile_time = check("mlp", "compile-time", Outcome.FAILED, metrics={"change": "regression"})
+    assert headline([report(compile_time)]).startswith("❌ failed: 1 compile-time regression")

@@ -8,13 +8,13 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torch_upgrade_check.model import DEVICES, Outcome, Report, Verdict
+from torch_upgrade_check.model import ASPECTS, DEVICES, FAIL_KINDS, Outcome, Report, Verdict
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN})
 ATTENTION = FAILING | {Outcome.SUSPICIOUS}  # what the job summary shows open, before everything that passed
-CORRECTNESS_ASPECTS = frozenset({"numerics", "cross-backend", "cross-version", "compile", "determinism", "checkpoint",
-                                  "training-curve", "sdpa-backends", "amp",
-                                  "deterministic-backward", "fsdp2", "export", "jit", "aoti", "onnx", "artifact"})
+# the aspects whose failures `--fail-on correctness` counts: every registered aspect model.FAIL_KINDS does not
+# give another kind (an aspect outside ASPECTS, such as environment[-]/device, keeps its own name in the headline)
+CORRECTNESS_ASPECTS = frozenset(a for a in ASPECTS if a not in FAIL_KINDS)
 # aspects a comparison measures A/B, and the unit of their medians
 AB_ASPECTS = {"latency": "ms", "memory": "bytes", "compile-time": "ms"}
 # the A/B states, most urgent first: four, plus `undecided` (not settled within its budget; reports written
