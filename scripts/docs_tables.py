@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Write the README's reference tables from their sources: the action's inputs and outputs (action.yml), the
-reusable workflow's own inputs, and the config file's keys (schema/), each between its marker lines.
+reusable workflow's own inputs, the config file's keys (schema/) and the checks each `fail-on` kind counts
+(the package's model.py), each between its marker lines.
 
 Run it after editing any of those (`python3 scripts/docs_tables.py`); `--check` only says whether the README is
 stale (exit 1), and tests/action/test_docs_tables.py fails when it is. Needs PyYAML (the tool's own dependency).
@@ -21,6 +22,8 @@ README = ROOT / "README.md"
 ACTION = ROOT / "action.yml"
 REUSABLE = ROOT / ".github" / "workflows" / "torch-upgrade-check.yml"
 SCHEMA = ROOT / "schema" / "torch-upgrade-check.schema.json"
+sys.path.insert(0, str(ROOT / "src"))  # model.py is stdlib only: no install needed
+from torch_upgrade_check.model import ASPECTS, FAIL_KINDS, FAIL_ON  # noqa: E402
 # The reusable workflow's inputs that are not mirrored from action.yml.
 WORKFLOW_ONLY = ("runners", "artifact-name", "summary-runner", "timeout-minutes")
 # An action input's description ends with these two sentences; the table gives each a column of its own.
@@ -101,6 +104,29 @@ def config_table(schema: dict[str, Any]) -> list[str]:
     return rows
 
 
+# What each fail-on kind is, beside the aspects model.FAIL_KINDS gives it.
+FAIL_ON_ABOUT = {
+    "correctness": "every other check: {aspects}; the checks outside those aspects (such as `environment[-]/device`, "
+                   "`pytest[-]/pytest`); and any check that crashed, timed out (`error`) or did not run (`not-run`), "
+                   "and a run where nothing ran",
+    "latency": "{aspects}: A/B regressions (an `undecided` one as `undecided` says) and `max-latency-ms` limits",
+    "memory": "{aspects}: A/B regressions of peak memory, and a fleet's device memory that a workload does not fit",
+    "warnings": "{aspects}: warnings new in the candidate (without it, they are `suspicious` and fail nothing)",
+}
+
+
+def fail_on_table() -> list[str]:
+    """Which failing checks each `fail-on` kind counts, from model.FAIL_KINDS (an aspect it does not name is
+    correctness)."""
+    rows = ["| `fail-on` | the failures it counts |", "| --- | --- |"]
+    for kind in FAIL_ON:
+        named = [a for a, k in FAIL_KINDS.items() if k == kind]
+        aspects = [a for a in ASPECTS if a not in FAIL_KINDS] if kind == "correctness" else named
+        listed = ", ".join(f"`{a}`" for a in aspects)
+        rows.append(f"| `{kind}` | {_cell(FAIL_ON_ABOUT[kind].format(aspects=listed))} |")
+    return rows
+
+
 def tables() -> dict[str, list[str]]:
     action = yaml.safe_load(ACTION.read_text())
     workflow = yaml.safe_load(REUSABLE.read_text())
@@ -111,6 +137,7 @@ def tables() -> dict[str, list[str]]:
         "action outputs": outputs_table(action["outputs"]),
         "reusable workflow inputs": inputs_table(own),
         "config keys": config_table(json.loads(SCHEMA.read_text())),
+        "fail-on kinds": fail_on_table(),
     }
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from torch_upgrade_check import scaffold
+from torch_upgrade_check.model import ASPECTS, FAIL_ON, CheckResult, Outcome
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "docs_tables.py"
@@ -74,3 +75,15 @@ def test_readme_init_and_workflows_share_one_starting_point() -> None:
     (step,) = [s for s in workflow["jobs"]["torch"]["steps"] if "OWNER/torch-upgrade-check" in s.get("uses", "")]
     assert step["with"]["upload-report"] is True
     assert "macos" not in example.lower()  # hosted macOS runners have no usable MPS
+
+
+def test_the_readme_says_which_fail_on_kind_counts_each_aspect() -> None:
+    # the exit-code section's list of what counts as correctness is generated from model.FAIL_KINDS: a new
+    # aspect, or one moved to another kind, lands in the right row (a hand-kept list had missed ten)
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("<!-- fail-on kinds: generated"):readme.index("<!-- end of fail-on kinds -->")]
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([a-z]+)` \| (.*) \|$", block, re.MULTILINE)}
+    assert list(rows) == list(FAIL_ON)
+    for aspect in ASPECTS:
+        kind = CheckResult("w", aspect, "cpu", "float32", Outcome.FAILED).fail_kind
+        assert [k for k, text in rows.items() if f"`{aspect}`" in text] == [kind], aspect
