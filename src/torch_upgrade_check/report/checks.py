@@ -25,10 +25,8 @@ from torch_upgrade_check.report import (
 )
 from torch_upgrade_check.report.comparison import is_shown_here
 from torch_upgrade_check.report.markdown import (
-    ATTENTION_REASON_LIMIT,
     ICON,
     RANK,
-    REASON_LIMIT,
     Row,
     Table,
     failing_row,
@@ -94,7 +92,6 @@ def aspect_tables(runs: Sequence[tuple[Report, str]], part: str) -> list[Table]:
                 by_aspect.setdefault(r.aspect, []).append((r, name, i))
     order = [a for a in ASPECTS if a in by_aspect] + sorted(set(by_aspect) - set(ASPECTS))
     multi = len(runs) > 1
-    limit = ATTENTION_REASON_LIMIT if part == "attention" else REASON_LIMIT
     tables = []
     for aspect in order:
         entries = sorted(by_aspect[aspect], key=lambda e: _sort_key(e[0], e[2]))
@@ -107,7 +104,7 @@ def aspect_tables(runs: Sequence[tuple[Report, str]], part: str) -> list[Table]:
         rows = []
         for (r, name, _), measured in zip(entries, values):
             cells = [md(visible(r.id)), *([md(name)] if multi else []), outcome_cell(r),
-                     *(measured[i] for i in keep), reason_cell(r, limit)]
+                     *(measured[i] for i in keep), reason_cell(r)]
             rows.append(failing_row(row_line(cells), r, name, failing=r.outcome in FAILING and part != "informs"))
         heading = f"#### {md(aspect)} ({tally(results)})\n\n"
         tables.append(Table(heading, table_header(headers), tuple(rows), tier=_TIERS[part],

@@ -33,7 +33,6 @@ from torch_upgrade_check.report import (
     visible,
 )
 from torch_upgrade_check.report.markdown import (
-    ATTENTION_REASON_LIMIT,
     CHANGE_ICON,
     ICON,
     RANK,
@@ -246,7 +245,7 @@ def _explained(r: CheckResult) -> str:
         icon, word = CHANGE_ICON[change], change
     else:
         icon, word = ICON[r.outcome], r.outcome.value
-    reason = clip(one_line(r.reason), ATTENTION_REASON_LIMIT)  # cut as every reason cell: detail_block's rule
+    reason = clip(one_line(r.reason), REASON_LIMIT)  # cut as every reason cell: detail_block's rule
     text = reason if reason.startswith(f"{word}:") else f"{word}: {reason}" if reason else word
     return f"{icon} {md(text)}"
 
@@ -264,14 +263,13 @@ def _cross_version_tables(report: Report, run: str, where: str) -> tuple[list[Ta
     for part, rows in ((0, shown), (1, [r for r in results if r.outcome not in ATTENTION])):
         if not rows:
             continue
-        limit = ATTENTION_REASON_LIMIT if part == 0 else REASON_LIMIT
         lines = []
         for r in rows:
             m = r.metrics
             cells = [md(visible(r.id)), outcome_cell(r), metric(m.get("max_abs_diff_vs_baseline")),
                      _count_of(m.get("mismatched_vs_baseline"), m.get("numel")),
                      metric(m.get("bitwise_equal_to_baseline")), _rmse_pair(m), _divergent(m.get("first_divergent_module")),
-                     reason_cell(r, limit)]
+                     reason_cell(r)]
             lines.append(failing_row(row_line(cells), r, run, failing=r.outcome in FAILING))
         heading = (f"#### Cross-version correctness{where}: {tally(rows)}\n\n{about}" if part == 0 else
                    f"##### Cross-version correctness ({tally(rows)})\n\n" + ("" if shown else about))

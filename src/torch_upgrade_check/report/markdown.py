@@ -12,10 +12,10 @@ from typing import Any
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.report import clip, number, one_line, sig, visible
 
-REASON_LIMIT = 160  # characters of a reason in a table cell: a readable width beside the measured columns
-# ... in a table of what needs attention too; a failing row's whole reason (whose end is often what to do, "raise
-# ab-budget") is in its <details> block below the table
-ATTENTION_REASON_LIMIT = REASON_LIMIT
+# characters of a reason in every table cell: a readable width beside the measured columns; a failing or
+# suspicious row's whole reason (whose end is often what to do, "raise ab-budget") is in its <details> block
+# below the table (detail_block)
+REASON_LIMIT = 160
 DETAILS_LIMIT = 3000  # characters of a failing check's details; the tail is kept, where stderr ends
 ICON = {Outcome.FAILED: "❌", Outcome.ERROR: "💥", Outcome.NOT_RUN: "⏹️", Outcome.SUSPICIOUS: "⚠️",
         Outcome.SKIPPED: "⏭️", Outcome.PASSED: "✅"}
@@ -70,8 +70,8 @@ def metric(value: Any, factor: float = 1.0) -> str:
     return sig(v / factor)
 
 
-def reason_cell(r: CheckResult, limit: int = REASON_LIMIT) -> str:
-    return md(clip(one_line(r.reason), limit))
+def reason_cell(r: CheckResult) -> str:
+    return md(clip(one_line(r.reason), REASON_LIMIT))
 
 
 def outcome_cell(r: CheckResult) -> str:
@@ -144,13 +144,13 @@ def detail_block(r: CheckResult, run: str) -> str:
     mismatches = r.metrics.get("top_mismatches")
     mismatches = [m for m in mismatches if isinstance(m, dict)][:10] if isinstance(mismatches, list) else []
     reason = one_line(r.reason)
-    cut_short = len(reason) > ATTENTION_REASON_LIMIT  # the table's cell shows only its start
+    cut_short = len(reason) > REASON_LIMIT  # the table's cell shows only its start
     if not details and not mismatches and not cut_short:
         return ""
     # the <summary> line cuts the reason where the cell did, so the whole reason is shown once: there when it
     # fits the cell, else in the block's body
     head = html_text(f"{visible(r.id)} on {run}")
-    shown = f"{head}: {html_text(reason, ATTENTION_REASON_LIMIT)}" if reason else head
+    shown = f"{head}: {html_text(reason, REASON_LIMIT)}" if reason else head
     text = f"<details><summary>{ICON[r.outcome]} {shown}</summary>\n\n"
     if cut_short:
         text += md(reason) + "\n\n"
