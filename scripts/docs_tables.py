@@ -17,15 +17,13 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
-ACTION = ROOT / "action.yml"
-REUSABLE = ROOT / ".github" / "workflows" / "torch-upgrade-check.yml"
-SCHEMA = ROOT / "schema" / "torch-upgrade-check.schema.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # generated_blocks, also when a test loads this file
+from generated_blocks import ACTION, README, REUSABLE, ROOT, replace_block, write_or_check  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "src"))  # model.py is stdlib only: no install needed
 from torch_upgrade_check.model import ASPECTS, FAIL_KINDS, FAIL_ON  # noqa: E402
-# The reusable workflow's inputs that are not mirrored from action.yml.
-WORKFLOW_ONLY = ("runners", "artifact-name", "summary-runner", "timeout-minutes")
+
+SCHEMA = ROOT / "schema" / "torch-upgrade-check.schema.json"
 # An action input's description ends with these two sentences; the table gives each a column of its own.
 DEFAULT_EXAMPLE = re.compile(r"\s*Default: (?P<default>.*?)\.\s+Example: (?P<example>.*?)\.?$")
 
@@ -131,7 +129,8 @@ def tables() -> dict[str, list[str]]:
     action = yaml.safe_load(ACTION.read_text())
     workflow = yaml.safe_load(REUSABLE.read_text())
     on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as True
-    own = {name: on["workflow_call"]["inputs"][name] for name in WORKFLOW_ONLY}
+    # the reusable workflow's own inputs: those it does not mirror from action.yml (sync_workflow_inputs.py)
+    own = {n: spec for n, spec in on["workflow_call"]["inputs"].items() if n not in action["inputs"]}
     return {
         "action inputs": inputs_table(action["inputs"]),
         "action outputs": outputs_table(action["outputs"]),
@@ -143,31 +142,18 @@ def tables() -> dict[str, list[str]]:
 
 def render(readme: str) -> str:
     """The README with every generated table replaced by its source's current one."""
-    lines = readme.splitlines()
     for name, rows in tables().items():
-        begin, end = _begin(name), _end(name)
-        if begin not in lines or end not in lines:
-            raise ValueError(f"README.md lacks the marker lines of the {name} table: {begin!r} … {end!r}")
-        i, j = lines.index(begin), lines.index(end)
-        lines = [*lines[: i + 1], *rows, *lines[j:]]
-    return "\n".join(lines) + "\n"
+        readme = replace_block(readme, _begin(name), _end(name), rows, f"README.md's {name} table")
+    return readme
 
 
 def main(argv: list[str]) -> int:
-    text = README.read_text()
     try:
-        updated = render(text)
+        updated = render(README.read_text())
     except ValueError as e:
         print(f"docs_tables: {e}", file=sys.stderr)
         return 2
-    if updated == text:
-        return 0
-    if "--check" in argv:
-        print("docs_tables: README.md's generated tables are stale: run python3 scripts/docs_tables.py", file=sys.stderr)
-        return 1
-    README.write_text(updated)
-    print("updated README.md")
-    return 0
+    return write_or_check(README, updated, argv, "docs_tables")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 """Copy action.yml's inputs into the reusable workflow, between its marker lines (run after editing inputs).
 
 The reusable workflow mirrors every input of the action, description and default included;
-tests/action/test_action_metadata.py fails when the two drift apart. Stdlib only.
+tests/action/test_action_metadata.py fails when the two drift apart. `--check` only says whether the workflow
+is stale (exit 1). Stdlib only; what it shares with docs_tables.py is in generated_blocks.py.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-ACTION = ROOT / "action.yml"
-WORKFLOW = ROOT / ".github" / "workflows" / "torch-upgrade-check.yml"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # generated_blocks, also when loaded from elsewhere
+from generated_blocks import ACTION, REUSABLE, replace_block, write_or_check  # noqa: E402
+
 BEGIN = "      # --- mirrored from action.yml by scripts/sync_workflow_inputs.py: edit there, then run it ---"
 END = "      # --- end of the inputs mirrored from action.yml ---"
 # The action's inputs the workflow does not take: it uploads every runner's report folder itself.
@@ -39,20 +40,19 @@ def mirrored_inputs(action_text: str) -> list[str]:
     return out
 
 
-def main() -> int:
-    text = WORKFLOW.read_text()
-    lines = text.splitlines()
-    if BEGIN not in lines or END not in lines:
-        print(f"{WORKFLOW}: marker lines not found; keep them around the mirrored inputs", file=sys.stderr)
-        return 1
-    i, j = lines.index(BEGIN), lines.index(END)
-    new = [*lines[: i + 1], *mirrored_inputs(ACTION.read_text()), *lines[j:]]
-    updated = "\n".join(new) + "\n"
-    if updated != text:
-        WORKFLOW.write_text(updated)
-        print(f"updated {WORKFLOW.relative_to(ROOT)}")
-    return 0
+def render(workflow_text: str, action_text: str) -> str:
+    """The reusable workflow with its mirrored inputs replaced by action.yml's current ones."""
+    return replace_block(workflow_text, BEGIN, END, mirrored_inputs(action_text), REUSABLE.name)
+
+
+def main(argv: list[str]) -> int:
+    try:
+        updated = render(REUSABLE.read_text(), ACTION.read_text())
+    except ValueError as e:
+        print(f"sync_workflow_inputs: {e}", file=sys.stderr)
+        return 2
+    return write_or_check(REUSABLE, updated, argv, "sync_workflow_inputs")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from torch_upgrade_check import scaffold
@@ -18,10 +19,11 @@ SCRIPT = ROOT / "scripts" / "docs_tables.py"
 USES = re.compile(r"(uses: OWNER/torch-upgrade-check)@\S+(\s+#.*)?")
 
 
-def _load_script():  # noqa: ANN202 - a module object
+def _load(name: str):  # noqa: ANN202 - a module object
+    """scripts/NAME.py as a module."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("docs_tables", SCRIPT)
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -29,7 +31,7 @@ def _load_script():  # noqa: ANN202 - a module object
 
 
 def test_the_readme_tables_are_what_the_script_generates_from_their_sources() -> None:
-    docs_tables = _load_script()
+    docs_tables = _load("docs_tables")
     readme = (ROOT / "README.md").read_text()
     assert docs_tables.render(readme) == readme, "README.md is stale: run python3 scripts/docs_tables.py"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, check=False)
@@ -37,7 +39,7 @@ def test_the_readme_tables_are_what_the_script_generates_from_their_sources() ->
 
 
 def test_the_check_mode_fails_on_a_drifted_readme(tmp_path: Path) -> None:
-    docs_tables = _load_script()
+    docs_tables = _load("docs_tables")
     readme = (ROOT / "README.md").read_text()
     drifted = readme.replace("| `device` | no | `auto` |", "| `device` | no | `cpu` |", 1)
     assert drifted != readme
@@ -48,7 +50,7 @@ def test_the_check_mode_fails_on_a_drifted_readme(tmp_path: Path) -> None:
 
 
 def test_every_input_states_its_default_in_the_table() -> None:
-    docs_tables = _load_script()
+    docs_tables = _load("docs_tables")
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     for name, spec in action["inputs"].items():
         _, default, _ = docs_tables.split_description(spec["description"])
@@ -87,3 +89,24 @@ def test_the_readme_says_which_fail_on_kind_counts_each_aspect() -> None:
     for aspect in ASPECTS:
         kind = CheckResult("w", aspect, "cpu", "float32", Outcome.FAILED).fail_kind
         assert [k for k, text in rows.items() if f"`{aspect}`" in text] == [kind], aspect
+
+
+def test_sync_workflow_inputs_has_a_check_mode_and_puts_a_drifted_input_back(tmp_path: Path) -> None:
+    sync = _load("sync_workflow_inputs")
+    workflow, action = sync.REUSABLE.read_text(), sync.ACTION.read_text()
+    assert sync.render(workflow, action) == workflow  # current
+    drifted = workflow.replace("default: auto\n", "default: cpu\n", 1)
+    assert drifted != workflow and sync.render(drifted, action) == workflow
+    for script in ("sync_workflow_inputs", "docs_tables"):  # both commands, --check on the current tree
+        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--check"], capture_output=True,
+                              text=True, check=False, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+    # the shared writer: --check says stale (exit 1) and writes nothing; without it, it writes
+    blocks = _load("generated_blocks")
+    stale = tmp_path / "file.yml"
+    stale.write_text("old\n")
+    assert blocks.write_or_check(stale, "new\n", ["--check"], "sync_workflow_inputs") == 1
+    assert stale.read_text() == "old\n"
+    assert blocks.write_or_check(stale, "new\n", [], "sync_workflow_inputs") == 0 and stale.read_text() == "new\n"
+    with pytest.raises(ValueError, match="lacks its marker lines"):
+        sync.render(workflow.replace(sync.BEGIN, ""), action)
