@@ -354,13 +354,11 @@ def render_sizes(res: dict) -> list[str]:
 
 def pair_noise(runs: list[dict]) -> dict | None:
     """Where the A/A noise of one workload lives, from every fresh pair of its runs (read back from the workers'
-    logs; a run that kept no pair series counts when it settled in one pair): the round SD within a pair
+    logs; a run measured before they were read back counts for nothing here): the round SD within a pair
     (ab.round_sd, pooled), the SD of the pair estimates (ab.Batch.estimate: what benchmarks/noise.py calls the
     pair SD), the part of it that round noise cannot explain (the per-pair offset that ab.PAIR_SD is the prior
     of), and an approximate 95% upper bound on the pair SD (chi-square, Wilson-Hilferty). None below 3 pairs."""
-    series = [d for run in runs for r in run["rows"]
-              for d in (r.get("pair_log_ratios") or ([r["log_ratios"]] if r.get("batches") == 1 and r.get("log_ratios")
-                                                     else []))]
+    series = [d for run in runs for r in run["rows"] for d in r.get("pair_log_ratios") or []]
     batches = [ab.Batch((1.0,) * len(d), tuple(math.exp(x) for x in d)) for d in series if len(d) >= 2]
     if len(batches) < 3:
         return None

@@ -189,17 +189,6 @@ def t_quantile(p: float, df: int | float) -> float:
     return (low + high) / 2
 
 
-def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a proportion k/n (good coverage at 0 and n, unlike the Wald interval)."""
-    if n == 0:
-        return 0.0, 1.0
-    z = normal_quantile(1 - (1 - level) / 2)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def exact_binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Clopper-Pearson interval for a proportion k/n: exact (coverage never below `level`), so "0 of 60" reads
     as an upper bound a reader can rely on (1 - (tail)^(1/n): 5.96% at 60). Each end is found by bisection
@@ -208,8 +197,12 @@ def exact_binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float,
         return 0.0, 1.0
     tail = (1 - level) / 2
 
-    def at_most(j: int, p: float) -> float:  # P(X <= j) for X ~ Binomial(n, p)
-        return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(j + 1))
+    def at_most(j: int, p: float) -> float:  # P(X <= j) for X ~ Binomial(n, p), its terms in logs (no overflow)
+        if p <= 0.0 or p >= 1.0:
+            return 1.0 if p <= 0.0 or j >= n else 0.0
+        lp, lq, lnf = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+        return min(1.0, sum(math.exp(lnf - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq)
+                            for i in range(j + 1)))
 
     def solve(rising: Callable[[float], float], target: float) -> float:  # rising(p) grows from p=0 to p=1
         lo, hi = 0.0, 1.0
