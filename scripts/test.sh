@@ -26,9 +26,9 @@ if [ "$#" -gt 0 ]; then
 fi
 started=$(date +%s)
 parallel_rc=0
-pytest_phase -n auto --dist loadgroup -m "not serial" --durations=25 || parallel_rc=$?
+pytest_phase -n auto --dist loadgroup -m "not serial" --durations=40 || parallel_rc=$?
 serial_rc=0
-pytest_phase -m serial --durations=25 || serial_rc=$?
+pytest_phase -m serial --durations=40 || serial_rc=$?
 echo "scripts/test.sh: parallel phase exit ${parallel_rc}, serial phase exit ${serial_rc}, $(( $(date +%s) - started )) s in all"
 if [ "$parallel_rc" -ne 0 ]; then exit "$parallel_rc"; fi
 exit "$serial_rc"
