@@ -135,15 +135,24 @@ def test_below_the_threshold_never_fails() -> None:
     assert outcomes(0.05, n=600)["fails"] == 0  # a true 5%: neither a regression nor undecided beyond 10%
 
 
-@pytest.mark.parametrize("effect", [0.25, 0.50, 1.0])
+@pytest.mark.parametrize("effect", [0.50, 1.0])
 def test_large_slowdowns_always_fail(effect: float) -> None:
     tally = outcomes(effect, n=200)
     assert tally["fails"] == 200 and tally.get("regression", 0) >= 195
 
 
-def test_a_slowdown_at_the_threshold_fails_about_half_the_time() -> None:
+def test_a_quarter_slower_fails_in_a_whole_suite_run_and_is_never_ruled_out() -> None:
+    """24 checks share the run's budget and a failure's interval gives the 2% prior the weight of 3 pairs only:
+    a 25% slowdown in 10%-noisy rounds fails 98% of the time (measured 391 of 400 with this seed), the rest warn."""
+    tally = outcomes(0.25, n=400)
+    assert tally["fails"] >= 380 and tally.get("unchanged", 0) == 0 and tally.get("improved", 0) == 0
+
+
+def test_a_slowdown_at_the_threshold_mostly_warns_and_is_rarely_ruled_out() -> None:
+    """At exactly the threshold a slowdown cannot be told from one just under it: in a whole-suite run about a quarter
+    fail (98 of 400 with this seed), most end `undecided` (warned, with what deciding would cost), few pass."""
     tally = outcomes(0.10, n=400)
-    assert 0.35 <= tally["fails"] / 400 <= 0.7
+    assert 0.15 <= tally["fails"] / 400 <= 0.4 and tally.get("undecided", 0) >= 200 and tally.get("unchanged", 0) <= 60
 
 
 def test_a_large_effect_needs_few_rounds_to_confirm() -> None:
@@ -185,10 +194,10 @@ def test_the_interval_is_over_process_pairs_not_rounds() -> None:
 
 def test_the_family_rule_corrects_for_the_looks(monkeypatch: pytest.MonkeyPatch) -> None:
     """A regression is tested after pairs 3, 4, 5 and 6: each look gets a quarter of the check's alpha."""
-    pairs = [ab.Batch((1.0,) * 8, tuple(math.exp(m + (0.15 if i % 2 else -0.15)) for i in range(8)), seconds=1.0)
-             for m in (0.12, 0.14, 0.13)]  # rounds 15% either side of a 13% slowdown
+    pairs = [ab.Batch((1.0,) * 8, tuple(math.exp(m + (0.10 if i % 2 else -0.10)) for i in range(8)), seconds=1.0)
+             for m in (0.16, 0.18, 0.17)]  # rounds 10% either side of an 18.5% slowdown
     corrected = ab.decide(pairs, 0.10, alpha=ab.run_alpha(1), final=True)
-    assert ab.LOOKS == 4 and corrected.run_level == pytest.approx(1 - 2 * 0.05 / 4)
+    assert ab.LOOKS == 4 and corrected.run_level == pytest.approx(1 - 2 * ab.CHECK_ALPHA_MAX / 4)
     assert corrected.state == "undecided"
     monkeypatch.setattr(ab, "LOOKS", 1)  # as if a regression were tested once
     assert ab.decide(pairs, 0.10, alpha=ab.run_alpha(1), final=True).state == "regression"
