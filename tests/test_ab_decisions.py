@@ -83,13 +83,13 @@ def batch(rng: random.Random, effect: float, *, rounds: int = 24, noise: float =
 
 
 def run(rng: random.Random, effect: float, threshold: float = 0.10, max_batches: int = ab.MAX_PAIRS,
-        **noise: float) -> ab.Decision:
+        alpha: float = ALPHA, **noise: float) -> ab.Decision:
     """The sequential procedure of orchestrate.measure: a pair at a time, sized by rounds_for, until settled or
     out of pairs."""
     batches: list[ab.Batch] = []
     for i in range(max_batches):
         batches.append(batch(rng, effect, rounds=ab.rounds_for(batches, threshold), **noise))
-        decision = ab.decide(batches, threshold, alpha=ALPHA, final=i == max_batches - 1)
+        decision = ab.decide(batches, threshold, alpha=alpha, final=i == max_batches - 1)
         if decision.state != "pending":
             return decision
     raise AssertionError("a final decision cannot be pending")
@@ -101,11 +101,11 @@ def fails(d: ab.Decision) -> bool:
     return d.state == "regression" or (d.state == "undecided" and d.beyond)
 
 
-def outcomes(effect: float, n: int = 400, seed: int = 1, **noise: float) -> dict[str, int]:
+def outcomes(effect: float, n: int = 400, seed: int = 1, alpha: float = ALPHA, **noise: float) -> dict[str, int]:
     rng = random.Random(seed)
     tally: dict[str, int] = {}
     for _ in range(n):
-        d = run(rng, effect, **noise)
+        d = run(rng, effect, alpha=alpha, **noise)
         tally[d.state] = tally.get(d.state, 0) + 1
         tally["fails"] = tally.get("fails", 0) + fails(d)
     return tally
@@ -129,6 +129,17 @@ def test_a_bimodal_machine_rarely_fails_a_check() -> None:
     three pairs, fewer once an unchanged pair settles it)."""
     tally = outcomes(0.0, n=1000, slow_state=0.25)
     assert tally["fails"] <= 6 and tally.get("improved", 0) <= 6
+
+
+def test_one_workload_whose_processes_differ_by_a_tenth_rarely_fails_its_aa() -> None:
+    """The detector benchmark's 20 ms workload on the quiet machine: pair offsets of 11%, one check a run (the whole
+    run's budget, capped at 1%). With the 2% prior worth 10 pairs in a failure's interval and the run's whole 5%,
+    25 of 600 such A/A checks failed and 7 improved (a `regression` from 3-6 pairs that happened to lean one way),
+    and a true 5% failed 105 of 600; now 5, 0 and 27. A true 25% still fails 162 of 200 (185 before)."""
+    tally = outcomes(0.0, n=600, alpha=ab.run_alpha(1), noise=0.08, offset=0.11, stall=0.0)
+    assert tally["fails"] <= 8 and tally.get("improved", 0) <= 2
+    assert outcomes(0.05, n=600, alpha=ab.run_alpha(1), noise=0.08, offset=0.11, stall=0.0)["fails"] <= 40
+    assert outcomes(0.25, n=200, alpha=ab.run_alpha(1), noise=0.08, offset=0.11, stall=0.0)["fails"] >= 150
 
 
 def test_below_the_threshold_never_fails() -> None:

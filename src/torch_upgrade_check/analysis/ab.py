@@ -81,9 +81,11 @@ PRIOR_DF = 10  # the prior's weight, in pairs
 # measured pair offsets of 0% (a 2 ms workload), 6.7% (100 ms) and 10.9% (20 ms: its 4 MiB weights the size of a
 # core's L2); with the prior worth 10 pairs and a one-check run's whole 5%, a plain A/A of the 20 ms workload failed
 # 1 run in 20 (a `regression`, 5 of 6 pairs 7-22% "slower"). Seeded simulations (the pair model of
-# tests/test_ab_decisions.py; one check a run, 6 pairs at most) at 11% offsets: A/A checks failing 3.7% -> 0.5%, a
-# true 5% 14% -> 3%, a true 25% 93% -> 76%; at 2% offsets a true 25% always fails and a true 12.5% 99% -> 90%. In a
-# whole-suite run (24 checks) at 2% offsets a true 12.5% fails 95% -> 71% of the time (the rest `undecided`, warned).
+# tests/test_ab_decisions.py, test_one_workload_whose_processes_differ_by_a_tenth_rarely_fails_its_aa; one check a
+# run, 6 pairs at most) at 11% offsets: A/A checks failing 25 -> 5 of 600, a true 5% 105 -> 27 of 600, a true 25%
+# 185 -> 162 of 200; at 2% offsets a true 25% always fails and a true 12.5% 99% -> 90%. In a whole-suite run (24
+# checks, 10% round noise) a true 10% fails about 25% of the time (about half before), a true 25% 98% (100%): the
+# rest end `undecided`, warned.
 # Ruling a change out ("unchanged") keeps the prior worth 10 pairs: it is what lets an A/A check settle in one pair.
 FAIL_PRIOR_DF = 3
 CHECK_ALPHA_MAX = 0.01
