@@ -99,7 +99,7 @@ def test_injected_slowdown_is_a_confirmed_regression_and_fail_on_decides(tmp_pat
     _, candidate = load(tmp_path / "a")
     lat = by_id(candidate)["matmul[float32]/latency"]
     assert lat["outcome"] == "failed" and lat["metrics"]["change"] == "regression" and lat["metrics"]["confirmed"]
-    assert lat["metrics"]["batches"] >= 3 and lat["metrics"]["agreeing_batches"] >= 3  # three fresh pairs agree
+    assert lat["metrics"]["batches"] >= 4 and lat["metrics"]["agreeing_batches"] >= 4  # four fresh pairs agree
     assert lat["metrics"]["ratio"] > 2
     proc = compare(tmp_path / "b", torch_python, str(slow), "matmul[float32]/latency",
                    extra=("--fail-on", "correctness"))
@@ -153,14 +153,14 @@ def test_a_real_size_model_slowed_2x_fails_within_the_default_budget_and_its_aa_
 
 @pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
 def test_an_undecided_slowdown_fails_unless_the_config_says_pass(tmp_path: Path, torch_python: str) -> None:
-    """A budget too small for the three pairs a regression needs: `undecided`, with what deciding would cost;
+    """A budget too small for the four pairs a regression needs: `undecided`, with what deciding would cost;
     its estimate is beyond the threshold, so it fails by default and passes (warning) under `undecided: pass`."""
     slow = injected_python(torch_python, tmp_path / "slow", slowdown=2.0)
     proc = compare(tmp_path / "a", torch_python, str(slow), "matmul[float32]/latency", extra=("--ab-budget", "0.1"))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
     lat = by_id(load(tmp_path / "a")[1])["matmul[float32]/latency"]
     assert (lat["outcome"], lat["metrics"]["change"], lat["metrics"]["batches"]) == ("failed", "undecided", 1)
-    assert lat["reason"].startswith("undecided: latency ") and "deciding would take about 2 more process pairs" in lat["reason"]
+    assert lat["reason"].startswith("undecided: latency ") and "deciding would take about 3 more process pairs" in lat["reason"]
     assert "undecided" in (tmp_path / "a" / "summary.md").read_text()
     (tmp_path / "cfg.yml").write_text("version: 1\nundecided: pass\n")
     proc = compare(tmp_path / "b", torch_python, str(slow), "matmul[float32]/latency",

@@ -39,7 +39,7 @@ With t the threshold (0.10 = 10% slower) and tau = ln(1 + t), states:
 - `regression` (fails): at least MIN_PAIRS pairs, all of them but at most one agreeing, M and the median
   of the m_i beyond tau, and L > tau/2. An effect below half the threshold cannot fail at the run's
   confidence, one odd pair cannot carry a failure, and a process-level slow state must hit the
-  candidate in MIN_PAIRS pairs running to fail (one process in four: 0.19^3, 0.7% a run).
+  candidate in MIN_PAIRS pairs running to fail (one process in four: 0.19^4, 0.13% a run).
 - `improved`: the mirror image (informs, passes).
 - `unchanged`: U95 < tau: a slowdown as large as the threshold is ruled out (the words then say
   whether a smaller change was seen: `slower, within the 10% threshold`).
@@ -64,8 +64,14 @@ from torch_upgrade_check.analysis import stats
 
 FAMILY_ALPHA = 0.05  # the chance that a run with nothing changed reports any A/B change, at most
 UNCHANGED_ALPHA = 0.025  # each side of the 95% interval reported, and that "unchanged" must clear
-MIN_PAIRS = 3  # measured on a noisy 2-core runner: with 2, a 5% slowdown failed 1.3% of checks; with 3, 0.3%
-MAX_PAIRS = 6
+# A failure needs 4 fresh pairs, a check measures at most 8. With 2 pairs a 5% slowdown failed 1.3% of checks on a noisy
+# 2-core runner, with 3 0.3%. With 3 (and at most 6) the quiet development machine's 20 ms workload, whose processes
+# land in a state about 15% slower about as often as not, failed plain A/As (3 pairs of a run all read 12-16% slower);
+# simulated with processes slow 45% of the time by 15%, one check a run: A/A failures 1.8% -> 0.2%, a true 5% 3.0% ->
+# 1.2%, a true 25% 81% -> 92% (more pairs to average the states over), a quiet true 12.5% 92% -> 98%; the price is a
+# 4th pair before any failure.
+MIN_PAIRS = 4
+MAX_PAIRS = 8
 LOOKS = MAX_PAIRS - MIN_PAIRS + 1  # a regression is tested after each pair from MIN_PAIRS to MAX_PAIRS
 # prior SD of a pair's own offset in the log ratio. Where it comes from: a benchmarks/noise.py run on the quiet 2-core
 # development machine (pair SD 1-5%; its noise.json was not kept). The detector benchmark's A/A pairs on the same
@@ -82,10 +88,9 @@ PRIOR_DF = 10  # the prior's weight, in pairs
 # core's L2); with the prior worth 10 pairs and a one-check run's whole 5%, a plain A/A of the 20 ms workload failed
 # 1 run in 20 (a `regression`, 5 of 6 pairs 7-22% "slower"). Seeded simulations (the pair model of
 # tests/test_ab_decisions.py, test_one_workload_whose_processes_differ_by_a_tenth_rarely_fails_its_aa; one check a
-# run, 6 pairs at most) at 11% offsets: A/A checks failing 25 -> 5 of 600, a true 5% 105 -> 27 of 600, a true 25%
-# 185 -> 162 of 200; at 2% offsets a true 25% always fails and a true 12.5% 99% -> 90%. In a whole-suite run (24
-# checks, 10% round noise) a true 10% fails about 25% of the time (about half before), a true 25% 98% (100%): the
-# rest end `undecided`, warned.
+# run) at 11% offsets, with MIN_PAIRS 4 below: A/A checks failing 25 -> 2 of 600, a true 5% 105 -> 16 of 600, a true
+# 25% 185 -> 173 of 200. In a whole-suite run (24 checks, 10% round noise) a true 10% fails 42% of the time (about half
+# before), a true 25% 98% (100%): the rest end `undecided`, warned.
 # Ruling a change out ("unchanged") keeps the prior worth 10 pairs: it is what lets an A/A check settle in one pair.
 FAIL_PRIOR_DF = 3
 CHECK_ALPHA_MAX = 0.01
