@@ -48,7 +48,7 @@ With t the threshold (0.10 = 10% slower) and tau = ln(1 + t), states:
   many seconds of measuring, deciding would take. The caller decides whether it fails (`--undecided`):
   by default it does when its estimate is beyond the threshold and significant at the run's confidence
   (L > tau/2: what a regression's interval must clear, only the agreement of MIN_PAIRS pairs missing),
-  so that a 2x or 1.25x slowdown seen in one or two pairs fails, and a process that landed in a slow
+  so that a 2x or 1.25x slowdown seen in two or three pairs fails, and a process that landed in a slow
   state in one pair of two (its plain 95% interval above 1, not its run-level one) does not.
 Exact series (peak memory usually is: every round the same) are judged by their ratio, re-measured in
 fresh pairs before they fail.
@@ -166,8 +166,7 @@ class PairLevel:
         return math.ceil(self.variance * (stats.t_quantile(1 - alpha, self.df) / gap) ** 2)
 
 
-def pair_level(batches: Sequence[Batch], floor: float = 0.0, pair_sd: float = PAIR_SD,
-               prior_df: float = PRIOR_DF) -> PairLevel:
+def pair_level(batches: Sequence[Batch], floor: float = 0.0, prior_df: float = PRIOR_DF) -> PairLevel:
     measured = [(b, b.estimate(floor)) for b in batches]
     measured = [(b, m) for b, m in measured if not math.isnan(m)]
     ests = tuple(m for _, m in measured)
@@ -181,7 +180,7 @@ def pair_level(batches: Sequence[Batch], floor: float = 0.0, pair_sd: float = PA
     # (at least 2 degrees of freedom: one ABBA cycle cut short by the budget would otherwise give a 40x variance)
     widen = (stats.t_quantile(0.975, max(2, df)) / stats.normal_quantile(0.975)) ** 2 if df else 1.0
     within = [0.0 if b.exact else sd * sd * widen / max(1, len(b.log_ratios(floor))) for b, _ in measured]
-    prior = pair_sd**2 + sum(within) / k
+    prior = PAIR_SD**2 + sum(within) / k
     own = sum((m - mean) ** 2 for m in ests) / (k - 1) if k > 1 else 0.0
     variance = (prior_df * prior + (k - 1) * own) / (prior_df + k - 1)
     return PairLevel(ests, mean, variance, prior_df + k - 1, exact)
