@@ -381,3 +381,22 @@ def test_when_host_ram_decides_a_memory_check_its_numbers_are_the_hosts() -> Non
                                 increase="growth")
     _, cand = measure.results(t, {})
     assert cand.metrics["decided_by"] == "device" and cand.metrics["ratio"] == pytest.approx(1.0)
+
+
+def test_a_compile_slowdown_fails_against_its_own_threshold_and_a_larger_one_lets_it_pass() -> None:
+    """compare's `--max-compile-time-regression` is the compile-time Track's threshold: four pairs of cold compiles
+    1.3x slower fail at the default 25% and pass at 100% (a doubling ruled out). The e2e test times the default."""
+    pairs = [ab.Batch((124.0, 126.0, 122.0, 125.0, 123.0, 124.0), (161.0, 163.0, 158.0, 162.0, 160.0, 161.0),
+                      seconds=2.0, warm_seconds=17.0)] * 4
+    verdicts = {}
+    for threshold in (0.25, 1.0):
+        t = track("compile-time", pairs, threshold=threshold)
+        t.samples = {"b": [124.0] * 24, "c": [161.0] * 24}
+        t.decision = ab.decide(t.batches, threshold, alpha=ab.run_alpha(1), final=True)
+        verdicts[threshold] = measure.results(t, {})[1]
+    failed, passed = verdicts[0.25], verdicts[1.0]
+    assert failed.outcome is Outcome.FAILED and failed.fail_kind == "latency", failed.reason
+    assert failed.reason.startswith("regression: cold compile time 1.3") and "threshold 1.25×" in failed.reason
+    assert passed.outcome is Outcome.PASSED and passed.metrics["change"] == "unchanged", passed.reason
+    assert passed.reason.startswith("slower, within the 100% threshold: cold compile time 1.3"), passed.reason
+    assert "a slowdown of 100% or more is ruled out; threshold 2.00×" in passed.reason

@@ -336,10 +336,8 @@ def test_a_miscompiled_backward_fails_compile_where_eager_numerics_pass(tmp_path
     assert by_id["transformer_block[float32]/compile"]["outcome"] == "passed"  # relu: no gelu to miscompile
 
 
-@pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
-def test_cold_compile_time_is_opt_in_and_a_slower_compile_fails_compare_like_latency(tmp_path: Path,
-                                                                                     torch_python: str) -> None:
-    """2.9's cold compiles took about 40% longer: each A/B round compiles the workload in a fresh Inductor cache."""
+def test_cold_compile_time_is_opt_in_and_run_reports_the_median_of_three_cold_compiles(tmp_path: Path,
+                                                                                       torch_python: str) -> None:
     check = "matmul[float32]/compile-time"
     plain = run_cli("run", "--python", torch_python, "--device", "cpu", "--list")
     assert plain.returncode == 0 and "compile-time" not in plain.stdout  # opt-in
@@ -348,41 +346,29 @@ def test_cold_compile_time_is_opt_in_and_a_slower_compile_fails_compare_like_lat
     assert alone.returncode == 0, alone.stdout[-3000:]
     timed = results_by_id(load_report(tmp_path / "run"))[check]
     assert timed["reason"].startswith("cold compile median ") and len(timed["metrics"]["samples_ms"]) == 3
+
+
+@pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
+@pytest.mark.slow
+def test_a_slower_cold_compile_fails_compare_like_latency_and_its_aa_passes(tmp_path: Path, torch_python: str) -> None:
+    """2.9's cold compiles took about 40% longer: each A/B round compiles the workload in a fresh Inductor cache.
+    Here Inductor's compile_fx takes twice as long (matmul's whole cold compile about 1.5x). That a larger
+    --max-compile-time-regression lets the same pairs pass is tests/test_ab_decisions.py's (torch-free); how often
+    a 1.5x FlexAttention compile fails within its budget is the detector benchmark's (docs/benchmarks.md)."""
+    check = "matmul[float32]/compile-time"
     code, same = compared(torch_python, torch_python, tmp_path / "aa", check, extra=("--compile-time",))
     assert (code, same[check]["outcome"], same[check]["metrics"]["change"]) == (0, "passed", "unchanged"), same[check]
-    slower = str(interpreter(torch_python, tmp_path / "py", breaks=["compile-slower"]))
+    slower = str(interpreter(torch_python, tmp_path / "py", breaks=["compile-slower"],
+                             options={"TUC_COMPILE_SLOWER": "1.0"}))
     code, cand = compared(torch_python, slower, tmp_path / "out", check, extra=("--compile-time",))
     result = cand[check]
     assert (code, result["outcome"]) == (1, "failed"), result["reason"]
     assert result["reason"].startswith("regression: cold compile time 1.") and "threshold 1.25×" in result["reason"]
     assert "--compile-time" in result["repro"]
-    code, lenient = compared(torch_python, slower, tmp_path / "lenient", check,
-                             extra=("--compile-time", "--max-compile-time-regression", "100%"))
-    assert (code, lenient[check]["outcome"]) == (0, "passed"), lenient[check]["reason"]
-
-
-@pytest.mark.serial  # its verdict is a timing: run alone, after the parallel phase
-@pytest.mark.slow
-def test_a_flex_attention_compile_half_again_as_slow_fails_within_its_budget_and_its_aa_passes(
-        tmp_path: Path, torch_python: str) -> None:
-    """Issue 18: FlexAttention's cold compile (5 s here) 1.5x slower was `suspicious` after 405 s against a stated
-    200 s budget. Its pairs are now planned for the 25% threshold within the budget. Since a failure needs 4 fresh
-    pairs that agree, this compile (measured 1.33x on the quiet machine: Inductor's compile_fx slowed, not the whole
-    compile) is not always confirmed within the budget: it fails, or it warns (`undecided`, beyond the threshold, with
-    what deciding would cost); it never passes. How often it fails is the detector benchmark's figure
-    (docs/benchmarks.md), not this test's."""
-    check = "flex_attention_causal[float32]/compile-time"
-    code, same = compared(torch_python, torch_python, tmp_path / "aa", check, extra=("--compile-time",))
-    # passes: unchanged, or (a busy machine) undecided with its estimate inside the threshold, which warns
-    assert code == 0 and same[check]["outcome"] in ("passed", "suspicious"), same[check]["reason"]
-    slower = str(interpreter(torch_python, tmp_path / "py", breaks=["compile-slower"]))
-    code, cand = compared(torch_python, slower, tmp_path / "out", check, extra=("--compile-time",))
-    result = cand[check]
-    assert (code, result["outcome"]) in ((1, "failed"), (0, "suspicious")), result["reason"]
-    assert result["metrics"]["change"] in ("regression", "undecided") and result["metrics"]["ratio"] > 1.25
-    if result["outcome"] == "suspicious":
-        assert "deciding would take about" in result["reason"], result["reason"]
-    assert sum(result["metrics"]["batch_seconds"]) <= 1.25 * result["metrics"]["budget_s"] == 250
+    # after the first pair, each side's warm-up reads the compiler's probes from its own Inductor cache (~15 s of
+    # g++ a process on this machine): every later pair's warm-up is cheaper than the first's
+    warm = result["metrics"]["warm_up_seconds"]
+    assert len(warm) == result["metrics"]["batches"] >= 4 and max(warm[1:]) < warm[0], warm
 
 
 def test_a_warning_new_in_the_users_own_tests_is_judged_like_a_workloads(tmp_path: Path, torch_python: str) -> None:

@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -302,7 +303,8 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if has_baseline and ab_specs:
         warm = ("memory",) if device == "cpu" and any(s.aspect == "memory" for s in ab_specs) else ()
         pair = measure.Pair(pythons["baseline"], pythons["candidate"], out / "logs", settings.threads,
-                            tuple(settings.python_path), measure.pinned_cpus(settings.threads or 1), warm)
+                            tuple(settings.python_path), measure.pinned_cpus(settings.threads or 1), warm,
+                            Path(tempfile.mkdtemp(prefix="torch-upgrade-check-inductor-")))
     # The A/B pair starts as soon as one side is done (a CPU is free): it imports torch and readies its
     # profiler while the other side finishes; it measures nothing until both are done.
     launched: list[tuple[LiveWorker, LiveWorker]] = []
@@ -332,6 +334,8 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     finally:
         if launched:
             measure.close(*launched.pop())
+        if pair is not None and pair.cache_dir is not None:
+            shutil.rmtree(pair.cache_dir, ignore_errors=True)
     if has_baseline:
         reports["candidate"] = compare.judge_against_baseline(
             reports["baseline"], compare.mark_preexisting(reports["baseline"], reports["candidate"]),

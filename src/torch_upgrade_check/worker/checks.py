@@ -261,18 +261,24 @@ def compile_time(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, d
 
 
 def _warm_compiler(fresh: Callable[[], Any], device: devices.Device) -> dict[str, Any]:
-    """compare's warm-up round of a compile-time A/B pair: one cold compile of a tiny function readies what a new
-    process pays for once (Inductor's imports, its compile workers, the C++ toolchain) without compiling the
-    whole workload on top of it. That once-a-process cost is large: on the shared 2-core machine this was
-    written on, 27-270 s, where matmul's later cold compiles took 0.2-0.5 s and FlexAttention's 8-30 s."""
+    """compare's warm-up round of a compile-time A/B pair: readies what a new process pays for once (Inductor's
+    imports, its compile workers, the C++ toolchain's probes) without compiling the whole workload on top of it.
+    That once-a-process cost is large: on the shared 2-core machine this was written on, 27-270 s, where
+    matmul's later cold compiles took 0.2-0.5 s and FlexAttention's 8-30 s; most of it (on a quiet machine
+    ~15 of 24 s) is g++ probing which vector ISAs build, which torch caches on disk in its Inductor cache.
+    So a tiny function is compiled twice: first in the process's own cache (compare gives each side one
+    across its pairs: the probes are built once a side, then read), then in a fresh, empty cache as a
+    timed compile is, which readies what a cold compile does in the process (on a quiet machine the first
+    timed compile after it took what it took after a warm-up in a fresh cache alone: 0.2 s, not 0.45)."""
     import torch._dynamo
 
-    torch._dynamo.reset()
     x = torch.ones(8, device=device.name)
     start = time.perf_counter()
-    with fresh():
-        torch.compile(lambda t: torch.sin(t) * 2 + 1)(x)
-        device.synchronize()
+    for cache in (contextlib.nullcontext, fresh):
+        torch._dynamo.reset()
+        with cache():
+            torch.compile(lambda t: torch.sin(t) * 2 + 1)(x)
+            device.synchronize()
     torch._dynamo.reset()
     return {"samples_ms": [(time.perf_counter() - start) * 1000.0], "inner_loops": 1, "warm_up": "tiny"}
 
