@@ -9,16 +9,12 @@ Inductor alone starts one Python per CPU-ISA probe (each only dlopens a library)
 which cost each compiling test under the harness about ten imports of torch.
 """
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import os
-import sys
-import types
-from collections.abc import Sequence
+
+import tuc_hooks
 
 
-def _install() -> None:
+def _install(_torch: object = None) -> None:
     if os.environ.get("TUC_EMULATE"):
         import tuc_emulation
 
@@ -29,29 +25,5 @@ def _install() -> None:
         tuc_breakage.install(os.environ["TUC_BREAK"])
 
 
-class _AfterTorch(importlib.abc.MetaPathFinder):
-    """Finds `torch` as the rest of sys.meta_path does, and runs _install once torch's module has executed."""
-
-    def find_spec(self, name: str, path: Sequence[str] | None = None,
-                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if name != "torch":
-            return None
-        sys.meta_path.remove(self)  # once: the finders after it find torch, and no later import comes here
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        execute = spec.loader.exec_module
-
-        def exec_module(module: types.ModuleType) -> None:
-            execute(module)
-            _install()
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
 if os.environ.get("TUC_EMULATE") or os.environ.get("TUC_BREAK"):
-    if "torch" in sys.modules:  # imported before this ran (by a .pth file): install now
-        _install()
-    else:
-        sys.meta_path.insert(0, _AfterTorch())
+    tuc_hooks.once_imported("torch", _install)  # now, where torch came first (a .pth file imported it)
