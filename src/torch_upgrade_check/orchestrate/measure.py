@@ -154,8 +154,9 @@ class Track:
     @property
     def counts_warm(self) -> bool:
         """Whether the budget counts each pair's warm-up round. Not for compile time: its warm-up is what a new
-        process pays once for its first compile (27-270 s a process on a busy 2-core machine, where later cold
-        compiles took 0.2-30 s), which would leave the budget no room for rounds; it is reported apart."""
+        process pays once for its first compile (7-23 s a process on the quiet 2-core machine, 27-270 s on a busy
+        one before each side kept its Inductor cache across pairs, where later cold compiles took 0.1-30 s), which
+        would leave the budget no room for rounds; it is reported apart."""
         return self.spec.aspect != "compile-time"
 
     @property
