@@ -388,7 +388,7 @@ def render_noise(res: dict) -> list[str]:
     return ["", f"Noise of the A/A runs, over their fresh pairs (prior assumed by analysis/ab.py: pair offset "
                 f"SD {ab.PAIR_SD:.0%}, worth {ab.PRIOR_DF} pairs to rule a change out and {ab.FAIL_PRIOR_DF} to fail one; "
                 f"a failure needs {ab.MIN_PAIRS} pairs):", "",
-            "| workload | runs | fresh pairs | rounds a pair (mean) | round SD | pair SD (95% upper bound) | per-pair offset SD |",
+            "| workload | kind | fresh pairs | rounds a pair (mean) | round SD | pair SD (95% upper bound) | per-pair offset SD |",
             "| --- | --- | --- | --- | --- | --- | --- |"] + [
         f"| {size} | {kind} | {n['pairs']} | {n['rounds_mean']:.1f} | {n['round_sd']:.1%} | {n['pair_sd']:.1%} "
         f"({n['pair_sd_upper95']:.1%}) | {n['pair_offset_sd']:.1%} |" for size, kind, n in rows]
