@@ -190,3 +190,12 @@ def test_config_accepts_zero_tolerances_and_keeps_them(tmp_path: Path) -> None:
     assert (cfg.thresholds.rtol, cfg.thresholds.atol) == (0.0, 0.0)
     assert cfg.tolerances_for("tiny") == {"rtol": 0.0, "atol": 1e-6}  # a workload's 0 is a value, not "unset"
     assert cfg.tolerances_for("mlp") == {"rtol": 0.0, "atol": 0.0}
+
+
+def test_each_regression_flag_sets_its_own_aspects_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What compare hands the A/B measurement: --max-compile-time-regression 100% is the compile-time threshold
+    (ratio 2.0) and leaves the others at their defaults (the judgement at that threshold: test_ab_decisions)."""
+    monkeypatch.chdir(tmp_path)
+    args = cli.build_parser().parse_args(["compare", "--candidate", "current", "--max-compile-time-regression=100%"])
+    *_, thresholds = compare_cmd._validate(args)
+    assert thresholds.by_aspect() == {"latency": 0.10, "memory": 0.20, "compile-time": 1.0}

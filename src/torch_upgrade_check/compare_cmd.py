@@ -377,6 +377,4 @@ def _measure(args: argparse.Namespace, settings: session.Settings, device: str, 
         say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
 
     record()  # a run killed during the A/B rounds shows them as not-run
-    measure.measure(ab_specs, pair, {"latency": thresholds.latency, "memory": thresholds.memory,
-                                     "compile-time": thresholds.compile_time},
-                    timeout_s=settings.timeout_s, budget_s=budget_s, say=say, on_track=on_track, launched=launched)
+    measure.measure(ab_specs, pair, thresholds.by_aspect(), timeout_s=settings.timeout_s, budget_s=budget_s, say=say, on_track=on_track, launched=launched)

@@ -28,6 +28,10 @@ class Thresholds:
     memory: float = 0.20
     compile_time: float = 0.25
 
+    def by_aspect(self) -> dict[str, float]:
+        """Each A/B aspect's threshold, as measure.measure takes them."""
+        return {"latency": self.latency, "memory": self.memory, "compile-time": self.compile_time}
+
 
 # the baseline saves what the candidate loads: planned per side (cross-version apart: one per workload and dtype)
 TRAINING_ASPECTS = ("checkpoint", "training-curve", "amp")

@@ -14,7 +14,7 @@ import os
 import tuc_hooks
 
 
-def _install(_torch: object = None) -> None:
+def _install(_torch: object) -> None:
     if os.environ.get("TUC_EMULATE"):
         import tuc_emulation
 
