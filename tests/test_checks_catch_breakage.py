@@ -473,3 +473,39 @@ def test_the_op_recording_stops_at_its_budget_and_says_so(tmp_path: Path, torch_
     assert not found["all"]["ops_truncated"] and found["all"]["ops_recorded"] == 46
     assert found["bytes"]["ops_truncated"] and 0 < found["bytes"]["ops_bytes"] <= 200_000
     assert found["ops"]["ops_truncated"] and found["ops"]["ops_recorded"] == 5
+
+
+@pytest.mark.parametrize("breaks", [(), ("inductor-config-at-import",)], ids=["real-torch", "inductor-at-import"])
+def test_a_worker_pinned_to_one_cpu_compiles_without_a_process_pool(tmp_path: Path, torch_python: str,
+                                                                    breaks: tuple[str, ...]) -> None:
+    """Inductor sizes its compile pool when its config is first imported. A torch whose import brings that config
+    sized it for every CPU before the A/B worker pinned its one, and that side alone compiled through a pool of
+    processes sharing the CPU (in the test harness, which did exactly that: warm-ups of 96-148 s against 7-9 s on
+    the real side). The worker sizes it again after pinning; the real torch has not imported it then, and still
+    has not after the worker's start (it is not imported for nothing)."""
+    import os
+
+    if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs or more: on one, Inductor never sizes a pool")
+    from torch_upgrade_check.schema import PLAN_KIND, PLAN_VERSION
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"kind": PLAN_KIND, "schema_version": PLAN_VERSION,
+                                "cpus": [min(os.sched_getaffinity(0))], "checks": []}))
+    script = ("import sys, torch\n"
+              "config = sys.modules.get('torch._inductor.config')\n"
+              "before = config and config.compile_threads\n"
+              "from torch_upgrade_check.worker.__main__ import main\n"
+              "assert main(sys.argv[1:]) == 0\n"
+              "config = sys.modules.get('torch._inductor.config')\n"
+              "print(before, config and config.compile_threads)\n")
+    python = str(interpreter(torch_python, tmp_path / "py", breaks=breaks))
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_COMPILE_THREADS"}
+    proc = subprocess.run([python, "-c", script, str(plan), str(tmp_path / "events.jsonl")], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before, after = proc.stdout.split()
+    if breaks:
+        assert (int(before), int(after)) == (min(32, len(os.sched_getaffinity(0))), 1)
+    else:
+        assert (before, after) == ("None", "None")

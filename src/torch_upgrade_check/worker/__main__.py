@@ -83,6 +83,17 @@ def _wait_for(path: str | None) -> None:
         time.sleep(0.05)
 
 
+def _fit_compile_threads() -> None:
+    """Inductor sizes its compile pool from the CPUs it may use when its config is first imported. Imported before
+    the pin (by a torch whose import brings it, a plugin, a sitecustomize), it would compile through a pool of
+    processes sharing the pinned CPU, on that side only: size it again, by torch's own rule (which reads
+    TORCHINDUCTOR_COMPILE_THREADS first), never above what it was. Not imported yet: it will see the pin itself."""
+    config = sys.modules.get("torch._inductor.config")
+    decide = getattr(config, "decide_compile_threads", None)
+    if decide is not None and isinstance(getattr(config, "compile_threads", None), int):
+        config.compile_threads = min(config.compile_threads, decide())
+
+
 def main(argv: list[str]) -> int:
     _die_with_parent()
     faulthandler.enable()  # a segfault or abort prints the Python stack: the crash record's details
@@ -109,6 +120,7 @@ def main(argv: list[str]) -> int:
                 print(f"worker: could not ready the CPU profiler: {type(e).__name__}: {e}", file=sys.stderr)
         if plan.get("cpus") and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, plan["cpus"])
+            _fit_compile_threads()
         if plan.get("threads"):
             torch.set_num_threads(int(plan["threads"]))
         instance.add_python_path(plan.get("python_path", []))

@@ -69,6 +69,8 @@ changes float64 too, as a real kernel change does.
 - onnx-default-legacy: torch.onnx.export without dynamo= runs the TorchScript-based exporter (its signature's
   default dynamo=False), as before 2.9 made dynamo=True the default (a baseline from before the flip:
   ray-project/ray#64410 is the call that broke across it).
+- inductor-config-at-import: importing torch also imports Inductor's config (as a release or a plugin whose import
+  brings it), which sizes Inductor's compile pool from the CPUs the process may use at that moment; nothing else.
 - no-onnxruntime: the environment under test has no onnxruntime (its import fails, as where the onnx extra was
   not installed); torch is untouched.
 """
@@ -464,6 +466,8 @@ def install(names: str) -> None:
             torch.export.export = _static_export(torch.export.export)
         elif name == "onnx-default-legacy":
             torch.onnx.export = _legacy_default(torch.onnx.export)
+        elif name == "inductor-config-at-import":
+            import torch._inductor.config as _config  # noqa: F401  (`as`: a bare import would make torch local)
         elif name == "no-onnxruntime":
             sys.modules["onnxruntime"] = None  # Python's way to make an import fail
         elif name == "no-compile":
