@@ -352,8 +352,8 @@ def _measure(args: argparse.Namespace, settings: session.Settings, device: str, 
              budget_s: float, reports: dict[str, Report], write: Callable[[], None]) -> None:
     """The latency, memory and compile-time A/B, each result written to both sides' reports as it is decided."""
     kinds = [a for a in compare.AB_ASPECTS if any(s.aspect == a for s in ab_specs)]
-    cold = (f", {budget_s * measure.COMPILE_BUDGET_FACTOR:g} s a compile-time check"
-            if "compile-time" in kinds else "")
+    cold = (f", a compile-time check {measure.COMPILE_BUDGET_ROUNDS} of its rounds, {budget_s * measure.COMPILE_BUDGET_FACTOR:g}"
+            f"-{budget_s * measure.COMPILE_BUDGET_MOST:g} s" if "compile-time" in kinds else "")
     say(f"{', '.join(kinds)}: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "
         f"pair of workers ({settings.threads} CPU threads each; up to {budget_s:g} s a check{cold})")
     repro_of = {s.id: repro(args, device, s) for s in ab_specs}

@@ -51,7 +51,14 @@ UNDECIDED = ("fail", "pass")  # what an undecided check whose estimate is beyond
 HOST_FLOOR_BYTES = 32 * 2**20
 HOST_QUANTUM_BYTES = 2**20  # host samples in whole MiB: KiB-level jitter is not a measurement
 HOST_NOISY_ROUNDS = 8  # a batch whose host samples differ needs enough rounds for its own signed-rank test
-COMPILE_BUDGET_FACTOR = 10  # a compile-time check's budget, in latency budgets: one sample is a whole cold compile
+# A compile-time check's budget: one sample is a whole cold compile, so it is sized from what the check's rounds cost
+# once its first pair has measured them: COMPILE_BUDGET_ROUNDS rounds (the fewest a failure needs, 4 + 3 x 2, twice
+# over), at least COMPILE_BUDGET_FACTOR latency budgets and at most COMPILE_BUDGET_MOST. A fixed 10 budgets (200 s)
+# gave a 10 s compile's first pair a third of it and left no room for the 4 pairs a failure needs: simulated with
+# the detector benchmark's measured noise, a 1.5x slower 10 s compile failed 19% of runs and a 2x one 60%.
+COMPILE_BUDGET_FACTOR = 10
+COMPILE_BUDGET_ROUNDS = 20
+COMPILE_BUDGET_MOST = 30
 TIMED_WORDS = ("latency", "cold compile time")  # what `explain` calls the timed aspects
 TIMED = ("latency", "compile-time")  # A/B aspects whose samples are times (judged as slowdowns)
 
@@ -169,7 +176,14 @@ class Track:
 
     @property
     def budget(self) -> float:
-        return self.budget_s * (COMPILE_BUDGET_FACTOR if self.spec.aspect == "compile-time" else 1)
+        """Measuring seconds this check may spend: --ab-budget; a compile-time check's from its own rounds' cost
+        (see COMPILE_BUDGET_ROUNDS), between COMPILE_BUDGET_FACTOR and COMPILE_BUDGET_MOST times --ab-budget."""
+        if self.spec.aspect != "compile-time":
+            return self.budget_s
+        rounds = sum(len(b.baseline) for b in self.batches)
+        per_round = sum(b.seconds for b in self.batches) / rounds if rounds else 0.0
+        return min(self.budget_s * COMPILE_BUDGET_MOST,
+                   max(self.budget_s * COMPILE_BUDGET_FACTOR, COMPILE_BUDGET_ROUNDS * per_round))
 
     def pair_cap(self) -> float:
         """Seconds the next pair may take: what is left, shared by the pairs a failure still needs."""
