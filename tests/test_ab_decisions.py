@@ -353,15 +353,14 @@ def compile_check(rng: random.Random, effect: float, compile_s: float, *, round_
                   pair_sd: float = 0.05) -> ab.Decision:
     """One compile-time check through measure's own planner and budget: each round one cold compile a side
     (`compile_s` on the baseline, noise as the detector benchmark measured on FlexAttention's: rounds 11-15%, pairs
-    5%), pairs cut short by the pair's cap as measure_batch cuts them."""
+    5%), pairs cut short by the pair's cap (Track.pair_is_full, as measure_batch)."""
     t = track("compile-time", [], threshold=0.25)
     for k in range(1, measure.MAX_BATCHES + 1):
         rounds, cap, offset = t.next_rounds or measure.first_rounds("compile-time"), t.pair_cap(), rng.gauss(0, pair_sd)
         b: list[float] = []
         c: list[float] = []
         for r in range(rounds):
-            fewest = measure.FEWEST_ROUNDS if t.batches else measure.FIRST_FEWEST_ROUNDS
-            if r >= fewest and r % 2 == 0 and (sum(b) + sum(c)) * (r + 1) / r > cap:
+            if t.pair_is_full(r, sum(b) + sum(c), 0.0, cap):
                 break
             b.append(compile_s * math.exp(rng.gauss(0, round_sd / 2)))
             c.append(compile_s * math.exp(effect + offset + rng.gauss(0, round_sd / 2)))

@@ -6,6 +6,7 @@ counted, compile checks past the recompile limit passed in 0.0 s, eager against 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -483,8 +484,6 @@ def test_a_worker_pinned_to_one_cpu_compiles_without_a_process_pool(tmp_path: Pa
     processes sharing the CPU (in the test harness, which did exactly that: warm-ups of 96-148 s against 7-9 s on
     the real side). The worker sizes it again after pinning; the real torch has not imported it then, and still
     has not after the worker's start (it is not imported for nothing)."""
-    import os
-
     if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 CPUs or more: on one, Inductor never sizes a pool")
     from torch_upgrade_check.schema import PLAN_KIND, PLAN_VERSION

@@ -191,6 +191,13 @@ class Track:
         still = max(1, ab.MIN_PAIRS - len(self.batches))
         return max(0.0, self.budget - self.seconds) / still
 
+    def pair_is_full(self, r: int, seconds: float, warm_seconds: float, cap_s: float) -> bool:
+        """Whether the pair being measured stops before its round `r` (0-based, timed rounds only): at a whole ABBA
+        cycle, past its fewest rounds, once another round would take it past `cap_s`."""
+        fewest = FEWEST_ROUNDS if self.batches else FIRST_FEWEST_ROUNDS
+        counted = warm_seconds if self.counts_warm else 0.0
+        return r >= fewest and r % 2 == 0 and counted + seconds * (r + 1) / r > cap_s
+
     def plan(self) -> int:
         """Rounds for the next pair (0: none fits in the budget left)."""
         aspect = self.spec.aspect
@@ -267,9 +274,7 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
     seconds = warm_seconds = 0.0
     host: dict[str, list[float]] = {"b": [], "c": []}
     for r in range(-WARMUP_ROUNDS, rounds):
-        fewest = FEWEST_ROUNDS if t.batches else FIRST_FEWEST_ROUNDS
-        counted = warm_seconds if t.counts_warm else 0.0
-        if r >= fewest and r % 2 == 0 and counted + seconds * (r + 1) / r > cap_s:
+        if t.pair_is_full(r, seconds, warm_seconds, cap_s):
             break
         order = (("b", baseline), ("c", candidate)) if r % 2 == 0 else (("c", candidate), ("b", baseline))
         warm = r < 0
