@@ -31,8 +31,9 @@ Every rate comes with its exact binomial 95% interval (Clopper-Pearson). Writes 
 under --out after every comparison (a run cut short keeps what it measured); with --parts, only those
 parts are measured again and the others are kept from the results.json there; in the parts sizes,
 bimodal and compile only the cells asked for (size, effect) are replaced, or, with --append, added to (each run
-keeps its date and the commit whose rules it measured: a cell can grow to 60 runs over several sittings). --note is printed with the results
-(say what else the machine was doing).
+keeps its date and the commit whose rules it measured: a cell can grow to 60 runs over several sittings). --note is
+printed with the results (say what else the machine was doing). benchmarks/replay.py resamples the recorded pairs
+through the rules in force (thousands of runs a cell).
 """
 
 from __future__ import annotations
@@ -310,7 +311,7 @@ def main() -> int:
     return 0
 
 
-def _rate(k: int, n: int) -> str:
+def rate(k: int, n: int) -> str:
     low, high = exact_binomial_interval(k, n)
     return f"{k} of {n} ({k / n:.1%}; 95% CI {low:.1%}–{high:.1%})" if n else "none measured"
 
@@ -318,7 +319,7 @@ def _rate(k: int, n: int) -> str:
 UNSETTLED = ("undecided", "suspicious")  # results measured before `undecided` existed say `suspicious`
 
 
-def _fails(row: dict) -> bool:
+def fails_by_default(row: dict) -> bool:
     """What compare fails by default: a regression, or an undecided check beyond its threshold."""
     return row["change"] == "regression" or row.get("outcome") == "failed"
 
@@ -328,10 +329,10 @@ def _tally(runs: list[dict]) -> str:
     p50."""
     rows = [r for run in runs for r in run["rows"]]
     n = len(rows)
-    fails = sum(_fails(r) for r in rows)
+    fails = sum(fails_by_default(r) for r in rows)
     ratios = [r["ratio"] for r in rows if isinstance(r["ratio"], (int, float))]
     errors = sum(r["outcome"] == "error" for r in rows)  # a check that crashed or timed out: no verdict (exit 3)
-    return (f"{quantile(ratios, 0.5):.3f} | {_rate(fails, n)}{f'; {errors} error, no verdict' if errors else ''} | "
+    return (f"{quantile(ratios, 0.5):.3f} | {rate(fails, n)}{f'; {errors} error, no verdict' if errors else ''} | "
             f"{sum(r['change'] == 'undecided' for r in rows)} | "
             f"{sum(r['change'] == 'improved' for r in rows)} | "
             f"{quantile([r['batches'] or 0 for r in rows], 0.5):.0f} / {max(r['batches'] or 0 for r in rows)} | "
@@ -386,8 +387,9 @@ def render_noise(res: dict) -> list[str]:
     if not rows:
         return []
     return ["", f"Noise of the A/A runs, over their fresh pairs (prior assumed by analysis/ab.py: pair offset "
-                f"SD {ab.PAIR_SD:.0%}, worth {ab.PRIOR_DF} pairs to rule a change out and {ab.FAIL_PRIOR_DF} to fail one; "
-                f"a failure needs {ab.MIN_PAIRS} pairs):", "",
+                f"SD {ab.PAIR_SD:.0%}, worth {ab.PRIOR_DF} pairs to rule a change out; {ab.FAIL_PAIR_SD:.0%} from the "
+                f"{ab.MIN_PAIRS}th pair on, worth {ab.FAIL_PRIOR_DF}, to fail one; a failure needs {ab.MIN_PAIRS} pairs):",
+            "",
             "| workload | kind | fresh pairs | rounds a pair (mean) | round SD | pair SD (95% upper bound) | per-pair offset SD |",
             "| --- | --- | --- | --- | --- | --- | --- |"] + [
         f"| {size} | {kind} | {n['pairs']} | {n['rounds_mean']:.1f} | {n['round_sd']:.1%} | {n['pair_sd']:.1%} "
@@ -399,23 +401,23 @@ def render(res: dict) -> str:
     runs = len(res["aa"])
     lines = ["| measurement | result |", "| --- | --- |"]
     if runs:
-        failing_runs = sum(any(_fails(r) for r in run["rows"]) for run in res["aa"])
+        failing_runs = sum(any(fails_by_default(r) for r in run["rows"]) for run in res["aa"])
         improved_runs = sum(any(r["change"] == "improved" for r in run["rows"]) for run in res["aa"])
         warned_runs = sum(any(r["change"] in UNSETTLED for r in run["rows"]) for run in res["aa"])
         lines += [
-            f"| A/A runs with a failing verdict (whole latency + memory suite) | {_rate(failing_runs, runs)} |",
-            f"| A/A runs with an `improved` | {_rate(improved_runs, runs)} |",
-            f"| A/A runs with an `undecided` (`suspicious` before it) | {_rate(warned_runs, runs)} |",
+            f"| A/A runs with a failing verdict (whole latency + memory suite) | {rate(failing_runs, runs)} |",
+            f"| A/A runs with an `improved` | {rate(improved_runs, runs)} |",
+            f"| A/A runs with an `undecided` (`suspicious` before it) | {rate(warned_runs, runs)} |",
             f"| A/A checks failing / improved / undecided | "
-            f"{sum(_fails(r) for r in aa_rows)} / {sum(r['change'] == 'improved' for r in aa_rows)} / "
+            f"{sum(fails_by_default(r) for r in aa_rows)} / {sum(r['change'] == 'improved' for r in aa_rows)} / "
             f"{sum(r['change'] in UNSETTLED for r in aa_rows)} of {len(aa_rows)} |",
         ]
     for factor, factor_runs in res["slowdown"].items():
         rows = [r for run in factor_runs for r in run if r["aspect"] == "latency"]
-        hit = sum(_fails(r) for r in rows)
+        hit = sum(fails_by_default(r) for r in rows)
         warned = sum(r["change"] in UNSETTLED for r in rows)
         ratios = sorted(r["ratio"] for r in rows if isinstance(r["ratio"], (int, float)))
-        lines.append(f"| injected slowdown {float(factor):.0%}: latency checks failed | {_rate(hit, len(rows))}; "
+        lines.append(f"| injected slowdown {float(factor):.0%}: latency checks failed | {rate(hit, len(rows))}; "
                      f"{warned} undecided; median measured ratio {quantile(ratios, 0.5):.3f} |")
     d = res["drift"]
     if d:

@@ -1,0 +1,91 @@
+"""The replay benchmark (benchmarks/replay.py): recorded process pairs resampled through compare's own planner and
+rules (pure: no torch, no comparison run)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import replay
+
+from torch_upgrade_check.analysis import ab
+
+
+def live_run(rng: random.Random, effect: float, *, pairs: int = 2, noise: float = 0.04, lean: float = 0.0) -> dict:
+    """One recorded compare of a one-check cell: `pairs` fresh pairs (24 rounds, then 4), each with its own offset
+    (and `lean`, an offset shared by the run's pairs), 0.1 s a round, 0.5 s of warm-up a pair."""
+    series = []
+    for k in range(pairs):
+        offset = rng.gauss(0, 0.02) + lean
+        series.append([round(effect + offset + rng.gauss(0, noise), 6) for _ in range(24 if k == 0 else 4)])
+    rounds = sum(map(len, series))
+    return {"rows": [{"id": "large[float32]/latency", "aspect": "latency", "change": "unchanged", "outcome": "passed",
+                      "ratio": math.exp(effect), "batches": pairs, "seconds": 0.1 * rounds, "warm_seconds": 0.5 * pairs,
+                      "pair_log_ratios": series}], "seconds": 20.0}
+
+
+def results(cells: dict[str, list[dict]]) -> dict:
+    return {"sizes": {"large": cells}}
+
+
+def test_a_doubled_latency_fails_every_replayed_run_and_quiet_aa_pairs_none() -> None:
+    rng = random.Random(3)
+    res = results({"0.000": [live_run(rng, 0.0) for _ in range(20)],
+                   "1.000": [live_run(rng, math.log(2.0), pairs=4) for _ in range(5)]})
+    by_label = {c.label: c for c in replay.cells(res)}
+    assert set(by_label) == {"large A/A", "large +100.0%"}
+    aa = replay.replay(by_label["large A/A"], runs=300, seed=1, budget_s=20.0)
+    slow = replay.replay(by_label["large +100.0%"], runs=300, seed=1, budget_s=20.0)
+    assert aa is not None and slow is not None
+    assert aa["fails"] == 0 and aa.get("improved", 0) == 0 and aa.get("unchanged", 0) >= 290
+    assert slow["fails"] == 300 and slow.get("regression", 0) == 300
+
+
+def test_a_replayed_run_is_planned_like_compare_within_the_budget() -> None:
+    """The first pair is a recorded first pair cut at the pair's cap; the confirmation pairs of a 2x slowdown are
+    as short as measure plans them; a failure takes MIN_PAIRS pairs."""
+    rng = random.Random(5)
+    cell = next(replay.cells(results({"1.000": [live_run(rng, math.log(2.0), pairs=4) for _ in range(5)]})))
+    decision = replay.replay_run(random.Random(1), cell, cell.first_pairs(), cell.pairs(), budget_s=20.0)
+    assert decision.state == "regression" and decision.batches == ab.MIN_PAIRS
+    assert decision.rounds == 24 + (ab.MIN_PAIRS - 1) * ab.CONFIRM_LEAST
+    tight = replay.replay_run(random.Random(1), cell, cell.first_pairs(), cell.pairs(), budget_s=3.0)
+    assert tight.rounds < decision.rounds  # a third of 3 s holds 10 rounds (at 0.1 s and 0.5 s of warm-up), not 24
+
+
+def test_the_independence_check_sees_a_lean_shared_by_a_runs_pairs() -> None:
+    rng = random.Random(7)
+    leaning = replay.Cell("large A/A", "latency", tuple(
+        live_run(rng, 0.0, lean=rng.choice((-0.1, 0.1)))["rows"][0] for _ in range(30)))
+    plain = replay.Cell("large A/A", "latency", tuple(live_run(rng, 0.0)["rows"][0] for _ in range(30)))
+    r_leaning = float(replay.independence(leaning).split("r = ")[1].split(",")[0])
+    r_plain = float(replay.independence(plain).split("r = ")[1].split(",")[0])
+    assert r_leaning > 0.8 and abs(r_plain) < 0.4
+    assert replay.independence(replay.Cell("x A/A", "latency", plain.rows[:3])) == "fewer than 4 runs with a second pair"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "replay.py"), *args], capture_output=True,
+                          text=True, check=False, cwd=ROOT)
+
+
+def test_the_cli_replays_under_a_rule_it_is_given_and_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
+    rng = random.Random(9)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results({"0.000": [live_run(rng, 0.0) for _ in range(8)]})))
+    ok = run_cli("--results", str(path), "--runs", "50", "--set", "MIN_PAIRS=6", "--out", str(tmp_path / "r.md"))
+    assert ok.returncode == 0, ok.stderr
+    assert "MIN_PAIRS=6" in ok.stdout and "MIN_PAIRS 6" in ok.stdout
+    assert "| large A/A | 0 of 8 " in ok.stdout and (tmp_path / "r.md").read_text() == ok.stdout
+    for args, says in ((("--set", "FOO=1"), "not a numeric constant"), (("--set", "MIN_PAIRS=x"), "is not a int"),
+                       (("--results", str(tmp_path / "none.json")), "run benchmarks/detector.py first")):
+        bad = run_cli("--results", str(path), *args) if args[0] == "--set" else run_cli(*args)
+        assert bad.returncode == 2 and says in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
