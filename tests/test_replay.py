@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -89,3 +90,20 @@ def test_the_cli_replays_under_a_rule_it_is_given_and_refuses_bad_input_in_one_l
         bad = run_cli("--results", str(path), *args) if args[0] == "--set" else run_cli(*args)
         assert bad.returncode == 2 and says in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+def test_a_live_run_is_decided_again_on_its_own_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exact while the planner is unchanged: a doubled run still fails, a one-pair A/A still passes, and the 20 ms A/A
+    that failed live under the 2% prior would now have measured a 6th pair (unknown)."""
+    from test_ab_decisions import TWENTY_MS_AA
+
+    rng = random.Random(11)
+    cell = replay.Cell("large x", "latency", ())
+    doubled = {**live_run(rng, math.log(2.0), pairs=4)["rows"][0], "change": "regression"}
+    assert replay.redecide(cell, doubled) == "fails"
+    assert replay.redecide(cell, live_run(rng, 0.0, pairs=1)["rows"][0]) == "passes"
+    failed_live = {"change": "regression", "pair_log_ratios": [list(d) for d in TWENTY_MS_AA]}
+    assert replay.redecide(cell, failed_live) == "unknown"
+    monkeypatch.setattr(ab, "FAIL_PAIR_SD", ab.PAIR_SD)
+    assert replay.redecide(cell, failed_live) == "fails"
+    assert replay.redecide(cell, {"change": "undecided", "pair_log_ratios": []}) == "unknown"

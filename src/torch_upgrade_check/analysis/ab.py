@@ -24,10 +24,12 @@ is on the pair estimates:
   pairs the prior carries the interval, so a single pair cannot be "significant" on its rounds alone;
   with many pairs the check's own spread dominates, so a bimodal machine (a process now and then in a
   slow state) widens its own interval.
-- a failure's interval is computed the same way with a prior of FAIL_PAIR_SD (5%, what real workloads' pairs
-  differ by here) worth only FAIL_PRIOR_DF (3) pairs, so that the check's own spread soon outweighs it: a
-  workload whose processes differ by 10% from one another (measured here) must not fail on the 2% that lets a
-  quiet one settle in a pair, nor on four pairs that happened to read alike.
+- a failure's interval is computed the same way with the prior worth only FAIL_PRIOR_DF (3) pairs, so that the
+  check's own spread soon outweighs it, and from MIN_PAIRS pairs on (where a regression can be called) with a
+  prior SD of FAIL_PAIR_SD (5%, what real workloads' pairs differ by here): a workload whose processes differ by
+  10% from one another (measured here) must not fail on the 2% that lets a quiet one settle in a pair, nor on four
+  pairs that happened to read alike. One to three pairs at the end of a budget keep PAIR_SD: a 2x slowdown seen in
+  one pair fails.
 - intervals are Student's t on SE: [L, U] at `alpha / LOOKS` a side, where `alpha` is the run's
   false-alarm budget shared by its A/B checks (FAMILY_ALPHA / number of checks, Bonferroni; at most
   CHECK_ALPHA_MAX a check) and LOOKS
