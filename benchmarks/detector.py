@@ -356,6 +356,12 @@ def render_sizes(res: dict) -> list[str]:
     return head + [f"| {size} | {effect} | {_tally(runs)} |" for size, effect, runs in rows if runs]
 
 
+def as_batch(log_ratios: list[float], seconds: float = 0.0, warm_seconds: float = 0.0) -> ab.Batch:
+    """A recorded pair (its rounds' log ratios, candidate over baseline) as the Batch ab judges: baseline 1 a round."""
+    return ab.Batch((1.0,) * len(log_ratios), tuple(math.exp(x) for x in log_ratios), seconds=seconds,
+                    warm_seconds=warm_seconds)
+
+
 def pair_noise(runs: list[dict]) -> dict | None:
     """Where the A/A noise of one workload lives, from every fresh pair of its runs (read back from the workers'
     logs; a run measured before they were read back counts for nothing here): the round SD within a pair
@@ -363,7 +369,7 @@ def pair_noise(runs: list[dict]) -> dict | None:
     pair SD), the part of it that round noise cannot explain (the per-pair offset that ab.PAIR_SD is the prior
     of), and an approximate 95% upper bound on the pair SD (chi-square, Wilson-Hilferty). None below 3 pairs."""
     series = [d for run in runs for r in run["rows"] for d in r.get("pair_log_ratios") or []]
-    batches = [ab.Batch((1.0,) * len(d), tuple(math.exp(x) for x in d)) for d in series if len(d) >= 2]
+    batches = [as_batch(d) for d in series if len(d) >= 2]
     if len(batches) < 3:
         return None
     within, _ = ab.round_sd(batches)

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from detector import fails_by_default, rate
+from detector import as_batch, fails_by_default, rate
 
 from torch_upgrade_check.analysis import ab
 from torch_upgrade_check.model import CheckSpec
@@ -101,8 +101,7 @@ def replay_run(rng: random.Random, cell: Cell, firsts: Sequence[tuple[list[float
             if t.pair_is_full(r, per_round * r, warm, cap):
                 break
             d.append(series[r])
-        t.batches.append(ab.Batch((1.0,) * len(d), tuple(math.exp(x) for x in d), seconds=per_round * len(d),
-                                  warm_seconds=warm))
+        t.batches.append(as_batch(d, seconds=per_round * len(d), warm_seconds=warm))
         t.next_rounds = t.plan()
         decision = ab.decide(t.batches, threshold, alpha=ab.run_alpha(1),
                              final=k == measure.MAX_BATCHES or not t.next_rounds)
@@ -136,7 +135,7 @@ def redecide(cell: Cell, row: dict) -> str:
     final_live = row["change"] == "undecided" or len(pairs) == measure.MAX_BATCHES
     batches = []
     for k, d in enumerate(pairs, 1):
-        batches.append(ab.Batch((1.0,) * len(d), tuple(math.exp(x) for x in d)))
+        batches.append(as_batch(d))
         last = k == len(pairs)
         decision = ab.decide(batches, threshold, alpha=ab.run_alpha(1), final=last and final_live)
         if decision.state != "pending":
@@ -148,8 +147,7 @@ def redecide(cell: Cell, row: dict) -> str:
 def independence(cell: Cell) -> str:
     """The replay's assumption, tested on the live runs that measured a second pair: the correlation of their first
     and second pairs' estimates, and the second pairs' mean (its t: a run-level offset would show in both)."""
-    two = [(ab.Batch((1.0,) * len(p[0]), tuple(map(math.exp, p[0]))).estimate(),
-            ab.Batch((1.0,) * len(p[1]), tuple(map(math.exp, p[1]))).estimate())
+    two = [(as_batch(p[0]).estimate(), as_batch(p[1]).estimate())
            for p in ((row.get("pair_log_ratios") or []) for row in cell.rows) if len(p) >= 2 and p[0] and p[1]]
     if len(two) < 4:
         return "fewer than 4 runs with a second pair"
