@@ -266,19 +266,20 @@ def main() -> int:
     for i in range(args.aa_runs if "aa" in parts else 0):
         rows, secs = compare(env_a, env_b, tmp / f"aa{i}", ["latency", "memory"])
         results["aa"].append({"rows": ab_rows(rows), "seconds": secs})
+        save()
         states = [r["change"] for r in results["aa"][-1]["rows"]]
         print(f"A/A {i + 1}/{args.aa_runs}: {({s: states.count(s) for s in set(states)})} in {secs:.0f}s", flush=True)
 
     base = injected_python(env_a, tmp / "wrapped-a", slowdown=0.0)
     for factor in (0.05, 0.10, 0.25, 0.50) if "slowdown" in parts else ():
         slow = injected_python(env_b, tmp / f"slow{factor}", slowdown=factor)
-        runs = []
+        runs = results["slowdown"][f"{factor:.2f}"] = []
         for i in range(args.slowdown_runs):
             rows, _ = compare(str(base), str(slow), tmp / f"slow{factor}-{i}", ["latency"])
             runs.append(ab_rows(rows))
+            save()
             states = [r["change"] for r in runs[-1]]
             print(f"slowdown {factor:.0%} run {i + 1}: {({s: states.count(s) for s in set(states)})}", flush=True)
-        results["slowdown"][f"{factor:.2f}"] = runs
 
     if "drift" in parts:
         drift = injected_python(env_b, tmp / "drift", drift=1e-3)
@@ -301,6 +302,7 @@ def main() -> int:
                 raise SystemExit(f"run failed ({proc.returncode}): {proc.stderr[-2000:]}")
             results["wall"]["run_s"].append(time.monotonic() - started)
             results["wall"]["compare_s"].append(compare(env_a, env_b, tmp / f"wall-compare{i}", [])[1])
+            save()
             print(f"wall {i + 1}/{args.wall_runs}: run {results['wall']['run_s'][-1]:.0f}s, "
                   f"compare {results['wall']['compare_s'][-1]:.0f}s", flush=True)
 
