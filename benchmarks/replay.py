@@ -144,17 +144,33 @@ def redecide(cell: Cell, row: dict) -> str:
     return "unknown"
 
 
-def independence(cell: Cell) -> str:
-    """The replay's assumption, tested on the live runs that measured a second pair: the correlation of their first
-    and second pairs' estimates, and the second pairs' mean (its t: a run-level offset would show in both)."""
+@dataclass(frozen=True)
+class Independence:
+    """The replay's assumption tested on one A/A cell: the live runs that measured a second pair (runs), the
+    correlation of their first and second pairs' estimates (r), the second pairs' mean log ratio and its t (a
+    run-level offset would show in both)."""
+
+    runs: int
+    r: float = math.nan
+    second_mean: float = math.nan
+    t: float = math.nan
+
+    def __str__(self) -> str:
+        if self.runs < 4:
+            return "fewer than 4 runs with a second pair"
+        return f"{self.runs} runs: r = {self.r:+.2f}, second pairs' mean {self.second_mean:+.1%} (t {self.t:+.1f})"
+
+
+def independence(cell: Cell) -> Independence:
+    """The live runs' first and second pairs, as `Independence` (fewer than 4 such runs: only their number)."""
     two = [(as_batch(p[0]).estimate(), as_batch(p[1]).estimate())
            for p in ((row.get("pair_log_ratios") or []) for row in cell.rows) if len(p) >= 2 and p[0] and p[1]]
     if len(two) < 4:
-        return "fewer than 4 runs with a second pair"
+        return Independence(len(two))
     second = [b for _, b in two]
-    t = statistics.mean(second) / (statistics.stdev(second) / math.sqrt(len(second)))
-    corr = statistics.correlation([a for a, _ in two], second)
-    return f"{len(two)} runs: r = {corr:+.2f}, second pairs' mean {statistics.mean(second):+.1%} (t {t:+.1f})"
+    mean = statistics.mean(second)
+    return Independence(len(two), statistics.correlation([a for a, _ in two], second), mean,
+                        mean / (statistics.stdev(second) / math.sqrt(len(second))))
 
 
 def bad_input(message: str) -> SystemExit:
@@ -187,7 +203,8 @@ def apply(settings: Sequence[str]) -> list[str]:
 def render(results: dict, runs: int, seed: int, budget_s: float, said: Sequence[str]) -> str:
     rules = ", ".join(said) if said else "the current rules"
     lines = [f"Replayed compares ({runs} a cell, seed {seed}, --ab-budget {budget_s:g} s; {rules}: MIN_PAIRS "
-             f"{ab.MIN_PAIRS}, MAX_PAIRS {ab.MAX_PAIRS}, PAIR_SD {ab.PAIR_SD:g}, FAIL_PRIOR_DF {ab.FAIL_PRIOR_DF:g}, "
+             f"{ab.MIN_PAIRS}, MAX_PAIRS {ab.MAX_PAIRS}, PAIR_SD {ab.PAIR_SD:g}, FAIL_PAIR_SD {ab.FAIL_PAIR_SD:g}, "
+             f"FAIL_PRIOR_DF {ab.FAIL_PRIOR_DF:g}, "
              f"CONFIRM_LEAST {ab.CONFIRM_LEAST}) on the recorded pairs of the detector benchmark:", "",
              "| cell | live runs: fails | live runs decided again: fail / pass / unknown | replayed: fails | undecided | "
              "improved | unchanged | A/A: first and second pairs |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]

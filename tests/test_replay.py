@@ -66,10 +66,15 @@ def test_the_independence_check_sees_a_lean_shared_by_a_runs_pairs() -> None:
     leaning = replay.Cell("large A/A", "latency", tuple(
         live_run(rng, 0.0, lean=rng.choice((-0.1, 0.1)))["rows"][0] for _ in range(30)))
     plain = replay.Cell("large A/A", "latency", tuple(live_run(rng, 0.0)["rows"][0] for _ in range(30)))
-    r_leaning = float(replay.independence(leaning).split("r = ")[1].split(",")[0])
-    r_plain = float(replay.independence(plain).split("r = ")[1].split(",")[0])
-    assert r_leaning > 0.8 and abs(r_plain) < 0.4
-    assert replay.independence(replay.Cell("x A/A", "latency", plain.rows[:3])) == "fewer than 4 runs with a second pair"
+    shared, fresh = replay.independence(leaning), replay.independence(plain)
+    assert shared.runs == fresh.runs == 30
+    assert shared.r > 0.8 and abs(fresh.r) < 0.4
+    one_way = replay.independence(replay.Cell("large A/A", "latency", tuple(
+        live_run(rng, 0.0, lean=0.05)["rows"][0] for _ in range(30))))
+    assert one_way.second_mean > 0.03 and one_way.t > 4 and abs(fresh.t) < 3  # a lean one way shows in the mean
+    assert str(fresh).startswith("30 runs: r = ")
+    few = replay.independence(replay.Cell("x A/A", "latency", plain.rows[:3]))
+    assert few.runs == 3 and str(few) == "fewer than 4 runs with a second pair"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
