@@ -37,7 +37,7 @@ from pathlib import Path
 from detector import as_batch, fails_by_default, rate
 
 from torch_upgrade_check.analysis import ab
-from torch_upgrade_check.model import CheckSpec
+from torch_upgrade_check.model import CheckSpec, Outcome
 from torch_upgrade_check.orchestrate import measure
 from torch_upgrade_check.orchestrate.compare import Thresholds
 
@@ -120,7 +120,7 @@ def replay(cell: Cell, runs: int, seed: int, budget_s: float) -> dict[str, int] 
     for _ in range(runs):
         d = replay_run(rng, cell, firsts, pool, budget_s)
         tally[d.state] = tally.get(d.state, 0) + 1
-        tally["fails"] += d.state == "regression" or (d.state == "undecided" and d.beyond)
+        tally["fails"] += measure.outcome_of(d) is Outcome.FAILED
     return tally
 
 
@@ -139,8 +139,7 @@ def redecide(cell: Cell, row: dict) -> str:
         last = k == len(pairs)
         decision = ab.decide(batches, threshold, alpha=ab.run_alpha(1), final=last and final_live)
         if decision.state != "pending":
-            fails = decision.state == "regression" or (decision.state == "undecided" and decision.beyond)
-            return "fails" if fails else "passes"
+            return "fails" if measure.outcome_of(decision) is Outcome.FAILED else "passes"
     return "unknown"
 
 

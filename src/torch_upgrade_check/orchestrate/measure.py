@@ -324,6 +324,15 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
             t.host_samples[side] += host[side]
 
 
+def outcome_of(d: ab.Decision, undecided: str = UNDECIDED[0]) -> Outcome:
+    """What a final A/B decision makes of its check: a `regression` fails; an `undecided` one fails when its estimate
+    is beyond the threshold and significant at the run's confidence (ab.Decision.beyond) and `undecided` is "fail"
+    (the default), else warns; the rest pass."""
+    if d.state == "regression" or (d.state == "undecided" and d.beyond and undecided == "fail"):
+        return Outcome.FAILED
+    return Outcome.SUSPICIOUS if d.state == "undecided" else Outcome.PASSED
+
+
 def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECIDED[0]) -> tuple[CheckResult, CheckResult]:
     """The baseline's and the candidate's results of one A/B check. An `undecided` check fails when its point
     estimate is beyond the threshold and significant at the run's confidence (ab.Decision.beyond) and `undecided`
@@ -358,9 +367,7 @@ def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECID
         thresholds = {"max_memory_regression": t.threshold, "floor_bytes": MEMORY_FLOOR_BYTES}
         over_limit = False
         fmt = format_bytes
-    outcome = {"regression": Outcome.FAILED, "undecided": Outcome.SUSPICIOUS}.get(d.state, Outcome.PASSED)
-    if d.state == "undecided" and d.beyond and undecided == "fail":
-        outcome = Outcome.FAILED
+    outcome = outcome_of(d, undecided)
     reason = explain(d, t.threshold, fmt, {"latency": "latency", "compile-time": "cold compile time"}.get(spec.aspect,
                                                                                                         "peak memory"),
                      budget_s=t.budget, undecided=undecided)
@@ -371,9 +378,7 @@ def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECID
         cand_m.update({"host_peak_bytes": stats.median(hc), "baseline_host_peak_bytes": stats.median(hb),
                        "host_samples_bytes": hc, "baseline_host_samples_bytes": hb,
                        "host": {**h.metrics(), "floor_bytes": HOST_FLOOR_BYTES}})
-        host_outcome = {"regression": Outcome.FAILED, "undecided": Outcome.SUSPICIOUS}.get(h.state, Outcome.PASSED)
-        if h.state == "undecided" and h.beyond and undecided == "fail":
-            host_outcome = Outcome.FAILED
+        host_outcome = outcome_of(h, undecided)
         host_reason = explain(h, t.threshold, fmt, "host RAM (peak resident set growth)", budget_s=t.budget,
                               undecided=undecided)
         order = (Outcome.PASSED, Outcome.SUSPICIOUS, Outcome.FAILED)
