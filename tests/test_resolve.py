@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -92,3 +93,39 @@ def test_a_a_resolves_alike_and_a_companion_bump_is_listed(tmp_path: Path) -> No
     cand = results["candidate"]
     assert cand.outcome.value == "passed", cand.reason
     assert any(re.fullmatch(r"torchvision 0\.28\.0 -> 0\.29\.\d+", line) for line in cand.metrics["changed"]), cand.reason
+
+
+def test_changes_the_team_pinned_are_told_apart_from_the_resolvers() -> None:
+    team = resolve.pinned_by_team(["torchvision==0.28.0", "timm==1.0.31", "Pillow"],
+                                  ["torchvision==0.29.1", "timm==1.0.31", "pillow", "fastapi"])
+    assert team == {"torchvision", "fastapi"}  # names compared as pip does; the same requirement is no change
+    pinned, unasked = resolve.split_changes({"torchvision": "0.28.0", "numpy": "2.1.3", "timm": "1.0.31"},
+                                            {"torchvision": "0.29.1", "numpy": "2.2.0", "timm": "1.0.31",
+                                             "fastapi": "0.115.0"}, team)
+    assert pinned == ["fastapi (new) 0.115.0", "torchvision 0.28.0 -> 0.29.1"]
+    assert unasked == ["numpy 2.1.3 -> 2.2.0"]
+
+
+@pytest.mark.slow
+def test_each_side_resolves_its_own_stack_and_the_bump_is_the_teams(tmp_path: Path) -> None:
+    sides = [resolve.Side("baseline", "torch==2.13.0", resolve.Index(), "2.13.0", ("torchvision==0.28.0",)),
+             resolve.Side("candidate", "torch==2.14.1", resolve.Index(), "2.14.1", ("torchvision==0.29.1",))]
+    results = resolve.check(sides, [], PIP, tmp_path, device="cpu", repro="")
+    cand = results["candidate"]
+    assert [r.outcome.value for r in results.values()] == ["passed", "passed"], cand.reason
+    assert cand.metrics["pinned"] == ["torchvision 0.28.0 -> 0.29.1"], cand.metrics
+    assert "torchvision 0.28.0 -> 0.29.1" not in cand.metrics["unasked"]
+    assert "1 changed by the team's requirements: torchvision 0.28.0 -> 0.29.1" in cand.reason
+    assert "torchvision 0.28.0 -> 0.29.1 (the team's requirements)" in cand.details
+
+
+def test_an_index_the_runner_cannot_reach_is_the_runners_failure_not_the_stacks(tmp_path: Path) -> None:
+    # a package on no local index, from an index on a closed loopback port: pip retries (as it does by default,
+    # 5 times), then says no version was found; its log says why (the connection): the runner's network
+    env = {**os.environ, "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "1", "PIP_TIMEOUT": "2"}
+    got = resolve.dry_run(PIP, ["tuc-no-such-package-anywhere"], resolve.Index(), log=tmp_path / "down.log", env=env)
+    assert not got.ok and got.runner, (got.reason, (tmp_path / "down.log").read_text()[-2000:])
+    conflict = tmp_path / "conflict.log"
+    conflict.write_text("ERROR: Cannot install torch==2.13.0 and torchvision==0.29.1 because these package versions "
+                        "have conflicting dependencies.\nERROR: ResolutionImpossible: for help visit ...\n")
+    assert not resolve.runner_caused(conflict)

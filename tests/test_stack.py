@@ -263,3 +263,70 @@ def test_a_bump_that_leaves_a_companion_behind_fails_resolve_from_the_refs_alone
     assert baseline["label"].startswith("2.13.0") and candidate["label"] == "2.14.1"
     assert "torchvision 0.28.0 requires torch==2.13.0" in candidate["results"][0]["reason"]
     assert "--baseline 2.13.0 --candidate 2.14.1" in candidate["results"][0]["repro"]
+
+
+@pytest.fixture
+def split_repo(tmp_path: Path) -> Path:
+    """main: torch 2.13.0, companions in a -r include; `bump` moves torch and torchvision together and adds a file."""
+    repo = tmp_path / "split"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    write(repo, "requirements.txt", "torch==2.13.0\n-r models.txt\n")
+    write(repo, "models.txt", "torchvision==0.28.0\ntimm==1.0.31\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "pin")
+    _git(repo, "checkout", "-qb", "bump")
+    write(repo, "requirements.txt", "torch==2.14.1\n-r models.txt\n")
+    write(repo, "models.txt", "torchvision==0.29.1\ntimm==1.0.31\n")
+    write(repo, "requirements-serve.txt", "fastapi\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "bump torch and torchvision; serve")
+    return repo
+
+
+def _compare_args(**given: object) -> object:
+    from argparse import Namespace
+
+    return Namespace(**{"baseline": "auto", "candidate": "auto", "base_ref": "main", "head_ref": None,
+                        "requirements": ["requirements.txt"], "extras": [], "config_obj": None, **given})
+
+
+def test_each_side_reads_its_stack_and_includes_at_its_own_ref(split_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_upgrade_check.stack_cmd import plan_stacks, stack_notes
+
+    monkeypatch.chdir(split_repo)
+    args = _compare_args(requirements=["requirements.txt", "requirements-serve.txt"])
+    plan_stacks(args)
+    assert (args.baseline, args.candidate) == ("2.13.0", "2.14.1")
+    assert args.stacks["baseline"].requirements == ("torchvision==0.28.0", "timm==1.0.31")  # the include, at main
+    assert args.stacks["candidate"].requirements == ("torchvision==0.29.1", "timm==1.0.31", "fastapi")
+    assert args.stacks["baseline"].absent == ("requirements-serve.txt",) and args.stack is args.stacks["candidate"]
+    notes = stack_notes(args, args.stacks)
+    assert "baseline: the stack is requirements.txt at --base-ref main (2 requirements beside torch)" in notes
+    assert ("baseline: requirements-serve.txt does not exist at --base-ref main: it is the candidate's alone"
+            in notes), notes
+    # --head-ref reads the candidate's files there, not the working tree's
+    write(split_repo, "models.txt", "torchvision==0.29.0\n")
+    args = _compare_args(head_ref="bump")
+    plan_stacks(args)
+    assert args.stacks["candidate"].requirements == ("torchvision==0.29.1", "timm==1.0.31")
+    # without refs, one stack from the working tree for both sides, as before (and nothing to say about it)
+    args = _compare_args(baseline="2.13.0", base_ref=None)
+    plan_stacks(args)
+    assert args.stacks["baseline"] is args.stacks["candidate"] and stack_notes(args, args.stacks) == []
+    assert args.stack.requirements == ("torchvision==0.29.0",)
+
+
+def test_an_include_missing_at_the_base_ref_names_the_file_that_includes_it(split_repo: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_upgrade_check.stack_cmd import plan_stacks
+
+    monkeypatch.chdir(split_repo)
+    _git(split_repo, "checkout", "-qb", "gone", "main")
+    _git(split_repo, "rm", "-q", "models.txt")
+    _git(split_repo, "commit", "-qm", "include lost")
+    args = _compare_args(base_ref="gone", baseline="2.13.0")
+    with pytest.raises(UsageError) as e:
+        plan_stacks(args)
+    assert e.value.problems[0].startswith("requirements.txt:2: requirements file models.txt does not exist at "
+                                          "--base-ref gone"), e.value.problems

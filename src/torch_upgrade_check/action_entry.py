@@ -140,8 +140,9 @@ def validate(values: Mapping[str, str]) -> list[str]:
     for name in ("candidate-torch-version", "baseline-torch-version"):
         if values[name] and values[name] != "auto":  # auto: the CLI reads the pin, and names what is wrong
             problems.append(_problem(parse_spec, name, values[name]))
-    if values["base-ref"] and baseline != "auto":
-        problems.append("input 'base-ref' is read only with 'baseline-torch-version: auto'; set that, or remove 'base-ref'")
+    if values["base-ref"] and not baseline:
+        problems.append("input 'base-ref' names the commit of the baseline's stack (and, with "
+                        "'baseline-torch-version: auto', its torch pin); set 'baseline-torch-version', or remove 'base-ref'")
     if not BACKEND_RE.match(values["torch-backend"]):
         problems.append(f"input 'torch-backend' must be auto, pypi, cpu, a CUDA tag like cu128, a ROCm tag like rocm6.4 "
                         f"or xpu, got {values['torch-backend']!r}")
@@ -284,7 +285,7 @@ def build_argv(values: Mapping[str, str]) -> list[str]:
         argv = ["compare", "--candidate", candidate or "current"]
         if baseline:
             argv += ["--baseline", baseline]
-        if baseline == "auto":
+        if baseline == "auto" or values["base-ref"]:  # the baseline's stack (and auto's pin) at the base commit
             argv += ["--base-ref", values["base-ref"] or "HEAD^1"]
         argv += _install_flags(values)
     else:

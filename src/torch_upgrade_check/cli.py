@@ -140,9 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--baseline", metavar="SPEC",
                      help="baseline torch, same forms; auto reads it at --base-ref (default: none: candidate only)")
     cmp.add_argument("--base-ref", metavar="REF",
-                     help="with --baseline auto: the git commit whose stack files (--requirements) pin the baseline torch")
+                     help="the git commit whose stack files (--requirements, the config's requirements:) are the "
+                          "baseline's: its stack, and with --baseline auto its torch pin (default: the working tree's)")
     cmp.add_argument("--head-ref", metavar="REF",
-                     help="with --candidate auto: the git commit to read the candidate's pin at (default: the working tree)")
+                     help="the git commit whose stack files are the candidate's: its stack, and with --candidate auto "
+                          "its torch pin (default: the working tree)")
     cmp.add_argument("--candidate-python", metavar="PATH", help="a prepared interpreter for the candidate, instead of SPEC")
     cmp.add_argument("--baseline-python", metavar="PATH", help="a prepared interpreter for the baseline, instead of SPEC")
     _add_install_args(cmp)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from torch_upgrade_check import config, suite, values
-from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, UsageError
+from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, EXIT_USAGE, UsageError
 from torch_upgrade_check.model import FAIL_ON, CheckResult, CheckSpec, Outcome, Report, Verdict
 from torch_upgrade_check.orchestrate import session
 from torch_upgrade_check.report import merged_verdict
@@ -229,6 +229,17 @@ def infra(args: argparse.Namespace, reports: list[Report], out: Path, message: s
     print(f"{PROG}: infrastructure error: {message}", file=sys.stderr)
     publish(args, reports, out, out / "report.json")
     return EXIT_INFRA
+
+
+def team_input(args: argparse.Namespace, reports: list[Report], out: Path, message: str) -> int:
+    """Exit 2 for the team's own input found wrong once the run began (a stack file that cannot be installed on
+    its side): the report and summary are written first, with the check that found it; the one line names the
+    file and the fix."""
+    reports = [replace(r, finished=session.now()) for r in reports]
+    write_reports(reports, out / "report.json")
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    publish(args, reports, out, out / "report.json")
+    return EXIT_USAGE
 
 
 def exit_code(reports: Sequence[Report], fail_on: frozenset[str]) -> int:

@@ -26,6 +26,7 @@ from torch_upgrade_check.commands import (
     repro_command,
     say,
     settings_from_args,
+    team_input,
     with_device_limits,
 )
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
@@ -40,7 +41,8 @@ T = TypeVar("T")
 
 def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, provision.TorchSpec | None, compare.Thresholds]:
     problems: list[str] = []
-    values.collect(problems, stack_cmd.auto_pins, args)  # --baseline/--candidate auto: the pins at the git refs
+    # each side's stack read at its own ref, and --baseline/--candidate auto replaced by the torch each one pins
+    values.collect(problems, stack_cmd.plan_stacks, args)
     specs: list[provision.TorchSpec | None] = []
     for role in ("candidate", "baseline"):
         text, python = getattr(args, role), getattr(args, f"{role}_python")
@@ -78,7 +80,9 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
     given_cap = getattr(args, "venv_cap", None)
     args.venv_cap_gb = (store.DEFAULT_CAP_GB if given_cap is None
                         else values.collect(problems, values.gigabytes, given_cap, "--venv-cap"))
-    args.stack = values.collect(problems, stack.from_args, args) or stack.Stack()
+    if not hasattr(args, "stacks"):  # plan_stacks failed: its problems are listed; nothing below reads a stack
+        args.stacks = {role: stack.Stack() for role in stack_cmd.ROLES}
+        args.stack = stack.Stack()
     if problems:
         raise UsageError(*problems)
     thresholds = compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"],
@@ -136,14 +140,16 @@ def pythons_for(sides: dict[str, tuple[provision.TorchSpec | None, str | None]],
         opts = provision.Options(
             base_python=base_python, root=store.store_root(venv_dir, os.environ), backend=args.torch_backend,
             index_url=args.index_url, extra_index_urls=tuple(args.extra_index_url), find_links=tuple(args.find_links),
-            extra_requirements=(*args.extra_requirement, *getattr(args, "stack", stack.Stack()).requirements), installer=provision.choose_installer(args.installer),
-            logs=out / "logs",
+            extra_requirements=(*args.extra_requirement, *getattr(args, "stack", stack.Stack()).requirements),
+            installer=provision.choose_installer(args.installer), logs=out / "logs",
         )
+        stacks = getattr(args, "stacks", None) or {}  # each side's own stack, read at its git ref
+        own = {role: (*args.extra_requirement, *stacks[role].requirements) for role in installs if role in stacks}
         title = "torch-upgrade-check: preparing " + " and ".join(f"{role} torch {spec.text}" for role, spec in installs.items())
         with github.group(title, environ=os.environ):
             if store.untrusted(os.environ):
                 say(f"a pull request's run: its venvs live in {opts.root}, apart from those trusted runs reuse")
-            ready = provision.ensure_envs(installs, opts, say=say)
+            ready = provision.ensure_envs(installs, opts, say=say, requirements=own)
         for role, prepared in ready.items():
             say(f"{role}: {prepared.outcome()}")
         provision.trim(opts.root, args.venv_cap_gb, say=say)
@@ -182,6 +188,9 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if has_baseline and settings.threads is None:
         settings = replace(settings, threads=measure.default_threads())
     out = settings.out
+    if not args.list:
+        for note in stack_cmd.stack_notes(args, args.stacks):
+            say(note)
     shutil.rmtree(out / "logs", ignore_errors=True)
     shutil.rmtree(out / "baseline-outputs", ignore_errors=True)  # a candidate must never compare with an earlier run's
     reports = {"candidate": session.new_report(settings, role="candidate" if has_baseline else "")}
@@ -202,8 +211,12 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
             ("baseline", base_spec, args.baseline_python), ("candidate", cand_spec, args.candidate_python))
             if role in reports}
         if not args.list:  # the team's stack resolved with each side's torch before anything is installed
-            reports, stop = stack_cmd.resolve_first(args, settings.only, sides, tool_python, out, reports,
-                                                    repro=lambda device, spec: repro(args, device, spec), say=say)
+            reports, stop, blocked = stack_cmd.resolve_first(args, settings.only, sides, tool_python, out, reports,
+                                                             repro=lambda device, spec: repro(args, device, spec), say=say)
+            if blocked is not None:  # a side's own stack cannot be installed: the team's files, or the runner's network
+                if blocked.runner:
+                    return infra(args, list(reports.values()), out, blocked.message)
+                return team_input(args, list(reports.values()), out, blocked.message)
             if stop:
                 write_reports(list(reports.values()), out / "report.json")
                 return finish(args, list(reports.values()), out, out / "report.json", time.monotonic() - started)

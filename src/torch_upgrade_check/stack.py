@@ -48,22 +48,31 @@ REFUSED = {"-i": "--index-url", "--index-url": "--index-url", "--extra-index-url
            "--no-index": "--find-links", "--trusted-host": "an https index URL"}
 
 
+class Absent(UsageError):
+    """A stack file that does not exist (in the working tree, or at a git ref): one side of a pull request may
+    add or remove a file the other has, and `load(..., absent_ok=True)` records it rather than failing."""
+
+
 @dataclass(frozen=True)
 class Stack:
-    """What both venvs get beside torch: requirement strings in file order, and where they came from."""
+    """What a venv gets beside torch: requirement strings in file order, and where they came from."""
 
     requirements: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     torch: tuple[str, ...] = ()  # the team's own torch requirements, set aside (each side pins its own)
+    absent: tuple[str, ...] = ()  # files asked for that this side does not have (load's absent_ok), as given
 
     def __bool__(self) -> bool:
-        return bool(self.sources)
+        return bool(self.sources or self.absent)
 
 
 def load(paths: Sequence[str | Path], extras: Sequence[str] = (), *, base: Path | None = None,
-         read: Reader | None = None) -> Stack:
-    """Read every file (relative to `base`, else the current folder); all problems raised together as one UsageError."""
+         read: Reader | None = None, absent_ok: bool = False) -> Stack:
+    """Read every file (relative to `base`, else the current folder); all problems raised together as one UsageError.
+    With `absent_ok`, a file that does not exist is listed in `Stack.absent` (its reason) instead of a problem;
+    a `-r` include that does not exist is still one (the file that names it is there)."""
     problems: list[str] = []
+    absent: list[str] = []
     reqs: list[Requirement] = []
     sources: list[str] = []
     wanted = tuple(dict.fromkeys(e.strip() for item in extras for e in item.split(",") if e.strip()))
@@ -75,6 +84,10 @@ def load(paths: Sequence[str | Path], extras: Sequence[str] = (), *, base: Path 
         try:
             reqs += read_file(path, wanted, read)
             sources.append(str(given))
+        except Absent as e:
+            if not absent_ok:
+                problems += e.problems
+            absent.append(str(given))
         except UsageError as e:
             problems += e.problems
     if problems:
@@ -86,12 +99,13 @@ def load(paths: Sequence[str | Path], extras: Sequence[str] = (), *, base: Path 
             torch.append(str(req))
         else:
             kept.setdefault(str(req), req)  # the same line in two files once
-    return Stack(tuple(kept), tuple(sources), tuple(torch))
+    return Stack(tuple(kept), tuple(sources), tuple(torch), tuple(absent))
 
 
 def read_file(path: Path, extras: Sequence[str] = (), read: Reader | None = None) -> list[Requirement]:
     """The requirements of one file, by its kind; a UsageError naming the file and the fix when it cannot.
-    `read` gives a file's text (default: from disk; `at_ref` reads them as a git commit has them)."""
+    `read` gives a file's text (default: from disk; `at_ref` reads them as a git commit has them); it raises
+    Absent for a file that does not exist."""
     read = read or _read
     name = path.name
     if name == "pyproject.toml":
@@ -108,7 +122,7 @@ def read_file(path: Path, extras: Sequence[str] = (), read: Reader | None = None
 
 def _read(path: Path) -> str:
     if not path.exists():
-        raise UsageError(f"requirements file {path} not found; pass the path of {KINDS} (relative to the current "
+        raise Absent(f"requirements file {path} not found; pass the path of {KINDS} (relative to the current "
                          "folder, or to the config file for its 'requirements:')")
     if path.is_dir():
         raise UsageError(f"requirements file {path} is a folder; pass the path of {KINDS} in it")
@@ -170,7 +184,10 @@ def from_requirements_txt(path: Path, seen: tuple[Path, ...] = (), read: Reader 
             target = first.split("=", 1)[1] if "=" in first else (words[1] if len(words) > 1 else "")
             if not target:
                 raise UsageError(f"{where}: {first} needs a file name; write '-r other-requirements.txt'")
-            reqs += from_requirements_txt(path.parent / target, (*seen, path.resolve()), read)
+            try:
+                reqs += from_requirements_txt(path.parent / target, (*seen, path.resolve()), read)
+            except Absent as e:  # the file that names it is there: an include it lacks is that file's mistake
+                raise UsageError(f"{where}: {' '.join(e.problems)}") from None
             continue
         if option.startswith("-"):
             instead = REFUSED.get(option)
@@ -288,14 +305,14 @@ def from_poetry_lock(data: Mapping[str, Any], path: Path) -> list[Requirement]:
     return _pins(path, packages, deps, set())
 
 
-def from_args(args: Any, read: Reader | None = None) -> Stack:
+def from_args(args: Any, read: Reader | None = None, *, absent_ok: bool = False) -> Stack:
     """The stack `compare`'s flags and config ask for: the config's `requirements:` (relative to its folder), then
     each --requirements (relative to the current folder); the config's `extras:` and --extras together."""
     cfg = getattr(args, "config_obj", None)
     paths: list[str | Path] = [cfg.root / p for p in cfg.requirements] if cfg is not None else []
     paths += list(getattr(args, "requirements", None) or [])
     extras = [*(cfg.extras if cfg is not None else ()), *(getattr(args, "extras", None) or [])]
-    return load(paths, extras, read=read) if paths or extras else Stack()
+    return load(paths, extras, read=read, absent_ok=absent_ok) if paths or extras else Stack()
 
 
 def at_ref(ref: str, flag: str) -> Reader:
@@ -314,7 +331,7 @@ def at_ref(ref: str, flag: str) -> Reader:
         where = "./" + os.path.relpath(path).replace(os.sep, "/")
         shown = subprocess.run(["git", "show", f"{ref}:{where}"], capture_output=True, timeout=60, check=False)
         if shown.returncode != 0:
-            raise UsageError(f"requirements file {path} does not exist at {flag} {ref}; pass the files both sides have, "
+            raise Absent(f"requirements file {path} does not exist at {flag} {ref}; pass the files both sides have, "
                              "or a VERSION instead of auto")
         return shown.stdout.decode("utf-8", "replace")
 

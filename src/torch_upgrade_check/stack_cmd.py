@@ -1,8 +1,11 @@
 """compare's stack checks: `stack[-]/resolve` before anything is installed, `<distribution>[-]/imports` after (no torch).
 
-compare_cmd.py calls these at two points and otherwise runs as before: the results join each side's report
-first, so the worker's checks add to them. A candidate whose stack does not resolve stops the run there
-(exit 1): nothing is installed for it.
+Each side's stack is read at its own git ref (`side_stacks`): the baseline's files as --base-ref has them, the
+candidate's as --head-ref (or the working tree) has them. compare_cmd.py calls these at two points and
+otherwise runs as before: the results join each side's report first, so the worker's checks add to them. A
+candidate whose stack does not resolve with its torch stops the run there (exit 1): nothing is installed for it.
+A side whose stack does not resolve on its own is the team's file (exit 2), unless pip could not reach the index
+(exit 3).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from torch_upgrade_check import stack, suite
@@ -43,25 +46,87 @@ def planned_ids(args: argparse.Namespace, only: Sequence[str]) -> list[str]:
     return ids
 
 
+ROLES = ("baseline", "candidate")
+REF_FLAG = {"baseline": "base_ref", "candidate": "head_ref"}
+
+
+def where(args: argparse.Namespace, role: str) -> str:
+    """Where a side's stack files are read: `at --base-ref main`, or `in the working tree`."""
+    ref = getattr(args, REF_FLAG[role], None)
+    return f"at --{REF_FLAG[role].replace('_', '-')} {ref}" if ref else "in the working tree"
+
+
+def side_stacks(args: argparse.Namespace) -> dict[str, stack.Stack]:
+    """Each side's stack from its own ref: the baseline's files as --base-ref has them, the candidate's as --head-ref
+    has them (the working tree without one), `-r` includes too. A file one side lacks is the other side's alone
+    (Stack.absent says so); a file neither side has is a UsageError naming both places."""
+    refs = {role: getattr(args, REF_FLAG[role], None) for role in ROLES}
+    if not any(refs.values()):
+        one = stack.from_args(args)
+        return {role: one for role in ROLES}
+    problems: list[str] = []
+    found: dict[str, stack.Stack] = {}
+    for role in ROLES:
+        option = "--" + REF_FLAG[role].replace("_", "-")
+        try:
+            read = stack.at_ref(refs[role], option) if refs[role] else None
+            found[role] = stack.from_args(args, read=read, absent_ok=True)
+        except UsageError as e:
+            problems += e.problems
+    if problems:
+        raise UsageError(*problems)
+    for path in found["baseline"].absent:
+        if path in found["candidate"].absent:
+            problems.append(f"requirements file {path} does not exist {where(args, 'baseline')}, nor "
+                            f"{where(args, 'candidate')}; pass the path of a file one side has (relative to the current "
+                            "folder), or a VERSION instead of auto")
+    if problems:
+        raise UsageError(*problems)
+    return found
+
+
+def stack_notes(args: argparse.Namespace, stacks: Mapping[str, stack.Stack]) -> list[str]:
+    """One line a side saying where its stack was read, and each file that side lacks (the other side's alone)."""
+    if stacks.get("baseline") is stacks.get("candidate"):
+        return []
+    notes = []
+    for role in ROLES:
+        s = stacks.get(role)
+        if s is None or not s:
+            continue
+        read = f"{', '.join(s.sources)} {where(args, role)}" if s.sources else f"no file {where(args, role)}"
+        notes.append(f"{role}: the stack is {read} ({len(s.requirements)} requirements beside torch)")
+        other = "candidate" if role == "baseline" else "baseline"
+        notes += [f"{role}: {path} does not exist {where(args, role)}: it is the {other}'s alone" for path in s.absent]
+    return notes
+
+
+def plan_stacks(args: argparse.Namespace) -> None:
+    """args.stacks (role -> Stack, each read at its side's ref), args.stack (the candidate's: what --list and the
+    installed checks ask of it), and `auto` SPECs replaced by the torch each side's stack pins."""
+    args.stacks = side_stacks(args)
+    args.stack = args.stacks["candidate"]
+    auto_pins(args)
+
+
 def auto_pins(args: argparse.Namespace) -> None:
     """`--baseline auto` / `--candidate auto`: the torch the stack's files pin at --base-ref / --head-ref (the working
     tree without --head-ref), read with the stack's own parsers; args.baseline / args.candidate become that SPEC."""
     problems: list[str] = []
-    for role, flag in (("baseline", "base_ref"), ("candidate", "head_ref")):
+    stacks = getattr(args, "stacks", None)
+    for role in ROLES:
         if getattr(args, role, None) != "auto":
             continue
-        ref = getattr(args, flag, None)
-        option = "--" + flag.replace("_", "-")
-        if role == "baseline" and not ref:
+        if role == "baseline" and not getattr(args, "base_ref", None):
             problems.append("--baseline auto reads the torch pin at --base-ref REF; pass one (a pull request's base "
                             "branch, like origin/main, or HEAD^1 on its merge commit)")
             continue
         try:
-            found = stack.from_args(args, read=stack.at_ref(ref, option) if ref else None)
+            found = stacks[role] if stacks else side_stacks(args)[role]
             if not found:
                 raise UsageError(f"--{role} auto reads the torch pin from the stack's files; pass --requirements FILE "
                                  "(or the config's requirements:)")
-            setattr(args, role, stack.torch_spec(found, f"at {option} {ref}" if ref else "in the working tree"))
+            setattr(args, role, stack.torch_spec(found, where(args, role)))
         except UsageError as e:
             problems += e.problems
     if problems:
@@ -93,13 +158,23 @@ def _pip(python: str, logs: Path) -> list[str]:
     return [str(provision.venv_python(folder)), "-m", "pip"]
 
 
+@dataclass(frozen=True)
+class Blocked:
+    """The resolve stage found a side's stack that cannot be installed: the team's files (exit 2, `message` names
+    them and the fix) or the runner's (exit 3: pip timed out or could not reach the index)."""
+
+    message: str
+    runner: bool
+
+
 def resolve_stage(args: argparse.Namespace, only: Sequence[str], sides: Sides, base_python: str, out: Path, *,
-                  repro: str, say: Callable[[str], None]) -> dict[str, CheckResult]:
-    """Each side's resolve result, {} without a stack (or when --only leaves it out). A stack that does not resolve
-    with the baseline's torch (or with any torch) is an infrastructure error, raised: nothing could be installed."""
+                  repro: str, say: Callable[[str], None]) -> tuple[dict[str, CheckResult], Blocked | None]:
+    """Each side's resolve result ({} without a stack, or when --only leaves it out), each side resolving its own
+    stack (args.stacks), and what blocks the run: a side whose stack does not resolve on its own."""
+    stacks: Mapping[str, stack.Stack] = getattr(args, "stacks", None) or {}
     stk: stack.Stack = getattr(args, "stack", None) or stack.Stack()
-    if not stk or not selected(only, resolve.WORKLOAD, resolve.ASPECT):
-        return {}
+    if not (stk or any(stacks.values())) or not selected(only, resolve.WORKLOAD, resolve.ASPECT):
+        return {}, None
     device = early_device(args)
     todo, skipped = [], {}
     for role, (spec, prepared) in sides.items():
@@ -110,17 +185,30 @@ def resolve_stage(args: argparse.Namespace, only: Sequence[str], sides: Sides, b
             continue
         index = resolve.Index(args.index_url or provision.index_for(args.torch_backend, spec, provision.detect_cuda_driver()),
                               tuple(args.extra_index_url), tuple(args.find_links), spec.pre)
-        todo.append(resolve.Side(role, spec.requirement, index, spec.text))
+        own = stacks.get(role, stk)
+        todo.append(resolve.Side(role, spec.requirement, index, spec.text, (*args.extra_requirement, *own.requirements)))
     if not todo or todo[-1].role != "candidate":
-        return skipped
+        return skipped, None
     logs = out / "logs"
     results = resolve.check(todo, [*args.extra_requirement, *stk.requirements], _pip(base_python, logs), logs,
                             device=device, repro=repro, say=say, env=installer.installer_env("pip"))
+    blocked = None
     for role, r in results.items():
-        if r.outcome is Outcome.ERROR:
-            raise InfrastructureError(f"{r.reason} (log: {r.metrics.get('log', logs)}); fix the stack's requirements")
         say(f"{role}: resolve {r.outcome.value}: {r.reason[:300]}")
-    return {**skipped, **results}
+        if r.outcome is Outcome.ERROR and blocked is None:
+            blocked = _blocked(args, role, stacks.get(role, stk), r, logs)
+    return {**skipped, **results}, blocked
+
+
+def _blocked(args: argparse.Namespace, role: str, own: stack.Stack, r: CheckResult, logs: Path) -> Blocked:
+    log = r.metrics.get("log", logs)
+    if r.metrics.get("runner"):
+        return Blocked(f"{r.reason} (log: {log}); pip could not finish: check the runner's network and index, then "
+                       "run again", True)
+    files = f"{', '.join(own.sources) or 'the stack'} {where(args, role)}"
+    fix = (f"fix those files there, or pass --baseline VERSION with the torch they do install with"
+           if role == "baseline" else "fix those files (the pull request's)")
+    return Blocked(f"the {role}'s stack ({files}) cannot be installed: {r.reason} (log: {log}); {fix}", False)
 
 
 def with_results(reports: dict[str, Report], results: Mapping[str, CheckResult]) -> dict[str, Report]:
@@ -129,19 +217,20 @@ def with_results(reports: dict[str, Report], results: Mapping[str, CheckResult])
 
 def resolve_first(args: argparse.Namespace, only: Sequence[str], sides: Sides, base_python: str, out: Path,
                   reports: dict[str, Report], *, repro: Callable[[str, CheckSpec], str],
-                  say: Callable[[str], None]) -> tuple[dict[str, Report], bool]:
-    """The reports with each side's resolve result, and whether the run stops here: the candidate's stack does not
-    resolve, so nothing is installed for it (the reports are then complete, labelled with the torch resolved)."""
+                  say: Callable[[str], None]) -> tuple[dict[str, Report], bool, Blocked | None]:
+    """The reports with each side's resolve result; whether the run stops here (the candidate's stack does not
+    resolve, so nothing is installed for it: the reports are then complete, labelled with the torch resolved);
+    and what blocks the run, when a side's own stack cannot be installed (the caller ends with its exit code)."""
     device = early_device(args)
-    results = resolve_stage(args, only, sides, base_python, out, say=say,
-                            repro=repro(device, CheckSpec(resolve.WORKLOAD, resolve.ASPECT, device, resolve.DTYPE)))
+    results, blocked = resolve_stage(args, only, sides, base_python, out, say=say,
+                                     repro=repro(device, CheckSpec(resolve.WORKLOAD, resolve.ASPECT, device, resolve.DTYPE)))
     reports = with_results(reports, results)
     cand = results.get("candidate")
-    if cand is None or cand.outcome is not Outcome.FAILED:
-        return reports, False
+    if blocked is None and (cand is None or cand.outcome is not Outcome.FAILED):
+        return reports, False, None
     return {role: replace(r, finished=session.now(), complete=True, device=device,
                           label=str(results[role].metrics.get("torch", "?")) if role in results else "?")
-            for role, r in reports.items()}, True
+            for role, r in reports.items()}, True, blocked
 
 
 def installed_stage(args: argparse.Namespace, only: Sequence[str], pythons: Mapping[str, str],

@@ -171,8 +171,13 @@ def run_act(act: str, workflow: str, inputs: Mapping[str, str], *, tmp: Path, re
     assert not unknown, f"{workflow} has no inputs {unknown}"
     for name, value in given.items():
         argv += ["--input", f"{name}={value}"]
+    return _act(argv, out, artifacts, ACT_TIMEOUT_S)
+
+
+def _act(argv: Sequence[str], out: Path, artifacts: Path, timeout_s: float) -> ActRun:
+    """Run act (the outer job's GitHub variables left out) and parse its --json log."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_PREFIXES)}
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=ACT_TIMEOUT_S, env=env, check=False)
+    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
     events = []
     for line in (proc.stdout + "\n" + proc.stderr).splitlines():
         if line.startswith("{"):
@@ -181,3 +186,47 @@ def run_act(act: str, workflow: str, inputs: Mapping[str, str], *, tmp: Path, re
             except json.JSONDecodeError:
                 continue
     return ActRun(proc.returncode, events, proc.stderr, out, artifacts)
+
+
+def pip_sources(python: str = sys.executable) -> dict[str, str]:
+    """uv's variables for where pip's own configuration finds packages (uv reads none of pip's files): the action
+    installs torch with uv, so on a machine whose pip is set up to find wheels in a folder or a local index,
+    the action's uv finds them too. Empty where pip's configuration names none; nothing here names a place."""
+    proc = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False)
+    found: dict[str, list[str]] = {}
+    for line in proc.stdout.splitlines():
+        key, _, value = line.partition("=")
+        name = key.rpartition(".")[2]
+        if name in ("find-links", "index-url", "extra-index-url"):
+            found.setdefault(name, []).extend(value.strip().strip("'\"").split())
+    env = {}
+    if found.get("find-links"):
+        env["UV_FIND_LINKS"] = ",".join(dict.fromkeys(found["find-links"]))
+    if found.get("index-url"):
+        env["UV_INDEX_URL"] = found["index-url"][-1]
+    if found.get("extra-index-url"):
+        env["UV_EXTRA_INDEX_URL"] = " ".join(dict.fromkeys(found["extra-index-url"]))
+    return env
+
+
+def run_act_event(act: str, caller: Path, event_name: str, event: Mapping[str, Any], workflow: Path, *, tmp: Path,
+                  repo: Path, env: Mapping[str, str] | None = None, timeout_s: float = ACT_TIMEOUT_S) -> ActRun:
+    """Run a user's own workflow file in the user's repository `caller` on `event_name` (say pull_request) with
+    this event payload: `OWNER/torch-upgrade-check@<any ref>` the workflow names is mapped to `repo`."""
+    cache, out, artifacts = (tmp / n for n in ("act-cache", "out", "artifacts"))
+    for d in (cache, out, artifacts):
+        d.mkdir(parents=True, exist_ok=True)
+    payload = tmp / "event.json"
+    payload.write_text(json.dumps(event))
+    argv = [act, event_name, "--json", "-C", str(caller), "-W", str(workflow), "-e", str(payload),
+            "--action-cache-path", str(cache), "--no-cache-server",
+            "--env", f"ACT_STUB_ARTIFACTS={artifacts}", "--env", f"ACT_STUB_CHECKOUT_SOURCE={repo}",
+            "--env", f"ACTIONS_RUNTIME_URL={STUB_RUNTIME_URL}", "-P", "ubuntu-latest=-self-hosted"]
+    for ref in sorted(set(re.findall(r"uses:\s*OWNER/torch-upgrade-check@([\w.-]+)", workflow.read_text()))):
+        argv += ["--local-repository", f"OWNER/torch-upgrade-check@{ref}={repo}"]
+    for action, sha in pinned_actions(REUSABLE, ACTION, workflow).items():
+        if action.startswith("actions/"):
+            argv += ["--local-repository", f"{action}@{sha}={STUBS / action.split('/')[1]}"]
+    for name, value in (env or {}).items():
+        argv += ["--env", f"{name}={value}"]
+    return _act(argv, out, artifacts, timeout_s)

@@ -79,7 +79,18 @@ def test_the_stack_and_auto_pins_reach_compare() -> None:
     assert ("--base-ref", "origin/main") == plan(_env(candidate_torch_version="auto", baseline_torch_version="auto",
                                                       base_ref="origin/main")).argv[5:7]
     assert plan(_env(candidate_torch_version="2.13.0", base_ref="main")).problems == (
-        "input 'base-ref' is read only with 'baseline-torch-version: auto'; set that, or remove 'base-ref'",)
+        "input 'base-ref' names the commit of the baseline's stack (and, with 'baseline-torch-version: auto', its torch "
+        "pin); set 'baseline-torch-version', or remove 'base-ref'",)
+
+
+def test_base_ref_with_a_fixed_baseline_reads_the_baselines_stack_there() -> None:
+    # a pull request that bumps torch and torchvision together: the baseline's stack is the base branch's files
+    p = plan(_env(candidate_torch_version="2.14.1", baseline_torch_version="2.13.0", base_ref="origin/main",
+                  requirements="requirements.txt"))
+    assert p.problems == ()
+    assert p.argv[:7] == ("compare", "--candidate", "2.14.1", "--baseline", "2.13.0", "--base-ref", "origin/main")
+    fixed = plan(_env(candidate_torch_version="2.14.1", baseline_torch_version="2.13.0"))
+    assert "--base-ref" not in fixed.argv  # no base-ref: both sides read the working tree's stack, as before
 
 
 def test_fail_on_none_reaches_the_cli() -> None:

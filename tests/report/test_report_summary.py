@@ -256,6 +256,22 @@ def test_environment_diff_shows_torch_and_what_differs() -> None:
                                             ["torch git", "fedcba9876543210", "0123456789abcdef"]]
 
 
+def test_environment_diff_says_which_package_changes_the_teams_requirements_made() -> None:
+    # a pull request that bumps torchvision with torch: its row says the team's files changed it; numpy, moved by
+    # the resolver alone, says nothing more
+    base, cand = CASES["comparison_clean"]
+    packages = {"baseline": {"torchvision": "0.28.0", "numpy": "2.1.3"}, "candidate": {"torchvision": "0.29.1",
+                                                                                      "numpy": "2.2.0"}}
+    resolved = CheckResult("stack", "resolve", "cpu", "-", Outcome.PASSED, reason="the stack resolves",
+                           metrics={"pinned": ["torchvision 0.28.0 -> 0.29.1"], "unasked": ["numpy 2.1.3 -> 2.2.0"]})
+    reports = [dataclasses.replace(r, environment={**r.environment, "packages": packages[r.role]},
+                                   results=(*r.results, resolved) if r.role == "candidate" else r.results)
+               for r in (base, cand)]
+    table = next(t for t in _tables(_html(render_summary(reports))) if t[0] == ["component", "baseline", "candidate"])
+    assert ["package numpy", "2.1.3", "2.2.0"] in table
+    assert ["package torchvision (your requirements changed it)", "0.28.0", "0.29.1"] in table
+
+
 def test_checks_in_one_version_only_are_listed() -> None:
     doc = _html(render_summary(CASES["comparison_regression"]))
     grid = next(t for t in _tables(doc) if t[0] == ["check", "baseline", "candidate"])

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -273,10 +273,12 @@ def ensure_env(spec: TorchSpec, opts: Options, *, log: Path, say: Callable[[str]
     return Prepared(str(venv_python(lease.path)), lease.record, lease.reused, time.monotonic() - started, lease)
 
 
-def ensure_envs(specs: Mapping[str, TorchSpec], opts: Options, *, say: Callable[[str], None] = print) -> dict[str, Prepared]:
+def ensure_envs(specs: Mapping[str, TorchSpec], opts: Options, *, say: Callable[[str], None] = print,
+                requirements: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, Prepared]:
     """Every side's environment, built in parallel (one thread and one log file per side; each line the
-    sides print starts with the side's name). The first failure stops the other side's installer and is
-    raised once both threads are done."""
+    sides print starts with the side's name). `requirements` gives a side its own stack beside torch (each side's
+    read at its own git ref), else `opts.extra_requirements`. The first failure stops the other side's installer
+    and is raised once both threads are done."""
     lock = threading.Lock()
     cancel = threading.Event()
 
@@ -288,7 +290,9 @@ def ensure_envs(specs: Mapping[str, TorchSpec], opts: Options, *, say: Callable[
 
     def one(role: str, spec: TorchSpec) -> Prepared:
         try:
-            return ensure_env(spec, opts, log=opts.logs / f"install-{role}.log", say=line(role), cancel=cancel)
+            own = opts if requirements is None or role not in requirements else replace(
+                opts, extra_requirements=requirements[role])
+            return ensure_env(spec, own, log=opts.logs / f"install-{role}.log", say=line(role), cancel=cancel)
         except BaseException:
             cancel.set()
             raise

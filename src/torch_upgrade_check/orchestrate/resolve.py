@@ -9,8 +9,15 @@ package's `Requires-Dist` on torch whether it accepts the candidate, and the can
 requirements whether the stack's pins satisfy them. For each package that refuses the candidate, one more
 dry run (the candidate torch and that package alone) names the newest release of it that accepts it.
 
-A conflict that only the candidate's torch causes fails the check (exit 1, kind correctness); a stack that
-does not resolve with the baseline's torch either is an infrastructure error, as any install failure is.
+Each side resolves its own stack (read at its git ref by stack_cmd): a pull request that bumps torch and
+torchvision together resolves the baseline's torchvision with the baseline's torch. What changed between the
+two resolutions is listed in two parts: the packages whose requirements the team changed, and those the
+resolver moved unasked.
+
+A conflict that only the candidate's torch causes fails the check (exit 1, kind correctness). A stack that
+does not resolve on its own side (the baseline's with its torch, the candidate's with any torch) is the team's
+file (exit 2, stack_cmd names it); a dry run that timed out or could not reach the index is the runner's
+(`Resolution.runner`, exit 3).
 """
 
 from __future__ import annotations
@@ -65,6 +72,22 @@ class Resolution:
     requires: dict[str, list[Requirement]] = field(default_factory=dict)  # the requirements whose markers hold
     reason: str = ""
     log: Path | None = None
+    runner: bool = False  # the failure is the runner's (pip timed out, could not start, could not reach an index)
+
+
+# What pip logs when the index cannot be read: the runner's network, not the team's requirements
+NETWORK = ("NewConnectionError", "Max retries exceeded", "Temporary failure in name resolution", "ConnectTimeout",
+           "ReadTimeout", "Read timed out", "SSLError", "ProxyError", "Connection refused", "Connection reset",
+           "Network is unreachable", "HTTP error 5", "503 Service Unavailable", "502 Bad Gateway")
+
+
+def runner_caused(log: Path) -> bool:
+    """Whether a failed dry run's log shows the index unreachable (pip retries, then says no version was found)."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True
+    return any(marker in text for marker in NETWORK)
 
 
 def dry_run(pip: Sequence[str], requirements: Sequence[str], index: Index, *, log: Path, no_deps: bool = False,
@@ -82,11 +105,12 @@ def dry_run(pip: Sequence[str], requirements: Sequence[str], index: Index, *, lo
             proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=TIMEOUT_S, check=False,
                                   env=None if env is None else dict(env))
         except subprocess.TimeoutExpired:
-            return Resolution(False, reason=f"pip's dry run took over {TIMEOUT_S} s and was stopped", log=log)
+            return Resolution(False, reason=f"pip's dry run took over {TIMEOUT_S} s and was stopped", log=log,
+                              runner=True)
         except OSError as e:
-            return Resolution(False, reason=f"pip could not start: {e.strerror or e}", log=log)
+            return Resolution(False, reason=f"pip could not start: {e.strerror or e}", log=log, runner=True)
     if proc.returncode != 0 or not report.exists():
-        return Resolution(False, reason=installer.installer_message(log), log=log)
+        return Resolution(False, reason=installer.installer_message(log), log=log, runner=runner_caused(log))
     return read_report(json.loads(report.read_text(encoding="utf-8")), log)
 
 
@@ -178,26 +202,59 @@ def changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
     return lines
 
 
+def pinned_by_team(before: Sequence[str], after: Sequence[str]) -> set[str]:
+    """The packages (canonical names) whose requirements differ between two stacks: those the team changed."""
+    def by_name(stack: Sequence[str]) -> dict[str, set[str]]:
+        named: dict[str, set[str]] = {}
+        for text in stack:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            name = canonicalize_name(req.name)  # `Pillow` and `pillow` are one requirement, as pip reads them
+            named.setdefault(name, set()).add(str(req).replace(req.name, name, 1))
+        return named
+
+    b, a = by_name(before), by_name(after)
+    return {name for name in set(b) | set(a) if b.get(name) != a.get(name)}
+
+
+def split_changes(before: Mapping[str, str], after: Mapping[str, str], team: set[str]) -> tuple[list[str], list[str]]:
+    """changes() parted into what the team's requirements changed and what the resolver changed unasked."""
+    pinned, unasked = [], []
+    for line in changes(before, after):
+        (pinned if canonicalize_name(line.split(" ", 1)[0]) in team else unasked).append(line)
+    return pinned, unasked
+
+
+def _listed(lines: Sequence[str]) -> str:
+    return "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
+
+
 @dataclass(frozen=True)
 class Side:
-    """One side to resolve: its torch requirement (`torch==2.14.1`) and where its packages come from."""
+    """One side to resolve: its torch requirement (`torch==2.14.1`), where its packages come from, and its own
+    stack (read at its git ref; None: the stack `check` is given)."""
 
     role: str
     requirement: str
     index: Index
     label: str  # the torch as the user gave it: 2.14.1, nightly, '>=2.13,<2.14'
+    stack: tuple[str, ...] | None = None
 
 
 def check(sides: Sequence[Side], stack: Sequence[str], pip: Sequence[str], logs: Path, *, device: str,
           repro: str, say: Callable[[str], None] = print, env: Mapping[str, str] | None = None) -> dict[str, CheckResult]:
     """Each side's `stack[-]/resolve` result; the candidate's judged against the baseline's resolution (the last
-    side is the candidate, an earlier one the baseline). Raises nothing: pip's failures become results."""
+    side is the candidate, an earlier one the baseline). Each side resolves its own stack (Side.stack, else
+    `stack`). Raises nothing: pip's failures become results."""
     started = time.monotonic()
     done: dict[str, Resolution] = {}
+    own = {side.role: tuple(stack if side.stack is None else side.stack) for side in sides}
     for side in sides:
         say(f"{side.role}: resolving the stack with torch {side.label} (pip's dry run, index metadata only)")
-        done[side.role] = dry_run(pip, [side.requirement, *stack], side.index, log=logs / f"resolve-{side.role}.log",
-                                  env=env)
+        done[side.role] = dry_run(pip, [side.requirement, *own[side.role]], side.index,
+                                  log=logs / f"resolve-{side.role}.log", env=env)
     results: dict[str, CheckResult] = {}
 
     def result(role: str, outcome: Outcome, reason: str, metrics: dict[str, Any], details: str = "") -> CheckResult:
@@ -213,32 +270,46 @@ def check(sides: Sequence[Side], stack: Sequence[str], pip: Sequence[str], logs:
                                      f"({len(b.versions)} packages)", {"torch": torch_b, "packages": b.versions})
                               if b.ok else
                               result(base.role, Outcome.ERROR, f"the stack does not resolve with torch {base.label}: "
-                                     f"{b.reason}", {"log": str(b.log)}))
+                                     f"{b.reason}", {"log": str(b.log), "runner": b.runner}))
     c = done[cand.role]
     reference = done[base.role] if base is not None else None
     if c.ok:
         torch_c = c.versions.get("torch", cand.label)
-        changed = changes(reference.versions, c.versions) if reference is not None and reference.ok else []
-        shown = "; ".join(changed[:LISTED]) + (f"; and {len(changed) - LISTED} more" if len(changed) > LISTED else "")
-        also = (f"; {len(changed)} resolve to another version than with the baseline's torch: {shown}" if changed
-                else "; every package resolves as with the baseline's torch" if reference is not None and reference.ok
-                else "")
+        compared = reference is not None and reference.ok
+        changed = changes(reference.versions, c.versions) if compared else []
+        team = pinned_by_team(own[base.role], own[cand.role]) if base is not None else set()
+        pinned, unasked = split_changes(reference.versions, c.versions, team) if compared else ([], [])
+        also = ""
+        if pinned:
+            also += f"; {len(pinned)} changed by the team's requirements: {_listed(pinned)}"
+        if unasked:
+            also += f"; {len(unasked)} changed by the resolver unasked: {_listed(unasked)}"
+        if compared and not changed:
+            also = "; every package resolves as with the baseline's torch"
+        details = [*(f"{line} (the team's requirements)" for line in pinned),
+                   *(f"{line} (the resolver, unasked)" for line in unasked)]
         results[cand.role] = result(cand.role, Outcome.PASSED,
                                     f"the stack resolves with torch {torch_c} ({len(c.versions)} packages){also}",
-                                    {"torch": torch_c, "packages": c.versions, "changed": changed}, "\n".join(changed))
+                                    {"torch": torch_c, "packages": c.versions, "changed": changed, "pinned": pinned,
+                                     "unasked": unasked}, "\n".join(details))
         return results
-    if reference is None or not reference.ok:
-        # no baseline resolution to learn from: the stack with any torch the index has
-        reference = dry_run(pip, ["torch", *stack], cand.index, log=logs / "resolve-reference.log", env=env)
+    if reference is None or not reference.ok or (base is not None and own[base.role] != own[cand.role]):
+        # no baseline resolution of this same stack to learn from: the candidate's stack with any torch the index has
+        reference = dry_run(pip, ["torch", *own[cand.role]], cand.index, log=logs / "resolve-reference.log", env=env)
         if not reference.ok:  # not the candidate's doing: the stack does not resolve at all
             why = f"the stack does not resolve with any torch: {reference.reason}"
-            results[cand.role] = result(cand.role, Outcome.ERROR, why, {"log": str(reference.log)})
+            results[cand.role] = result(cand.role, Outcome.ERROR, why, {"log": str(reference.log),
+                                                                         "runner": reference.runner or c.runner})
             return results
+    if c.runner:  # pip could not read the index (or ran out of time): nothing is known of the candidate's stack
+        results[cand.role] = result(cand.role, Outcome.ERROR, f"the stack could not be resolved with torch "
+                                    f"{cand.label}: {c.reason}", {"log": str(c.log), "runner": True})
+        return results
     torch_meta = dry_run(pip, [cand.requirement], cand.index, log=logs / "resolve-torch.log", no_deps=True, env=env)
     version = torch_meta.versions.get("torch", cand.label)
     lines = [f"{name} {have} requires {req}" for name, have, req in refusals(reference, version)]
     lines += [f"torch {version} requires {theirs}; the stack asks {mine}"
-              for _, mine, theirs in unmet_by_stack(torch_meta, stack)]
+              for _, mine, theirs in unmet_by_stack(torch_meta, own[cand.role])]
     fixes = []
     for name, _, _ in refusals(reference, version):
         fit = dry_run(pip, [cand.requirement, name], cand.index, log=logs / f"resolve-{name}.log", env=env)

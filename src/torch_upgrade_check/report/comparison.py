@@ -10,6 +10,7 @@ baseline report itself is needed only for the checks it alone ran and its enviro
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -335,7 +336,8 @@ def _environment_diff(baseline: Report, candidate: Report) -> tuple[Table, bool]
     rows = []
     changed = [(label, _env(baseline.environment, key), _env(candidate.environment, key)) for label, key in ENV_DIFF]
     changed = [c for c, (label, key) in zip(changed, ENV_DIFF) if key == "torch_version" or c[1] != c[2]]
-    changed += _package_changes(baseline.environment.get("packages"), candidate.environment.get("packages"))
+    changed += _package_changes(baseline.environment.get("packages"), candidate.environment.get("packages"),
+                                _pinned_by_team(candidate))
     changed += _sdpa_choices(baseline, candidate)
     for label, before, after in changed:
         cells = [md(label), *("—" if v in (None, "", [], {}) else md(clip(one_line(_text(v)), 200)) for v in (before, after))]
@@ -359,12 +361,26 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _package_changes(before: Any, after: Any) -> list[tuple[str, Any, Any]]:
-    """Packages installed beside torch whose version differs (torch itself has its own row)."""
+def _package_changes(before: Any, after: Any, team: frozenset[str] = frozenset()) -> list[tuple[str, Any, Any]]:
+    """Packages installed beside torch whose version differs (torch itself has its own row); those whose
+    requirement the team changed between the sides say so (the rest moved with torch or the resolver)."""
     if not isinstance(before, dict) or not isinstance(after, dict):
         return []
     names = sorted(n for n in set(before) | set(after) if n != "torch" and before.get(n) != after.get(n))
-    return [(f"package {n}", before.get(n), after.get(n)) for n in names]
+    return [(f"package {n}" + (" (your requirements changed it)" if _canonical(n) in team else ""),
+             before.get(n), after.get(n)) for n in names]
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pinned_by_team(candidate: Report) -> frozenset[str]:
+    """The packages the candidate's resolve check found changed by the team's own requirements."""
+    for r in candidate.results:
+        if r.aspect == "resolve" and isinstance(r.metrics.get("pinned"), list):
+            return frozenset(_canonical(str(line).split(" ", 1)[0]) for line in r.metrics["pinned"])
+    return frozenset()
 
 
 def _sdpa_choices(baseline: Report, candidate: Report) -> list[tuple[str, Any, Any]]:

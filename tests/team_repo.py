@@ -1,0 +1,78 @@
+"""A team's repository with a torch-bump pull request, made in the test: the stack every team has (torch pinned,
+torchvision and timm in a `-r` include), its own torchvision and timm models, and the branches a pull request
+brings. Used by tests/test_team_pull_request.py (the CLI) and tests/action/test_quick_start_pr.py (act)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+MODELS = '''\
+"""The team's models: a torchvision classifier and a timm ResNet, built without pretrained weights."""
+
+import timm
+import torch
+import torchvision
+
+
+def mobilenet():
+    model = torchvision.models.mobilenet_v3_small(weights=None, num_classes=10).eval()
+    return model, (torch.randn(2, 3, 64, 64),)
+
+
+def resnet10t():
+    model = timm.create_model("resnet10t", pretrained=False, num_classes=10).eval()
+    return model, (torch.randn(2, 3, 64, 64),)
+'''
+
+CONFIG = """\
+version: 1
+suite: none
+python-path: [.]
+workloads:
+  - name: mobilenet
+    factory: team_models:mobilenet
+    aspects: [numerics, cross-version]
+    dtypes: [float32]
+  - name: resnet10t
+    factory: team_models:resnet10t
+    aspects: [numerics, cross-version]
+    dtypes: [float32]
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main",
+                           *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def commit(repo: Path, message: str, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", message)
+
+
+def pins(torch: str, torchvision: str) -> dict[str, str]:
+    return {"requirements.txt": f"torch=={torch}\n-r requirements-models.txt\n",
+            "requirements-models.txt": f"torchvision=={torchvision}\ntimm==1.0.31\n"}
+
+
+def make(repo: Path, extra: dict[str, str] | None = None) -> Path:
+    """main: torch 2.13.0 + torchvision 0.28.0 (and `extra` files); `bump`: 2.14.1 + 0.29.1; `torch-only`: 2.14.1,
+    torchvision left behind; tag `broken`: a base whose own stack cannot resolve (torch 2.13.0, torchvision
+    0.29.1). Left on `bump`."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q")
+    commit(repo, "the team's stack", {**pins("2.13.0", "0.28.0"), "team_models.py": MODELS,
+                                      "torch-upgrade-check.yml": CONFIG, **(extra or {})})
+    git(repo, "checkout", "-qb", "bump")
+    commit(repo, "bump torch and torchvision", pins("2.14.1", "0.29.1"))
+    git(repo, "checkout", "-qb", "torch-only", "main")
+    commit(repo, "bump torch alone", pins("2.14.1", "0.28.0"))
+    git(repo, "checkout", "-qb", "broken-base", "main")
+    commit(repo, "a base that does not resolve", pins("2.13.0", "0.29.1"))
+    git(repo, "tag", "broken")
+    git(repo, "checkout", "-q", "bump")
+    return repo
