@@ -76,3 +76,30 @@ def make(repo: Path, extra: dict[str, str] | None = None) -> Path:
     git(repo, "tag", "broken")
     git(repo, "checkout", "-q", "bump")
     return repo
+
+
+def assert_models_ran(base: dict[str, dict], cand: dict[str, dict]) -> None:
+    """The team's models ran under the candidate; under the baseline they ran too, or its torchvision could not load
+    and the stack's checks name why. The latter is what a machine whose torch 2.13.0 is the CPU wheel (from pip's
+    find-links) gets: torchvision 0.28.0 on the index is the CUDA build, whose _C.so needs libtorch_cuda's symbols
+    (`operator torchvision::nms does not exist` on import). Where torch 2.13.0 comes from the index too (the CUDA
+    build, as on PyPI), both sides run the models and cross-version is judged."""
+    for workload in ("mobilenet", "resnet10t"):
+        assert cand[f"{workload}[float32]/numerics"]["outcome"] in ("passed", "failed"), cand
+    imports = base["stack[-]/imports"]
+    if "torchvision (torchvision 0.28.0) raised" not in imports["reason"]:
+        for workload in ("mobilenet", "resnet10t"):
+            assert base[f"{workload}[float32]/numerics"]["outcome"] in ("passed", "failed"), base
+            crossed = cand[f"{workload}[float32]/cross-version"]
+            assert crossed["outcome"] in ("passed", "failed"), crossed
+            assert crossed["metrics"]["baseline_torch"].startswith("2.13.0"), crossed
+        return
+    assert "RuntimeError: operator torchvision::nms does not exist" in imports["reason"], imports
+    abi = base["stack[-]/abi"]
+    assert abi["outcome"] == "failed" and "_C.so (torchvision 0.28.0) needs" in abi["reason"], abi
+    assert "c10::cuda::" in abi["reason"], abi  # named: the CUDA symbols this CPU torch does not export
+    assert cand["stack[-]/abi"]["outcome"] == cand["stack[-]/imports"]["outcome"] == "passed"
+    for workload in ("mobilenet", "resnet10t"):
+        assert "operator torchvision::nms does not exist" in base[f"{workload}[float32]/numerics"]["reason"]
+        crossed = cand[f"{workload}[float32]/cross-version"]
+        assert crossed["outcome"] == "skipped" and "the baseline saved no outputs" in crossed["reason"], crossed

@@ -138,11 +138,13 @@ def test_unavailable_device_is_a_usage_error(tmp_path: Path, torch_python: str, 
     assert "--device auto" in lines[0]
 
 
-def test_missing_interpreter_is_infrastructure(tmp_path: Path) -> None:
-    proc = run_cli("run", "--python", str(tmp_path / "nope" / "python"), "--out", str(tmp_path))
-    assert proc.returncode == 3
-    assert "not found" in proc.stderr and "Traceback" not in proc.stderr
-    assert load_report(tmp_path)["infra_error"]
+@pytest.mark.parametrize("command", [["run", "--python"], ["compare", "--candidate-python"]])
+def test_an_interpreter_that_does_not_exist_is_the_teams_input_exit_2(tmp_path: Path, command: list[str]) -> None:
+    proc = run_cli(*command, str(tmp_path / "nope" / "python"), "--out", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr  # the path given is wrong: not the runner's failure (exit 3)
+    (line,) = proc.stderr.strip().splitlines()
+    assert line == (f"torch-upgrade-check: error: interpreter {tmp_path / 'nope' / 'python'} not found; pass the path "
+                    "of a Python that has torch (or its name on PATH)")
 
 
 def test_interpreter_without_torch_is_infrastructure(tmp_path: Path) -> None:

@@ -268,19 +268,17 @@ def test_a_bump_that_leaves_a_companion_behind_fails_resolve_from_the_refs_alone
 @pytest.fixture
 def split_repo(tmp_path: Path) -> Path:
     """main: torch 2.13.0, companions in a -r include; `bump` moves torch and torchvision together and adds a file."""
+    from team_repo import commit
+
     repo = tmp_path / "split"
     repo.mkdir()
     _git(repo, "init", "-q")
-    write(repo, "requirements.txt", "torch==2.13.0\n-r models.txt\n")
-    write(repo, "models.txt", "torchvision==0.28.0\ntimm==1.0.31\n")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "pin")
+    commit(repo, "pin", {"requirements.txt": "torch==2.13.0\n-r models.txt\n",
+                         "models.txt": "torchvision==0.28.0\ntimm==1.0.31\n"})
     _git(repo, "checkout", "-qb", "bump")
-    write(repo, "requirements.txt", "torch==2.14.1\n-r models.txt\n")
-    write(repo, "models.txt", "torchvision==0.29.1\ntimm==1.0.31\n")
-    write(repo, "requirements-serve.txt", "fastapi\n")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "bump torch and torchvision; serve")
+    commit(repo, "bump torch and torchvision; serve", {"requirements.txt": "torch==2.14.1\n-r models.txt\n",
+                                                       "models.txt": "torchvision==0.29.1\ntimm==1.0.31\n",
+                                                       "requirements-serve.txt": "fastapi\n"})
     return repo
 
 

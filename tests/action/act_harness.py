@@ -206,6 +206,7 @@ def pip_sources(python: str = sys.executable) -> dict[str, str]:
         env["UV_INDEX_URL"] = found["index-url"][-1]
     if found.get("extra-index-url"):
         env["UV_EXTRA_INDEX_URL"] = " ".join(dict.fromkeys(found["extra-index-url"]))
+        env["UV_INDEX_STRATEGY"] = "unsafe-best-match"  # pip picks the best version over all its indexes alike
     return env
 
 

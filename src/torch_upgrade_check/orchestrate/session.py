@@ -44,13 +44,14 @@ def now() -> str:
 
 
 def resolve_python(python: str) -> str:
-    """An interpreter path that exists, or InfrastructureError naming what was asked."""
+    """An interpreter path that exists, or a UsageError naming what was asked: a path or name given that this
+    machine does not have is the team's input (exit 2), not the runner's failure."""
     if os.path.sep in python or (os.altsep and os.altsep in python):
         if os.path.exists(python):
             return python
     elif shutil.which(python):
         return shutil.which(python) or python
-    raise InfrastructureError(f"interpreter {python} not found; pass the path of a Python that has torch")
+    raise UsageError(f"interpreter {python} not found; pass the path of a Python that has torch (or its name on PATH)")
 
 
 def new_report(settings: Settings, role: str = "") -> Report:
