@@ -205,6 +205,16 @@ def test_a_private_copy_of_the_action_can_be_checked_out(reusable: dict[str, Any
         assert own["with"]["persist-credentials"] is False
 
 
+def test_the_callers_checkout_has_the_base_commit_for_the_baselines_stack(reusable: dict[str, Any]) -> None:
+    # base-ref defaults to HEAD^1 (the base branch of a pull request's merge commit): the baseline's stack and its
+    # auto pin are read there, so the calling repository must be checked out with its parent; so must the quick start
+    quick_start = load(ROOT / "workflows" / "torch-upgrade-check.yml")
+    for doc in (reusable, quick_start):
+        checkouts = [s for s in steps(doc) if str(s.get("uses", "")).startswith("actions/checkout@")
+                     and "repository" not in s.get("with", {})]
+        assert checkouts and all(int(s["with"]["fetch-depth"]) >= 2 for s in checkouts), checkouts
+
+
 def test_every_job_has_a_timeout() -> None:
     for path in OUR_WORKFLOWS:
         for name, job in load(path)["jobs"].items():
