@@ -154,6 +154,8 @@ def test_fleet_memory_is_judged_on_cuda_only_and_parsed_with_its_unit(tmp_path: 
     r = judge_memory(24 * 2**30, [small, oom], device="cuda", label="x")
     assert r.outcome is Outcome.SUSPICIOUS and "no peak was measured for llm[float16]" in r.reason, r.reason
     assert judge_memory(24 * 2**30, [small], device="cuda", label="x").outcome is Outcome.PASSED
+    r = judge_memory(24 * 2**30, [oom], device="cuda", label="x")  # none finished: not "run the memory checks"
+    assert r.outcome is Outcome.SUSPICIOUS and "no peak was measured for llm[float16]" in r.reason, r.reason
     assert parse_fleet("sm_80 memory=24GiB", "--fleet") == (("sm_80",), "", 24 * 2**30)
     assert parse_fleet("memory=16GB", "--fleet") == ((), "", 16 * 10**9)
     with pytest.raises(UsageError) as e:

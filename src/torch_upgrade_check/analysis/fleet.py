@@ -8,8 +8,9 @@ run only on that exact architecture. torch 2.8's cu128 wheels dropped sm_50-sm_6
 a fleet with a GTX 1080 (sm_61) fails here, naming it.
 
 The fleet's smallest card (`memory=24GiB`) is judged on a CUDA runner only, after the checks ran: each
-workload's peak device memory (its `memory` check's `peak_bytes`, torch.cuda.max_memory_allocated) must fit in
-it (`environment[-]/fleet-memory`). The peak is the allocator's, without the CUDA context and the cache's
+workload's peak device memory (its `memory` check's `peak_bytes`, torch.cuda.max_memory_allocated counted from
+before the workload was built: its weights and inputs count) must fit in it (`environment[-]/fleet-memory`).
+The peak is the allocator's, without the CUDA context and the cache's
 fragmentation, so a workload that fits here by a hair may still not fit on the card: the rule is a floor.
 """
 
@@ -112,12 +113,16 @@ def judge_memory(memory: int, results: Sequence[CheckResult], *, device: str, la
     peaks = {f"{r.workload}[{r.dtype}]": float(r.metrics["peak_bytes"]) for r in results
              if r.aspect == "memory" and r.device == "cuda" and r.outcome is not Outcome.ERROR
              and isinstance(r.metrics.get("peak_bytes"), (int, float))}
+    unmeasured = sorted(f"{r.workload}[{r.dtype}]" for r in results
+                        if r.aspect == "memory" and r.device == "cuda" and f"{r.workload}[{r.dtype}]" not in peaks)
+    if not peaks and unmeasured:  # each ran and none finished: out of memory on the runner's own card, likeliest
+        return result(Outcome.SUSPICIOUS, f"no peak was measured for {', '.join(unmeasured)} (its memory check did "
+                                          f"not finish), so none is judged against the fleet's smallest card "
+                                          f"({card})", peaks={}, over=[], unmeasured=unmeasured)
     if not peaks:
         return result(Outcome.SKIPPED, f"no memory check measured a peak on cuda (torch {label}): run the workloads' "
                                        f"memory checks to judge them against the fleet's smallest card ({card})")
     over = {w: b for w, b in peaks.items() if b > memory}
-    unmeasured = sorted(f"{r.workload}[{r.dtype}]" for r in results
-                        if r.aspect == "memory" and r.device == "cuda" and f"{r.workload}[{r.dtype}]" not in peaks)
     metrics = {"peaks": peaks, "over": sorted(over), "unmeasured": unmeasured}
     if over:
         named = "; ".join(f"{w} peaks at {format_bytes(b)}" for w, b in sorted(over.items(), key=lambda e: -e[1]))
