@@ -10,8 +10,12 @@ leading underscore Mach-O adds (`__ZN3c10…`). A universal (fat) file holds two
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import shutil
 import struct
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from torch_upgrade_check.model import Outcome
 from torch_upgrade_check.orchestrate import abi
@@ -80,6 +84,16 @@ def environment(tmp_path: Path, files: dict[str, bytes]) -> abi.Environment:
         paths[name] = str(tmp_path / name)
     torch = [p for n, p in paths.items() if n.startswith("torch/")]
     return abi.Environment({"torch": ("2.13.0", torch), "tuc-ext": ("1.0", [p for p in paths.values() if p not in torch])})
+
+
+@pytest.mark.skipif(shutil.which("llvm-nm") is None, reason="no llvm-nm here to read the test's Mach-O files")
+def test_the_files_written_here_are_mach_o_as_llvm_reads_them(tmp_path: Path) -> None:
+    """The oracle, independent of macholib: LLVM's own Mach-O reader sees the symbols the test meant."""
+    (tmp_path / "_C.so").write_bytes(fat((X86_64, extension(OLD)), (ARM64, extension(NOW))))
+    out = subprocess.run(["llvm-nm", "-m", "--arch=arm64", str(tmp_path / "_C.so")], capture_output=True, text=True,
+                         check=True).stdout
+    assert f"(undefined) external _{NOW} (from libc10)" in out and "(undefined) weak external _optional_hook" in out
+    assert "external _PyInit__C" in out and OLD not in out
 
 
 def test_a_mach_o_file_is_read_for_its_needs_and_exports(tmp_path: Path) -> None:
