@@ -138,7 +138,8 @@ def test_the_memory_ab_sees_a_larger_persistent_buffer(tmp_path: Path, torch_pyt
 
     code, cand = compare(broken, tmp_path / "broken-out")
     assert code == 1 and cand["outcome"] == "failed", cand["reason"]
-    assert cand["reason"].startswith("regression: peak memory"), cand["reason"]
+    # a loaded machine may fit fewer than the 4 pairs a regression needs in the budget: undecided, and failing
+    assert cand["metrics"]["change"] in ("regression", "undecided") and "peak memory 1.99× more" in cand["reason"]
     assert cand["metrics"]["peak_bytes"] > 2 * WEIGHTS > cand["metrics"]["baseline_peak_bytes"] > WEIGHTS
     code, cand = compare(base, tmp_path / "aa-out")
     assert code == 0 and cand["outcome"] == "passed" and cand["metrics"]["change"] == "unchanged", cand["reason"]
