@@ -416,7 +416,7 @@ def compile_check(rng: random.Random, effect: float, compile_s: float, *, round_
 def test_a_ten_second_compile_one_and_a_half_times_slower_fails_and_its_aa_passes(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 18: a 1.5x slower cold compile of a 10 s FlexAttention workload fails. With the fixed 200 s (10 latency
-    budgets) it was mostly undecided and passed: its first pair took a third of it, and the 4 pairs a failure needs
+    budgets) it was mostly undecided and passed: its first pair took a quarter of it, and the 4 pairs a failure needs
     did not fit."""
     def rate(effect: float, n: int = 60) -> int:
         rng = random.Random(18)

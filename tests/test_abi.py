@@ -1,4 +1,5 @@
-"""The abi check: extensions built here, linked against the real libc10, read with pyelftools against torch's exports.
+"""The abi check: extensions built here, linked against the real libc10, read with pyelftools against torch's exports
+(Mach-O: tests/test_abi_macho.py).
 
 An extension built for another torch needs a symbol this torch no longer exports: `stale` needs the constructor
 `c10::MessageLogger::MessageLogger(char const*, int, int)`, the form torch exported before it took a

@@ -58,7 +58,7 @@ def test_a_replayed_run_is_planned_like_compare_within_the_budget() -> None:
     assert decision.state == "regression" and decision.batches == ab.MIN_PAIRS
     assert decision.rounds == 24 + (ab.MIN_PAIRS - 1) * ab.CONFIRM_LEAST
     tight = replay.replay_run(random.Random(1), cell, cell.first_pairs(), cell.pairs(), budget_s=3.0)
-    assert tight.rounds < decision.rounds  # a third of 3 s holds 10 rounds (at 0.1 s and 0.5 s of warm-up), not 24
+    assert tight.rounds < decision.rounds  # a quarter of 3 s, 0.5 s of it warm-up, holds the fewest 4 rounds, not 24
 
 
 def test_the_independence_check_sees_a_lean_shared_by_a_runs_pairs() -> None:

@@ -91,6 +91,40 @@ def test_the_oldest_driver_must_run_the_wheels_cuda() -> None:
     assert r.outcome is Outcome.PASSED and "driver 570.86.10 meets CUDA 12.8's 525.60.13" in r.reason
 
 
+def test_a_gpu_served_only_by_ptx_needs_the_driver_of_the_wheels_toolkit() -> None:
+    """Under CUDA minor-version compatibility a driver older than the wheel's toolkit (but at the major's floor) runs
+    the wheel's SASS, yet its JIT cannot compile PTX from a newer toolkit: 'the provided PTX was compiled with an
+    unsupported toolchain'. Before this fix the floor alone was checked, and such a fleet passed."""
+    env = {"cuda": "12.8", "cuda_arch_list": ["sm_80", "sm_90", "compute_90"], "torch_version": "2.8.0+cu128"}
+    r = judge(("sm_90", "sm_100"), "550.54.15", env, label="2.8.0+cu128", device="cuda")
+    assert r.outcome is Outcome.FAILED, r.reason
+    assert "sm_100 runs this wheel only through its compute_90 PTX" in r.reason, r.reason
+    assert "CUDA 12.8's PTX needs NVIDIA driver 570.26 or newer" in r.reason and "550.54.15" in r.reason
+    assert r.metrics["ptx_driver"] == "570.26" and r.metrics["jit_only"] == ["sm_100"]
+    # every GPU with SASS: the major's minor-version floor is enough
+    r = judge(("sm_80", "sm_90"), "550.54.15", env, label="2.8.0+cu128", device="cuda")
+    assert r.outcome is Outcome.PASSED, r.reason
+    # the toolkit's own driver JIT-compiles its PTX
+    r = judge(("sm_100",), "570.86.10", env, label="2.8.0+cu128", device="cuda")
+    assert r.outcome is Outcome.PASSED and "570.86.10 JIT-compiles CUDA 12.8's PTX (570.26)" in r.reason, r.reason
+    # a toolkit this table does not know: said, not judged
+    r = judge(("sm_100",), "550.54.15", {**env, "cuda": "12.11"}, label="x", device="cuda")
+    assert r.outcome is Outcome.PASSED and "not judged" in r.reason, r.reason
+
+
+@pytest.mark.usefixtures("torch_python")
+def test_a_fleet_gpu_that_needs_ptx_fails_on_an_older_driver(tmp_path: Path, torch_python: str) -> None:
+    """The emulated wheel (CUDA 12.8) has sm_80 and sm_90 kernels and compute_90 PTX: an sm_100 GPU JIT-compiles."""
+    python = emulated(torch_python, tmp_path / "py", "sm_80 sm_90 compute_90")
+    args = ["run", "--python", python, "--only", "environment", "--no-job-summary"]
+    proc = run_cli(*args, "--fleet", "sm_90,sm_100,driver=550.54.15", "--out", str(tmp_path / "old"))
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    fleet = results_by_id(load_report(tmp_path / "old"))[FLEET]
+    assert fleet["outcome"] == "failed" and "only through its compute_90 PTX" in fleet["reason"], fleet["reason"]
+    proc = run_cli(*args, "--fleet", "sm_90,sm_100,driver=570.86.10", "--out", str(tmp_path / "new"))
+    assert results_by_id(load_report(tmp_path / "new"))[FLEET]["outcome"] == "passed", proc.stdout[-3000:]
+
+
 def test_fleet_config_errors_name_the_fix(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as e:
         parse_config("version: 1\nfleet: {archs: [ampere], driver: new}\n", tmp_path / "c.yml")
@@ -154,6 +188,8 @@ def test_fleet_memory_is_judged_on_cuda_only_and_parsed_with_its_unit(tmp_path: 
     r = judge_memory(24 * 2**30, [small, oom], device="cuda", label="x")
     assert r.outcome is Outcome.SUSPICIOUS and "no peak was measured for llm[float16]" in r.reason, r.reason
     assert judge_memory(24 * 2**30, [small], device="cuda", label="x").outcome is Outcome.PASSED
+    r = judge_memory(24 * 2**30, [oom], device="cuda", label="x")  # none finished: not "run the memory checks"
+    assert r.outcome is Outcome.SUSPICIOUS and "no peak was measured for llm[float16]" in r.reason, r.reason
     assert parse_fleet("sm_80 memory=24GiB", "--fleet") == (("sm_80",), "", 24 * 2**30)
     assert parse_fleet("memory=16GB", "--fleet") == ((), "", 16 * 10**9)
     with pytest.raises(UsageError) as e:

@@ -17,7 +17,7 @@ from harness import interpreter
 
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import Outcome, Report
-from torch_upgrade_check.orchestrate.device_choice import Host, choose, host_accelerator
+from torch_upgrade_check.orchestrate.device_choice import Host, choose, host_accelerator, nvidia_driver
 from torch_upgrade_check.report import device_mismatch
 
 CHECK = "mlp[float32]/numerics"
@@ -117,3 +117,33 @@ def test_the_machine_is_seen_without_torch(tmp_path: Path) -> None:
     smi.write_text("#!/bin/sh\necho 535.104.05\n")
     smi.chmod(0o755)
     assert host_accelerator({"PATH": str(tmp_path)}) == Host("cuda", "this machine has an NVIDIA driver (535.104.05)")
+
+
+def failing_smi(folder: Path) -> Path:
+    """nvidia-smi installed where no driver runs (a container image with nvidia-utils, a machine whose driver is not
+    loaded): it prints its complaint on stdout and exits 9, as the real one does."""
+    folder.mkdir(parents=True, exist_ok=True)
+    smi = folder / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+                   "Make sure that the latest NVIDIA driver is installed and running.\"\nexit 9\n")
+    smi.chmod(0o755)
+    return folder
+
+
+def test_an_nvidia_smi_that_fails_is_no_gpu(tmp_path: Path) -> None:
+    path = {"PATH": str(failing_smi(tmp_path / "bin"))}
+    assert nvidia_driver(path, proc=tmp_path / "no-proc-file") == ""
+    assert getattr(host_accelerator(path), "device", None) != "cuda"  # (an Apple-silicon Mac is still "mps")
+    # the loaded kernel module still says a driver is there when nvidia-smi itself fails
+    (tmp_path / "version").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 2024\n")
+    assert nvidia_driver(path, proc=tmp_path / "version") == "550.54.15"
+
+
+@pytest.mark.usefixtures("torch_python")
+def test_the_workers_driver_is_not_a_failing_nvidia_smis_complaint(tmp_path: Path, torch_python: str) -> None:
+    python = str(interpreter(torch_python, tmp_path / "cuda", emulate="cuda"))
+    env = {"PATH": f"{failing_smi(tmp_path / 'bin')}:{Path(sys.executable).parent}:/usr/bin:/bin"}
+    proc = run_cli("run", "--python", python, "--device", "cuda", "--only", "matmul[float32]/numerics",
+                   "--out", str(tmp_path / "out"), "--no-job-summary", env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert load_report(tmp_path / "out")["environment"]["driver"] is None

@@ -4,12 +4,15 @@ The candidate's worker reports what the wheel was compiled for (`torch._C._cuda_
 kernels and `compute_XY` PTX) and its CUDA runtime (`torch.version.cuda`); neither needs a GPU, so the check
 runs on any runner. A GPU of architecture sm_XY runs a wheel that has sm_XZ kernels with Z <= Y (same major),
 or compute_VW PTX with VW <= XY (JIT-compiled by the driver at first use); arch-specific kernels (`sm_90a`)
-run only on that exact architecture. torch 2.8's cu128 wheels dropped sm_50-sm_61 (pytorch/pytorch#157517):
+run only on that exact architecture. The driver: under CUDA minor version compatibility a driver at the major's
+floor (MIN_DRIVER) runs the wheel's SASS, but its JIT cannot compile PTX from a newer toolkit, so a GPU the wheel
+serves through PTX alone needs the driver the wheel's toolkit shipped with (PTX_DRIVER). torch 2.8's cu128 wheels dropped sm_50-sm_61 (pytorch/pytorch#157517):
 a fleet with a GTX 1080 (sm_61) fails here, naming it.
 
 The fleet's smallest card (`memory=24GiB`) is judged on a CUDA runner only, after the checks ran: each
-workload's peak device memory (its `memory` check's `peak_bytes`, torch.cuda.max_memory_allocated) must fit in
-it (`environment[-]/fleet-memory`). The peak is the allocator's, without the CUDA context and the cache's
+workload's peak device memory (its `memory` check's `peak_bytes`, torch.cuda.max_memory_allocated counted from
+before the workload was built: its weights and inputs count) must fit in it (`environment[-]/fleet-memory`).
+The peak is the allocator's, without the CUDA context and the cache's
 fragmentation, so a workload that fits here by a hair may still not fit on the card: the rule is a floor.
 """
 
@@ -31,6 +34,15 @@ ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")  # the last digit is the m
 # The oldest Linux driver each CUDA major runs with (CUDA minor version compatibility), from NVIDIA's CUDA
 # Toolkit release notes ("CUDA Toolkit and Minimum Required Driver Version for CUDA Minor Version Compatibility").
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+# The Linux driver each toolkit (major, minor) shipped with, at its GA release ("CUDA Toolkit and Corresponding Driver
+# Versions", same notes). Minor version compatibility runs a wheel's SASS on MIN_DRIVER, but "applications that
+# require PTX JIT compilation" need this one: an older driver's JIT cannot compile a newer toolkit's PTX ISA.
+PTX_DRIVER = {(11, 0): "450.51.05", (11, 1): "455.23", (11, 2): "460.27.03", (11, 3): "465.19.01",
+              (11, 4): "470.42.01", (11, 5): "495.29.05", (11, 6): "510.39.01", (11, 7): "515.43.04",
+              (11, 8): "520.61.05", (12, 0): "525.60.13", (12, 1): "530.30.02", (12, 2): "535.54.03",
+              (12, 3): "545.23.06", (12, 4): "550.54.14", (12, 5): "555.42.02", (12, 6): "560.28.03",
+              (12, 8): "570.26", (12, 9): "575.51.03", (13, 0): "580.65.06"}
+JIT = "PTX, JIT-compiled at first use"
 
 
 def parse_arch(text: str) -> tuple[str, int, int, str] | None:
@@ -55,7 +67,7 @@ def served_by(arch: str, flags: Sequence[str]) -> str:
         return f"{max(same_major)[1]} kernels"
     ptx = [((k[1], k[2]), f) for f, k in zip(flags, kernels) if k and k[0] == "compute" and (k[1], k[2]) <= (major, minor)]
     if ptx:
-        return f"{max(ptx)[1]} PTX, JIT-compiled at first use"
+        return f"{max(ptx)[1]} {JIT}"
     return ""
 
 
@@ -112,12 +124,16 @@ def judge_memory(memory: int, results: Sequence[CheckResult], *, device: str, la
     peaks = {f"{r.workload}[{r.dtype}]": float(r.metrics["peak_bytes"]) for r in results
              if r.aspect == "memory" and r.device == "cuda" and r.outcome is not Outcome.ERROR
              and isinstance(r.metrics.get("peak_bytes"), (int, float))}
+    unmeasured = sorted(f"{r.workload}[{r.dtype}]" for r in results
+                        if r.aspect == "memory" and r.device == "cuda" and f"{r.workload}[{r.dtype}]" not in peaks)
+    if not peaks and unmeasured:  # each ran and none finished: out of memory on the runner's own card, likeliest
+        return result(Outcome.SUSPICIOUS, f"no peak was measured for {', '.join(unmeasured)} (its memory check did "
+                                          f"not finish), so none is judged against the fleet's smallest card "
+                                          f"({card})", peaks={}, over=[], unmeasured=unmeasured)
     if not peaks:
         return result(Outcome.SKIPPED, f"no memory check measured a peak on cuda (torch {label}): run the workloads' "
                                        f"memory checks to judge them against the fleet's smallest card ({card})")
     over = {w: b for w, b in peaks.items() if b > memory}
-    unmeasured = sorted(f"{r.workload}[{r.dtype}]" for r in results
-                        if r.aspect == "memory" and r.device == "cuda" and f"{r.workload}[{r.dtype}]" not in peaks)
     metrics = {"peaks": peaks, "over": sorted(over), "unmeasured": unmeasured}
     if over:
         named = "; ".join(f"{w} peaks at {format_bytes(b)}" for w, b in sorted(over.items(), key=lambda e: -e[1]))
@@ -136,7 +152,9 @@ def judge_memory(memory: int, results: Sequence[CheckResult], *, device: str, la
 def judge(archs: Sequence[str], driver: str, environment: Mapping[str, Any], *, label: str, device: str,
           repro: str = "") -> CheckResult:
     """`environment[-]/fleet` for the candidate: failed when an architecture of the fleet has no kernels and no
-    PTX in the wheel, or the fleet's oldest driver is older than the wheel's CUDA needs; skipped for a CPU build."""
+    PTX in the wheel, the fleet's oldest driver is older than the wheel's CUDA major needs (minor version
+    compatibility's floor), or an architecture has PTX only and that driver is older than the one the wheel's
+    toolkit shipped with (its JIT cannot compile newer PTX); skipped for a CPU build."""
 
     def result(outcome: Outcome, reason: str, **metrics: Any) -> CheckResult:
         return CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, repro=repro,
@@ -162,13 +180,42 @@ def judge(archs: Sequence[str], driver: str, environment: Mapping[str, Any], *, 
                          "'no kernel image is available for execution on the device'")
     need = MIN_DRIVER.get(int(str(runtime).split(".")[0])) if str(runtime).split(".")[0].isdigit() else None
     have = parse_driver(driver) if driver else None
+    jit_only = [a for a, how in served.items() if how.endswith(JIT)]
+    ptx_need = PTX_DRIVER.get((parse_driver(runtime) or ())[:2])
     if need and have and have < (parse_driver(need) or ()):
         problems.append(f"CUDA {runtime} needs NVIDIA driver {need} or newer; the fleet's oldest is "
                         f"{driver}: there torch.cuda.is_available() is False")
+    elif jit := _jit_problem(jit_only, served, runtime, ptx_need, driver, have):  # (below the floor nothing runs)
+        problems.append(jit)
     metrics = {"wheel_archs": flags, "cuda_runtime": runtime, "served": served,
-               "min_driver": need}
+               "min_driver": need, "jit_only": jit_only, "ptx_driver": ptx_need}
     if problems:
         return result(Outcome.FAILED, f"torch {label} does not serve the fleet: " + "; ".join(problems), **metrics)
     how = ", ".join(f"{a} by {h}" for a, h in served.items())
     drv = f"; driver {driver} meets CUDA {runtime}'s {metrics['min_driver']}" if need and have else ""
-    return result(Outcome.PASSED, f"torch {label} (CUDA {runtime}) serves the fleet: {how}{drv}", **metrics)
+    return result(Outcome.PASSED, f"torch {label} (CUDA {runtime}) serves the fleet: {how}{drv}"
+                                  f"{_jit_note(jit_only, runtime, ptx_need, driver, have)}", **metrics)
+
+
+def _jit_problem(jit_only: Sequence[str], served: Mapping[str, str], runtime: str, ptx_need: str | None,
+                 driver: str, have: tuple[int, ...] | None) -> str:
+    """Why the fleet's oldest driver cannot JIT-compile the PTX its GPUs without SASS need, or "" when it can (or
+    when that driver or the toolkit's own driver is not known)."""
+    if not jit_only or not ptx_need or not have or have >= (parse_driver(ptx_need) or ()):
+        return ""
+    named = ", ".join(f"{a} runs this wheel only through its {served[a].split()[0]} PTX" for a in jit_only)
+    return (f"{named}, which the driver JIT-compiles: CUDA {runtime}'s PTX needs NVIDIA driver {ptx_need} or newer "
+            f"(minor version compatibility runs a wheel's SASS on an older driver, never a newer toolkit's PTX); "
+            f"the fleet's oldest is {driver}: there the first kernel fails with 'the provided PTX was compiled "
+            f"with an unsupported toolchain'")
+
+
+def _jit_note(jit_only: Sequence[str], runtime: str, ptx_need: str | None, driver: str,
+              have: tuple[int, ...] | None) -> str:
+    """What a passing fleet says of its PTX-only GPUs' driver."""
+    if not jit_only or not have:
+        return ""
+    if not ptx_need:
+        return (f"; the driver CUDA {runtime}'s PTX needs is not in this tool's table, so whether {driver} "
+                f"JIT-compiles it for {', '.join(jit_only)} is not judged")
+    return f"; {driver} JIT-compiles CUDA {runtime}'s PTX ({ptx_need})"

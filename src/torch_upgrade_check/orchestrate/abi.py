@@ -1,14 +1,16 @@
 """The `abi` check: every shared object in an environment that links torch's libraries has its undefined symbols
-checked against what that environment's torch exports (no torch here; ELF read with pyelftools).
+checked against what that environment's torch exports (no torch here; ELF read with pyelftools, macOS's Mach-O
+with macholib: see `macho`).
 
 As pypa/auditwheel's lddtree does, a file's needs are its DT_NEEDED entries and its undefined dynamic symbols. A
 shared object counts as an extension of torch when it needs libtorch, libtorch_cpu, libtorch_cuda, libtorch_python,
-libc10 or libc10_cuda. Its undefined global symbols that are torch's — mangled in the c10, c10d, at, torch or caffe2
+libc10 or libc10_cuda (`.so` on Linux, `.dylib` on macOS). Its undefined global symbols that are torch's — mangled in the c10, c10d, at, torch or caffe2
 namespaces, or exported by the other side's torch — must be exported (defined, global or weak, default or protected
 visibility) by one of the torch libraries of the environment; a missing one fails, named demangled with the file
 and its distribution. This finds the break where no import would: an extension loaded lazily, on first use.
 pyelftools finds the sections; the symbol tables are unpacked in bulk with struct (libtorch_cpu's 75,000 symbols
-one by one through pyelftools take seconds).
+one by one through pyelftools take seconds). A check that could read none of the files, or none of torch's own
+libraries, is skipped, saying which: never a pass on nothing read.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from torch_upgrade_check.model import CheckResult, Outcome
+from torch_upgrade_check.orchestrate import macho
 
 ASPECT = "abi"
 WORKLOAD = "stack"
 DTYPE = "-"
-TORCH_LIBS = ("libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libtorch_python.so", "libc10.so", "libc10_cuda.so")
+TORCH_LIBS = ("libtorch", "libtorch_cpu", "libtorch_cuda", "libtorch_python", "libc10", "libc10_cuda")  # see lib_stem
 TORCH_DISTRIBUTION = "torch"
 _TORCHISH = re.compile(r"^_Z(?:T[VIST])?NK?(?:3c10|4c10d|2at|5torch|6caffe2)")
 SHN_UNDEF = 0
@@ -43,12 +46,29 @@ LISTED = 5
 
 @dataclass(frozen=True)
 class Elf:
-    """What one shared object needs and offers."""
+    """What one shared object (ELF, or Mach-O read by `macho`) needs and offers."""
 
     needed: tuple[str, ...] = ()
     undefined: frozenset[str] = frozenset()  # global (not weak) undefined dynamic symbols
     defined: frozenset[str] = frozenset()  # exported dynamic symbols
     error: str = ""
+
+
+def read_library(path: Path) -> Elf:
+    """An ELF or Mach-O shared object, told apart by its first bytes."""
+    try:
+        if not macho.is_macho(path):
+            return read_elf(path)
+        needed, undefined, defined = macho.read(path)
+    except (OSError, ValueError, struct.error) as e:
+        return Elf(error=f"{type(e).__name__}: {e}")
+    return Elf(needed, undefined, defined)
+
+
+def lib_stem(name: str) -> str:
+    """'libc10.so', 'libc10.so.2', 'libc10.dylib' and '@rpath/libc10.dylib' -> 'libc10'."""
+    base = name.rsplit("/", 1)[-1]
+    return base.split(".so")[0] if ".so" in base else base.removesuffix(".dylib")
 
 
 def read_elf(path: Path) -> Elf:
@@ -85,7 +105,7 @@ def read_elf(path: Path) -> Elf:
 
 
 def links_torch(elf: Elf) -> bool:
-    return any(n.split(".so")[0] + ".so" in TORCH_LIBS for n in elf.needed)
+    return any(lib_stem(n) in TORCH_LIBS for n in elf.needed)
 
 
 @lru_cache(maxsize=1)
@@ -126,7 +146,7 @@ class Environment:
 
     def torch_libraries(self) -> list[Path]:
         _, paths = self.libraries.get(TORCH_DISTRIBUTION, ("", []))
-        return [Path(p) for p in paths if Path(p).name.split(".so")[0] + ".so" in TORCH_LIBS]
+        return [Path(p) for p in paths if lib_stem(Path(p).name) in TORCH_LIBS]
 
     def others(self) -> Iterable[tuple[str, str, Path]]:
         for dist, (version, paths) in sorted(self.libraries.items()):
@@ -135,11 +155,17 @@ class Environment:
                     yield dist, version, Path(p)
 
 
-def exports(env: Environment) -> frozenset[str]:
+def exports(env: Environment) -> tuple[frozenset[str], str]:
+    """What the side's torch libraries export, and why none of them could be read ("" when one was: then the
+    exports are known, else they would read as empty and every torch symbol as missing)."""
     found: set[str] = set()
-    for path in env.torch_libraries():
-        found |= read_elf(path).defined
-    return frozenset(found)
+    libs, errors = env.torch_libraries(), []
+    for path in libs:
+        lib = read_library(path)
+        found |= lib.defined
+        errors += [f"{path.name}: {lib.error}"] if lib.error else []
+    why = "none of them is listed" if not libs else "; ".join(errors[:2]) if len(errors) == len(libs) else ""
+    return frozenset(found), why
 
 
 @dataclass(frozen=True)
@@ -155,12 +181,36 @@ class Missing:
         return f"{Path(self.file).name} ({self.distribution} {self.version}) needs {shown}{more}"
 
 
-def scan(env: Environment, other_exports: frozenset[str] = frozenset()) -> tuple[int, list[Missing], list[str]]:
-    """(extensions of torch found, those with torch symbols this torch does not export, files that could not be read)."""
+@dataclass(frozen=True)
+class Scan:
+    """One side's shared objects, read: `count` extensions of torch among `total` files, the `missing` ones, the
+    `unreadable` files, and why torch's own libraries could not be read ("" when they could, or were not needed)."""
+
+    count: int
+    missing: list[Missing]
+    unreadable: list[str]
+    total: int
+    torch_unread: str = ""
+
+    def unread(self, label: str) -> str:
+        """Why the side is skipped, having read too little to judge: none of its files, or none of torch's own
+        libraries while extensions link them; "" when it can be judged."""
+        if self.unreadable and len(self.unreadable) == self.total:
+            return (f"none of the {self.total} shared objects here could be read, so none is checked against torch "
+                    f"{label}'s exports: {'; '.join(self.unreadable[:2])}")
+        if self.torch_unread:
+            return (f"torch {label}'s own libraries could not be read ({self.torch_unread}), so the {self.count} shared "
+                    f"objects linking torch are not checked against its exports")
+        return ""
+
+
+def scan(env: Environment, other_exports: frozenset[str] = frozenset()) -> Scan:
+    """Every shared object of the side read: which link torch, and which need torch symbols it does not export."""
     offered: frozenset[str] | None = None
-    count, missing, unreadable = 0, [], []
+    count, total, missing, unreadable, why = 0, 0, [], [], ""
     for dist, version, path in env.others():
-        elf = read_elf(path)
+        total += 1
+        elf = read_library(path)
         if elf.error:
             unreadable.append(f"{path} ({dist}): {elf.error}")
             continue
@@ -168,21 +218,21 @@ def scan(env: Environment, other_exports: frozenset[str] = frozenset()) -> tuple
             continue
         count += 1
         if offered is None:
-            offered = exports(env)  # only read when some extension links torch
+            offered, why = exports(env)  # only read when some extension links torch
         gone = sorted(s for s in elf.undefined if (_TORCHISH.match(s) or s in other_exports) and s not in offered)
         if gone:
             missing.append(Missing(dist, version, str(path), tuple(gone)))
-    return count, missing, unreadable
+    return Scan(count, missing, unreadable, total, why)
 
 
 def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: Mapping[str, str]) -> dict[str, CheckResult]:
     """Each side's `stack[-]/abi` result: a torch symbol an extension needs and the side's torch does not export fails."""
     started = time.monotonic()
-    offered = {role: exports(env) if role != "candidate" else frozenset() for role, env in envs.items()}
-    base_exports = offered.get("baseline", frozenset())
+    base_exports = exports(envs["baseline"])[0] if "baseline" in envs else frozenset()
     results = {}
     for role, env in envs.items():
-        count, missing, unreadable = scan(env, base_exports if role == "candidate" else frozenset())
+        found = scan(env, base_exports if role == "candidate" else frozenset())
+        count, missing, unreadable = found.count, found.missing, found.unreadable
         label = labels.get(role, "")
         metrics: dict[str, Any] = {"extensions": count, "unreadable": unreadable,
                                    "missing": {m.file: {"distribution": m.distribution, "version": m.version,
@@ -190,7 +240,10 @@ def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: M
                                                         "mangled": list(m.symbols)} for m in missing}}
         details = "\n".join([*(f"{m.file} ({m.distribution} {m.version}): " + "; ".join(demangle(s) for s in m.symbols)
                                for m in missing), *(f"unreadable: {u}" for u in unreadable)])
-        if missing:
+        unread = found.unread(label)
+        if unread:
+            reason, outcome = unread, Outcome.SKIPPED
+        elif missing:
             shown = "; ".join(m.says() for m in missing[:LISTED])
             reason = (f"{len(missing)} of {count} shared objects linking torch need symbols torch {label} does not "
                       f"export: {shown}")
@@ -198,6 +251,7 @@ def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: M
         else:
             reason = (f"every torch symbol the {count} shared objects linking torch need is exported by torch {label}"
                       if count else "no shared object here links torch's libraries")
+            reason += f"; {len(unreadable)} could not be read ({unreadable[0]})" if unreadable else ""
             outcome = Outcome.PASSED
         results[role] = CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics,
                                     details=details, duration_s=round(time.monotonic() - started, 3), repro=repro)

@@ -58,22 +58,36 @@ class Choice:
 
 
 def nvidia_driver(environ: Mapping[str, str] | None = None, proc: Path = Path("/proc/driver/nvidia/version")) -> str:
-    """The NVIDIA driver's version ("550.54.15"), "installed" when present but unreadable, "" without one."""
+    """The NVIDIA driver's version ("550.54.15"), "installed" when present but unreadable, "" without one.
+
+    nvidia-smi answers first; one that fails (installed where no driver runs, as in a container image with
+    nvidia-utils: it exits 9 with its complaint on stdout) says nothing, and the kernel module's file decides."""
     environ = os.environ if environ is None else environ
     smi = shutil.which("nvidia-smi", path=environ.get("PATH"))
-    if smi:
-        try:
-            out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=30, check=False).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            out = ""
-        return out.splitlines()[0].strip() if out else "installed"
+    answer = _smi_driver(smi) if smi else ""
+    if answer:
+        return answer
     try:
         text = proc.read_text(errors="replace")
     except OSError:
         return ""
     words = text.split()
     return next((w for w in words if w[:1].isdigit() and "." in w), "installed")
+
+
+def _smi_driver(smi: str) -> str:
+    """What nvidia-smi says the driver is: its version, "installed" when it hangs or prints none, "" when it fails."""
+    try:
+        done = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        return "installed"  # a driver that hangs is there
+    except OSError:
+        return ""
+    if done.returncode != 0:
+        return ""
+    out = done.stdout.strip()
+    return out.splitlines()[0].strip() if out else "installed"
 
 
 def host_accelerator(environ: Mapping[str, str] | None = None) -> Host | None:

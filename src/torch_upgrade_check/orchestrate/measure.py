@@ -14,7 +14,8 @@ The budget is honest: it counts every second a check's workers spend on it, warm
 (a compile-time check's warm-up compiles apart: see Track.counts_warm; they are reported).
 Each pair is planned from what the earlier ones cost: its rounds from `ab.rounds_for` (few for a
 large effect), capped so that the pairs a failure still needs fit in what is left (the first pair
-gets a third of the budget; the pair itself stops early when its rounds run longer than planned).
+gets a quarter of the budget, one of the ab.MIN_PAIRS a failure needs; the pair itself stops early when
+its rounds run longer than planned).
 Only the warm-up round calls the workload more than the sample needs: the timed rounds ask for no
 extra warm-up call and no separate single-call timing.
 """
@@ -35,7 +36,7 @@ from torch_upgrade_check.orchestrate.live import LiveWorker
 
 LATENCY_ROUNDS, LATENCY_SAMPLES = 24, 1  # the first batch: ABBA rounds, samples per side per round
 MAX_ROUNDS = 96  # later batches size their rounds from the noise of the earlier ones, up to this
-COMPILE_ROUNDS = 6  # cold compiles a side in a first batch (fewer when the budget's third cannot hold them)
+COMPILE_ROUNDS = 6  # cold compiles a side in a first batch (fewer when the budget's quarter cannot hold them)
 MEMORY_ROUNDS = 3  # peak memory is usually exact: identical rounds
 NOISY_MEMORY_ROUNDS = 8  # a memory series that was not exact gets at least this many in later pairs
 LEAST_ROUNDS = {"latency": ab.CONFIRM_LEAST, "compile-time": 2, "memory": MEMORY_ROUNDS}  # a confirmation pair's
@@ -54,7 +55,7 @@ HOST_NOISY_ROUNDS = 8  # a batch whose host samples differ needs enough rounds f
 # A compile-time check's budget: one sample is a whole cold compile, so it is sized from what the check's rounds cost
 # once its first pair has measured them: COMPILE_BUDGET_ROUNDS rounds (the fewest a failure needs, 4 + 3 x 2, twice
 # over), at least COMPILE_BUDGET_FACTOR latency budgets and at most COMPILE_BUDGET_MOST. A fixed 10 budgets (200 s)
-# gave a 10 s compile's first pair a third of it and left no room for the 4 pairs a failure needs: simulated with
+# gave a 10 s compile's first pair a quarter of it and left no room for the 4 pairs a failure needs: simulated with
 # the detector benchmark's measured noise (tests/test_ab_decisions.py), a 1.5x slower 10 s compile failed 15 of 60
 # seeded runs and a 2x one 39 (now 60 and 60).
 COMPILE_BUDGET_FACTOR = 10

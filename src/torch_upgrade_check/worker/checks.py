@@ -61,18 +61,40 @@ def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = No
     if spec.aspect == "fsdp2":
         return fsdp2.run(spec, device)
     factory = resolve_factory(spec)
-    key = (spec.workload, spec.dtype, spec.device)
     with device.precision(spec.dtype) as flags:
-        if cache is not None and key in cache:
-            inst = cache[key]
-        else:
-            inst = build(factory, spec.device, DTYPES[spec.dtype])
-            if cache is not None:
-                cache[key] = inst
+        inst = _instance(spec, factory, device, cache)
         if spec.aspect in inst.skip:
             raise Skip(inst.skip[spec.aspect])
         metrics = ASPECTS[spec.aspect](spec, factory, inst, device)
     return {**metrics, **({"precision": flags} if flags else {})}
+
+
+def _instance(spec: CheckSpec, factory: Callable[..., Any], device: devices.Device,
+              cache: dict[tuple[str, str, str], Instance] | None) -> Instance:
+    """The workload built for this check, or the one `cache` keeps. On a device with a live counter a memory
+    check's peak counts from the allocated bytes read just before its instance was built (`allocated_before`):
+    the weights and inputs it keeps there count, what earlier checks left (collected first) does not. So in the
+    A/B rounds its instance is built alone on the device, and again once another was built there after it."""
+    key = (spec.workload, spec.dtype, spec.device)
+    alone = spec.aspect == "memory" and device.allocated() is not None
+    cached = cache.get(key) if cache is not None else None
+    if cached is not None and (not alone or cached.allocated_before is not None):
+        return cached
+    cached = None  # an instance replaced here must be freed before the device's bytes are read
+    if alone and cache is not None:
+        for other in [k for k in cache if k[2] == spec.device]:
+            del cache[other]
+    if alone:
+        gc.collect()  # garbage of earlier checks in a cycle would be freed during the call, and read as a shrink
+    before = device.allocated() if alone else None
+    inst = build(factory, spec.device, DTYPES[spec.dtype])
+    inst.allocated_before = before
+    if cache is not None:
+        for k, other in cache.items():
+            if k[2] == spec.device:
+                other.allocated_before = None  # built before this one: its zero no longer holds
+        cache[key] = inst
+    return inst
 
 
 def numerics(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
@@ -383,10 +405,13 @@ def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
 
 def memory_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
     """Peak memory of one forward (and backward, with a loss), measured with the backend's own counter, and how
-    far the process's host RAM (resident set) rose meanwhile: CPU offload and host-side copies show there."""
-    with devices.HostPeak() as host, device.peak_memory() as peak:
+    far the process's host RAM (resident set) rose meanwhile: CPU offload and host-side copies show there. On
+    CUDA and MPS the peak counts what the workload holds on the device before the call too (`resident_bytes`:
+    weights, inputs, buffers torch keeps for it): a card must hold all of it."""
+    with devices.HostPeak() as host, device.peak_memory(since=inst.allocated_before) as peak:
         forward_backward(inst)
-    return {"peak_bytes": peak.bytes, "memory_api": peak.api, "host_peak_bytes": host.bytes,
+    resident = {"resident_bytes": peak.resident} if peak.resident is not None else {}
+    return {"peak_bytes": peak.bytes, "memory_api": peak.api, **resident, "host_peak_bytes": host.bytes,
             "host_memory_api": host.api}
 
 

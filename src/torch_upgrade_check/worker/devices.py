@@ -57,8 +57,14 @@ class Device:
     def synchronize(self) -> None:
         """Wait for queued kernels; every timed region and every memory reading is bracketed by this."""
 
-    def peak_memory(self) -> PeakMemory:
+    def peak_memory(self, since: int | None = None) -> PeakMemory:
+        """The peak of a block, counted from `since` (the bytes allocated before the workload was built) where the
+        device has a live counter; the CPU's profiler sees only what the block itself allocates."""
         return _ProfilerPeak(self)
+
+    def allocated(self) -> int | None:
+        """Bytes the device's allocator holds for live tensors now; None without such a counter (the CPU)."""
+        return None
 
     @contextlib.contextmanager
     def precision(self, dtype_name: str) -> Iterator[dict[str, str]]:
@@ -108,7 +114,7 @@ class Device:
 
 class CUDA(Device):
     name = "cuda"
-    memory_counter = "torch.cuda.max_memory_allocated (allocator peak, exact)"
+    memory_counter = "torch.cuda.max_memory_allocated (allocator peak, exact; weights and inputs included)"
 
     def synchronize(self) -> None:
         torch.cuda.synchronize()
@@ -120,8 +126,11 @@ class CUDA(Device):
         super().set_rng_states(states)
         torch.cuda.set_rng_state_all(states["cuda"])
 
-    def peak_memory(self) -> PeakMemory:
-        return _CudaPeak(self)
+    def peak_memory(self, since: int | None = None) -> PeakMemory:
+        return _CudaPeak(self, since)
+
+    def allocated(self) -> int | None:
+        return int(torch.cuda.memory_allocated())
 
     @contextlib.contextmanager
     def precision(self, dtype_name: str) -> Iterator[dict[str, str]]:
@@ -172,7 +181,7 @@ class CUDA(Device):
 class MPS(Device):
     name = "mps"
     memory_counter = ("torch.mps.current_allocated_memory sampled after every op (live tensor bytes, op "
-                      "granularity; MPS has no peak counter)")
+                      "granularity; MPS has no peak counter; weights and inputs included)")
 
     def synchronize(self) -> None:
         torch.mps.synchronize()
@@ -184,8 +193,11 @@ class MPS(Device):
         super().set_rng_states(states)
         torch.mps.set_rng_state(states["mps"])
 
-    def peak_memory(self) -> PeakMemory:
-        return _SampledPeak(self, torch.mps.current_allocated_memory)
+    def peak_memory(self, since: int | None = None) -> PeakMemory:
+        return _SampledPeak(self, torch.mps.current_allocated_memory, since)
+
+    def allocated(self) -> int | None:
+        return int(torch.mps.current_allocated_memory())
 
     def supports_dtype(self, dtype_name: str) -> Support:
         if dtype_name == "float64":
@@ -321,12 +333,21 @@ def _probe_flex(device: str, *, backward: bool) -> Support:
 
 
 class PeakMemory:
-    """Context manager: `bytes` is the peak growth during the block, `api` names the counter used."""
+    """Context manager: `bytes` is how far the device's allocated bytes rose above `since` at their highest during
+    the block (from where they were at its start when `since` is None: its growth alone), `api` names the counter
+    used; `resident` is what was already held above `since` when the block started (None: not counted).
 
-    def __init__(self, device: Device) -> None:
+    Counted from `since`, the bytes allocated before the workload was built, the peak is the workload's own:
+    its weights, inputs and what torch keeps for it (a weight cache made at the first call), which a growth
+    from the block's start leaves out, and not what other workloads or earlier checks hold.
+    """
+
+    def __init__(self, device: Device, since: int | None = None) -> None:
         self.device = device
         self.api = device.memory_counter
         self.bytes = 0
+        self.since = since
+        self.resident: int | None = None
 
     def __enter__(self) -> PeakMemory:
         self.device.synchronize()
@@ -346,8 +367,10 @@ class PeakMemory:
 
 class _CudaPeak(PeakMemory):
     def _start(self) -> None:
-        torch.cuda.reset_peak_memory_stats()
-        self._base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()  # the peak restarts at what is allocated now, not at 0
+        now = torch.cuda.memory_allocated()
+        self._base = now if self.since is None else self.since
+        self.resident = None if self.since is None else max(0, now - self.since)
 
     def _stop(self, *exc: Any) -> int:
         return torch.cuda.max_memory_allocated() - self._base
@@ -356,15 +379,17 @@ class _CudaPeak(PeakMemory):
 class _SampledPeak(PeakMemory):
     """Live bytes read after every op (a dispatch mode), for backends with a live counter but no peak."""
 
-    def __init__(self, device: Device, live: Callable[[], int]) -> None:
-        super().__init__(device)
+    def __init__(self, device: Device, live: Callable[[], int], since: int | None = None) -> None:
+        super().__init__(device, since)
         self._live = live
 
     def _start(self) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         live, state = self._live, {"peak": self._live()}
-        self._base, self._state = state["peak"], state
+        self._base = state["peak"] if self.since is None else self.since
+        self.resident = None if self.since is None else max(0, state["peak"] - self.since)
+        self._state = state
 
         class Sampler(TorchDispatchMode):
             supports_higher_order_operators = True  # FlexAttention is one: run it, then read the counter

@@ -104,15 +104,18 @@ def _cpu_name() -> str:
 def _nvidia_driver() -> str | None:
     if shutil.which("nvidia-smi") is None:
         return None
-    out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    # a failing nvidia-smi prints its complaint on stdout: only a successful one's answer is a version
+    out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], succeeded=True)
     return out.splitlines()[0].strip() if out else None
 
 
-def _run(cmd: list[str]) -> str:
+def _run(cmd: list[str], *, succeeded: bool = False) -> str:
+    """The command's stdout, "" when it cannot run or times out (or, with `succeeded`, exits non-zero)."""
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False).stdout.strip()
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return ""
+    return "" if succeeded and done.returncode != 0 else done.stdout.strip()
 
 
 def probe(device: str) -> tuple[bool, str]:

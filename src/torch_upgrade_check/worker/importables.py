@@ -14,6 +14,7 @@ import json
 import sys
 
 EXTENSIONS = (".so", ".pyd")
+LIBRARIES = (".so", ".dylib")  # shared objects: Linux's and an extension module's everywhere, macOS's libraries
 
 
 def modules_of(dist: metadata.Distribution) -> list[str]:
@@ -30,9 +31,10 @@ def modules_of(dist: metadata.Distribution) -> list[str]:
 
 
 def libraries_of(dist: metadata.Distribution) -> list[str]:
-    """The shared objects a distribution installed (`x.so`, `libfoo.so.1`), as absolute paths."""
+    """The shared objects a distribution installed (`x.so`, `libfoo.so.1`, macOS's `libfoo.dylib`), as absolute
+    paths."""
     files = [f for f in dist.files or [] if not str(f).startswith("..")]
-    return sorted(str(dist.locate_file(f)) for f in files if f.name.endswith(EXTENSIONS[0]) or ".so." in f.name)
+    return sorted(str(dist.locate_file(f)) for f in files if f.name.endswith(LIBRARIES) or ".so." in f.name)
 
 
 def main() -> None:

@@ -44,6 +44,8 @@ class Instance:
     # torch.export's dynamic_shapes for the inputs (export, aoti), and inputs of other sizes the programs must run
     dynamic_shapes: Any = None
     dynamic_inputs: tuple[Any, ...] | None = None
+    # the device's allocated bytes just before it was built, alone there (checks.memory_'s zero); None: not read
+    allocated_before: int | None = None
 
 
 def require_training(inst: Instance, aspect: str) -> None:

@@ -33,6 +33,9 @@ changes float64 too, as a real kernel change does.
 - host-ram-64mib: nn.functional.linear also fills 64 MiB of host RAM outside torch's allocator and frees it (as a
   release that stages weights or activations in host memory, CPU offload, does): every output is exact and
   torch's own memory counters see nothing; only the process's resident set grows.
+- linear-keeps-weight-copy: nn.functional.linear keeps a copy of each weight it multiplies for as long as the weight
+  lives (as a release that caches a pre-packed or transposed weight per parameter does): every output is exact;
+  from the first forward on, the device holds every weight twice, made before any later call starts.
 - gradscaler-misses-inf: the GradScaler's unscale never reports an inf or NaN gradient (its overflow check,
   torch._amp_foreach_non_finite_check_and_unscale_, as on a backend where that kernel was wrong): a step
   whose float16 gradients overflowed is applied.
@@ -336,6 +339,20 @@ def _host_ram(fn, nbytes: int):
     return staged
 
 
+def _keeps_weight_copy(linear):
+    import weakref
+
+    copies: dict[int, torch.Tensor] = {}  # id(weight) -> its copy (by id: tensors compare elementwise)
+
+    def cached(input, weight, bias=None):
+        if id(weight) not in copies:
+            copies[id(weight)] = weight.detach().clone()
+            weakref.finalize(weight, copies.pop, id(weight), None)  # gone with the weight
+        return linear(input, weight, bias)
+
+    return cached
+
+
 def _unexportable(gelu):
     def guarded(*args, **kwargs):
         if torch.compiler.is_exporting():
@@ -448,6 +465,8 @@ def install(names: str) -> None:
             _registration_aborts(torch.library.Library)
         elif name == "host-ram-64mib":
             F.linear = _host_ram(F.linear, 64 * 2**20)
+        elif name == "linear-keeps-weight-copy":
+            F.linear = _keeps_weight_copy(F.linear)
         elif name == "export-schema-bump":
             import torch._export.serde.serialize as serialize
 

@@ -19,7 +19,10 @@ the documented constraints of each backend are enforced:
   is paid (slept) only at torch.cuda/mps.synchronize() or a copy to the host, so a timer read
   without synchronising misses it, as on a GPU.
 - Memory counters with each backend's semantics: CUDA's exact live/peak allocated bytes with
-  reset_peak_memory_stats; MPS's current_allocated_memory (live) and driver_allocated_memory (a
+  reset_peak_memory_stats (which restarts the peak at what is allocated, weights included); the card holds
+  TUC_EMULATE_MEMORY_MIB (default 81920, an 80 GiB H100, its get_device_properties().total_memory): an allocation
+  past it raises torch.OutOfMemoryError with CUDA's message and allocates nothing, as the caching allocator does
+  (the CUDA context and the allocator's rounding and cache are not emulated); MPS's current_allocated_memory (live) and driver_allocated_memory (a
   pool that grows to the high-water mark in 1 MiB steps and shrinks only at empty_cache()).
 - Deterministic algorithms on CUDA need CUBLAS_WORKSPACE_CONFIG, as cuBLAS does.
 - Device properties: TUC_EMULATE_CAPABILITY (default 9.0), TUC_EMULATE_DEVICE_COUNT (default 1); the wheel's
@@ -55,6 +58,10 @@ KERNEL_S = float(os.environ.get("TUC_EMULATE_KERNEL_US", "0")) / 1e6
 MPS_FLOAT64 = os.environ.get("TUC_EMULATE_MPS_FLOAT64", "raise")
 TF32 = os.environ.get("TUC_EMULATE_TF32", "flags")
 ARCHS = os.environ.get("TUC_EMULATE_ARCHS", "sm_80 sm_90 compute_90")
+CARD_BYTES = int(os.environ.get("TUC_EMULATE_MEMORY_MIB", "81920")) * 2**20
+CUDA_OOM = ("CUDA out of memory. Tried to allocate {asked}. GPU 0 has a total capacity of {total} of which {free} is "
+            "free. Of the allocated memory {allocated} is allocated by PyTorch. If reserved but unallocated memory is "
+            "large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
 # The macOS the emulated Mac runs: torch asks it through torch._C._mps_is_on_macos_or_newer(major, minor) (behind
 # torch.backends.mps.is_macos_or_newer); below 14.0 every op on an MPS bfloat16 tensor raises, as ATen's
 # getMPSDataType does (TORCH_CHECK_TYPE in checkSupportsBFloat16).
@@ -147,6 +154,7 @@ def _track(outer: EmulatedTensor, inner: torch.Tensor) -> None:
         return
     entry = _State.live.get(key)
     if entry is None:
+        _check_fits(nbytes)
         _State.live[key] = [nbytes, 1]
         _State.live_bytes += nbytes
         _State.peak_bytes = max(_State.peak_bytes, _State.live_bytes)
@@ -154,6 +162,19 @@ def _track(outer: EmulatedTensor, inner: torch.Tensor) -> None:
     else:
         entry[1] += 1
     weakref.finalize(outer, _release, key)
+
+
+def _check_fits(nbytes: int) -> None:
+    """CUDA's caching allocator refuses an allocation the card cannot hold, before allocating anything."""
+    if KIND == "cuda" and _State.live_bytes + nbytes > CARD_BYTES:
+        raise torch.OutOfMemoryError(CUDA_OOM.format(
+            asked=_mib_gib(nbytes), total=_mib_gib(CARD_BYTES), free=_mib_gib(CARD_BYTES - _State.live_bytes),
+            allocated=_mib_gib(_State.live_bytes)))
+
+
+def _mib_gib(n: int) -> str:
+    """Bytes as the allocator's message writes them: '16.00 MiB', '79.19 GiB'."""
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.2f} MiB"
 
 
 def _release(key: int) -> None:
@@ -337,7 +358,7 @@ def _patch_cuda() -> None:
     class Props:
         name = f"NVIDIA emulated sm{CAPABILITY[0]}{CAPABILITY[1]}"
         major, minor = CAPABILITY
-        total_memory = 80 * 2**30
+        total_memory = CARD_BYTES
         multi_processor_count = 132
 
         def __repr__(self) -> str:
