@@ -272,6 +272,29 @@ def test_environment_diff_says_which_package_changes_the_teams_requirements_made
     assert ["package torchvision (your requirements changed it)", "0.28.0", "0.29.1"] in table
 
 
+def test_a_baseline_whose_own_checks_crashed_leaves_cross_version_open_and_says_so() -> None:
+    # the baseline's torchvision cannot load on this runner: its workloads crash, the candidate's cross-version checks
+    # are skipped; the verdict is the candidate's, and what needs attention names the open questions and why
+    base, cand = CASES["comparison_clean"]
+    crash = "RuntimeError: operator torchvision::nms does not exist"
+    saves = tuple(dataclasses.replace(r, outcome=Outcome.ERROR, reason=crash, metrics={})  # the baseline's save steps
+                  for r in cand.results if r.aspect == "cross-version")
+    crashed = (*(r for r in base.results if r.aspect != "numerics"), *saves)
+    skipped = tuple(dataclasses.replace(r, outcome=Outcome.SKIPPED, reason="the baseline saved no outputs for this "
+                                        "check") if r.aspect == "cross-version" else r for r in cand.results)
+    n = sum(r.aspect == "cross-version" for r in cand.results)
+    assert n >= 1
+    doc = _html(render_summary([dataclasses.replace(base, results=crashed), dataclasses.replace(cand, results=skipped)]))
+    (attention,) = doc.xpath("//h3[. = 'What needs attention']/following-sibling::ul[1]")
+    text = attention.text_content()
+    assert f"{n} of its own check{'s' if n > 1 else ''} failed or crashed (they inform and do not decide), so " \
+           f"{n} cross-version check{'s' if n > 1 else ''} could not be judged: RuntimeError: operator " \
+           "torchvision::nms does not exist" in text, text
+    assert "baseline" in text
+    plain = _html(render_summary(CASES["comparison_clean"]))  # a baseline that ran cleanly adds no line
+    assert not plain.xpath("//h3[. = 'What needs attention']")
+
+
 def test_checks_in_one_version_only_are_listed() -> None:
     doc = _html(render_summary(CASES["comparison_regression"]))
     grid = next(t for t in _tables(doc) if t[0] == ["check", "baseline", "candidate"])

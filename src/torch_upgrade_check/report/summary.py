@@ -157,11 +157,33 @@ def _notes(runs: Sequence[tuple[Report, str]], decide: set[int]) -> str:
             else:
                 text = "nothing ran, which fails: the run reported no check"
             lines.append(f"- {ICON[Outcome.NOT_RUN]} **{md(name)}**: {text}")
+        if id(report) not in decide:
+            lines += _baseline_broke(report, name, [r for r, _ in runs if id(r) in decide])
         mismatch = device_mismatch(report)
         if mismatch:
             asked, got = md(mismatch[0]), md(mismatch[1])
             lines.append(f"- {ICON[Outcome.SUSPICIOUS]} **{md(name)}**: {asked} was requested but the checks ran on {got}")
     return "".join(line + "\n" for line in lines) + ("\n" if lines else "")
+
+
+def _baseline_broke(baseline: Report, name: str, deciding_reports: Sequence[Report]) -> list[str]:
+    """A line when the baseline's own checks crashed, or failed so that the candidate's cross-version checks could not
+    be judged: they do not decide, but each is a question the run left open (a baseline whose companion cannot load
+    on this runner, say); the baseline's first reasons say why."""
+    broke = [r for r in baseline.results if r.outcome in (Outcome.FAILED, Outcome.ERROR)]
+    if not broke:
+        return []
+    ids = {r.id for r in broke}
+    unjudged = sum(1 for report in deciding_reports if report.device == baseline.device for r in report.results
+                   if r.aspect == "cross-version" and r.outcome is Outcome.SKIPPED and r.id in ids)
+    reasons = Counter(f"{r.id}: {one_line(r.reason)}" if r.workload == "stack" else one_line(r.reason) for r in broke)
+    why = "; ".join(md(clip(reason, 200)) + (f" ({n})" if n > 1 else "")
+                    for reason, n in reasons.most_common(_SKIP_REASONS))
+    if not unjudged and not any(r.outcome is Outcome.ERROR for r in broke):
+        return []  # a baseline's failure the candidate shares is shown as pre-existing where that check is
+    open_ = f", so {plural(unjudged, 'cross-version check')} could not be judged" if unjudged else ""
+    return [f"- {ICON[Outcome.SUSPICIOUS]} **{md(name)}**: {plural(len(broke), 'of its own check')} failed or crashed "
+            f"(they inform and do not decide){open_}: {why}"]
 
 
 def _rest_summary(main: Sequence[tuple[Report, str]], after_attention: bool) -> str:
