@@ -1,8 +1,10 @@
 """The values the worker compares are the ones the workload computed with (issue 37): integer inputs (token ids)
-reach every golden and reference as they are, never drawn again."""
+reach every golden and reference as they are, never drawn again; a NaN where the golden has NaN (a fully masked
+attention row) is equal, as torch.testing.assert_close(equal_nan=True) has it, and a NaN on one side only fails."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 from pathlib import Path
 
@@ -42,6 +44,27 @@ def build(device, dtype):
 def ids(dtype):
     torch.manual_seed(0)
     return build("cpu", dtype)["inputs"][0]
+"""
+
+# Inference over a padded batch: the third sequence is all padding, so every one of its query rows has no key to
+# attend to, and nn.MultiheadAttention gives NaN there in every dtype, float64 included (torch 2.13).
+PADDED = """import torch
+from torch import nn
+
+
+class Padded(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, x, padding):
+        return self.attn(x, x, x, key_padding_mask=padding, need_weights=False)[0]
+
+
+def build():
+    padding = torch.zeros(3, 5, dtype=torch.bool)
+    padding[2] = True
+    return Padded(), (torch.randn(3, 5, 16), padding)
 """
 
 IDS = "tokens[float32]/"
@@ -87,3 +110,44 @@ def test_a_wrong_gradient_fails_cross_version_on_token_ids(tmp_path: Path, torch
     code, cand = compared_broken(torch_python, tmp_path / "ab", [], ["linear-grad-5pct"])
     assert (code, cand[check]["outcome"]) == (1, "failed"), cand[check]["reason"]
     assert "worst grad:" in cand[check]["reason"] and "× the baseline's" in cand[check]["reason"]
+
+
+def test_a_fully_masked_row_is_nan_on_both_sides_and_passes(tmp_path: Path, torch_python: str) -> None:
+    """Before: the NaN of the all-padding sequence, NaN in the fp64 golden too, failed numerics ("NaN where the golden
+    has numbers") and cross-version on the same torch, and the tensor's scale, RMSE and bitwise equality were NaN."""
+    user_project(tmp_path, {"padded": PADDED}, "workloads:\n  - {name: padded, factory: 'padded:build', "
+                                               "aspects: [numerics, cross-version]}\n")
+    code, cand = compared(torch_python, torch_python, tmp_path / "out", "padded[float32]/*", cwd=tmp_path)
+    reasons = {k: v["reason"] for k, v in cand.items()}
+    assert code == 0 and {k: v["outcome"] for k, v in cand.items()} == {
+        "padded[float32]/numerics": "passed", "padded[float32]/cross-version": "passed"}, reasons
+    for check in cand.values():
+        (output,) = check["metrics"]["per_tensor"]
+        assert output["nan"] == 0 and output["nan_as_golden"] == 5 * 16, output  # the padded sequence, NaN alike
+        assert math.isfinite(float(output["scale"])) and math.isfinite(float(output["rmse"])), output
+    assert cand["padded[float32]/cross-version"]["metrics"]["bitwise_equal_to_baseline"] is True
+    assert "80 NaN where the golden has NaN" in reasons["padded[float32]/numerics"]
+
+
+def test_a_nan_on_one_side_only_still_fails(torch_python: str) -> None:
+    """NaN where the golden has a number, and a number where the golden has NaN, each fail, named as such; NaN in
+    the same places passes."""
+    import torch
+
+    from torch_upgrade_check.analysis.closeness import judge
+    from torch_upgrade_check.worker.tensors import compare
+
+    golden = torch.tensor([[1.0, 2.0, 3.0], [math.nan, math.nan, math.nan]], dtype=torch.float64)
+    same = golden.float()
+    extra_nan = same.clone()
+    extra_nan[0, 1] = math.nan
+    filled = same.clone()
+    filled[1] = 0.0  # a kernel that now returns zeros for a fully masked row
+    for result, outcome, why in ((same, "passed", "3 NaN where the golden has NaN"),
+                                 (extra_nan, "failed", "1 NaN where the golden has numbers"),
+                                 (filled, "failed", "3 numbers where the golden has NaN")):
+        m = {**compare({"output": result}, {"output": golden}, rtol=1.3e-6, atol=1e-5, reference={"output": same},
+                       dtype="float32"), "rtol": 1.3e-6, "atol": 1e-5}
+        for aspect in ("numerics", "cross-version"):
+            got, reason, _ = judge(m, aspect, "float32")
+            assert (got.value, why in reason) == (outcome, True), (aspect, reason)
