@@ -73,6 +73,13 @@ changes float64 too, as a real kernel change does.
   brings it), which sizes Inductor's compile pool from the CPUs the process may use at that moment; nothing else.
 - no-onnxruntime: the environment under test has no onnxruntime (its import fails, as where the onnx extra was
   not installed); torch is untouched.
+- full-tensor-nan: DTensor.full_tensor (the all-gather of a sharded tensor, what a full state dict for a checkpoint
+  or an evaluation runs) leaves NaN in its first element, as a gather that unpads uneven shards wrongly leaves
+  uninitialised memory; FSDP2's own all-gathers, gradients and optimizer steps are untouched.
+- all-reduce-0.999: torch.distributed.all_reduce's result is x0.999 (the global loss a training loop logs, a gradient
+  norm FSDP2's clip_grad_norm_ sums across ranks); FSDP2's reduce-scatter of gradients is untouched.
+- fsdp2-shards-dim-1: fully_shard shards every parameter with two or more dimensions along dim 1, not dim 0 (as a
+  release that changes its default placement would); the training steps are as right as before.
 """
 
 from __future__ import annotations
@@ -402,6 +409,44 @@ def _legacy_default(export):
     return export_
 
 
+def _gathered_nan(tensor_module) -> None:
+    dtensor = tensor_module.DTensor
+    full_tensor = dtensor.full_tensor
+
+    def nan_first(self, *args, **kwargs):
+        full = full_tensor(self, *args, **kwargs).clone()
+        if full.is_floating_point() and full.numel():
+            full.view(-1)[0] = float("nan")
+        return full
+
+    dtensor.full_tensor = nan_first
+
+
+def _scaled_all_reduce(all_reduce, factor: float):
+    def scaled(tensor, *args, **kwargs):
+        work = all_reduce(tensor, *args, **kwargs)
+        if work is not None:
+            work.wait()
+        tensor.mul_(factor)
+        return work
+
+    return scaled
+
+
+def _shards_dim_1(fsdp) -> None:
+    from torch.distributed.tensor import Shard
+
+    fully_shard = fsdp.fully_shard
+
+    def along_dim_1(module, *args, shard_placement_fn=None, **kwargs):
+        def placement(param):
+            return Shard(1) if param.ndim >= 2 else Shard(0)
+
+        return fully_shard(module, *args, shard_placement_fn=shard_placement_fn or placement, **kwargs)
+
+    fsdp.fully_shard = along_dim_1
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -470,6 +515,14 @@ def install(names: str) -> None:
             import torch._inductor.config as _config  # noqa: F401  (`as`: a bare import would make torch local)
         elif name == "no-onnxruntime":
             sys.modules["onnxruntime"] = None  # Python's way to make an import fail
+        elif name == "full-tensor-nan":
+            tuc_hooks.once_imported("torch.distributed.tensor", _gathered_nan)  # torch imports it lazily
+        elif name == "all-reduce-0.999":
+            import torch.distributed as dist
+
+            dist.all_reduce = _scaled_all_reduce(dist.all_reduce, 0.999)
+        elif name == "fsdp2-shards-dim-1":
+            tuc_hooks.once_imported("torch.distributed.fsdp", _shards_dim_1)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:
