@@ -192,8 +192,8 @@ def compare(
         totals["nan"] += entry["nan"]
         max_abs = max(max_abs, entry["max_abs_err"])
         nonzero = torch.isfinite(g) & (g.abs() > 1e-3 * scale)  # relative error only where it means something
-        if bool(nonzero.any()):
-            max_rel = max(max_rel, float((diff[nonzero] / g.abs()[nonzero]).max()))
+        entry["max_rel_err"] = float((diff[nonzero] / g.abs()[nonzero]).max()) if bool(nonzero.any()) else 0.0
+        max_rel = max(max_rel, entry["max_rel_err"])
         if entry["mismatched"]:
             excess = torch.where(mismatched, diff - bound, torch.zeros_like(diff))
             for i in torch.topk(excess, min(top, entry["mismatched"])).indices.tolist():
