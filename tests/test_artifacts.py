@@ -42,6 +42,30 @@ def test_a_loader_that_rejects_the_baselines_program_fails_compare(tmp_path: Pat
     assert why in reason and "reloaded" not in reason  # its own program loads
 
 
+def test_a_loaded_program_that_computes_other_numbers_fails_naming_the_program(tmp_path: Path,
+                                                                              torch_python: str) -> None:
+    """Issue 37: every artifact breakage was a load or build failure. Here the program loads and runs and its outputs
+    are x(1+1e-3) (loaded-program-1e-3): alone, the program reloaded in the fresh process fails and the one built in
+    the worker passes; in compare the candidate's loads of its own and of the baseline's program fail (the same torch
+    on both sides passes: the test above)."""
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["loaded-program-1e-3"]))
+    alone = outcomes(broken, tmp_path / "run", EXPORT, JIT)
+    for check in (EXPORT, JIT):
+        result = alone[check]
+        assert result["outcome"] == "failed", result["reason"]
+        assert "; 1 of 2 tensors differ; worst reloaded:output: rmse " in result["reason"], result["reason"]
+        per = {t["name"]: t for t in result["metrics"]["per_tensor"]}
+        assert per["in-process:output"]["mismatched"] == 0, per
+        assert 0.9e-3 < per["reloaded:output"]["rmse"] / per["reloaded:output"]["scale"] < 1.1e-3, per  # the 1e-3
+    code, cand = compared(torch_python, broken, tmp_path / "out", EXPORT, JIT)
+    for check in (EXPORT, JIT):
+        reason = cand[check]["reason"]
+        assert (code, cand[check]["outcome"]) == (1, "failed"), reason
+        assert "'s saved program loaded and run; 2 of 3 tensors differ; worst " in reason, reason
+        failed = {t["name"] for t in cand[check]["metrics"]["per_tensor"] if t["mismatched"]}
+        assert failed == {"baseline's program:output", "reloaded:output"}, failed
+
+
 def test_a_model_that_no_longer_exports_fails_export_naming_the_op(tmp_path: Path, torch_python: str) -> None:
     broken = str(interpreter(torch_python, tmp_path / "py", breaks=["export-unsupported-gelu"]))
     code, cand = compared(torch_python, broken, tmp_path / "out", EXPORT, JIT)

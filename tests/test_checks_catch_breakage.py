@@ -432,11 +432,62 @@ def test_a_reduce_scatter_off_by_a_tenth_of_a_percent_fails_fsdp2(tmp_path: Path
     assert real["outcome"] == "passed", real["reason"]
     assert real["metrics"]["max_grad_err"] < real["thresholds"]["grad_tol"] / 10  # float32 rounding, far inside
     assert real["metrics"]["grad_shards_compared"] == 2 * 3 * 12  # 2 ranks, 3 steps, 12 parameters
+    assert real["metrics"]["grad_shards_unmatched"] == 0 and real["metrics"]["max_loss_err"] < 1e-7  # 2e-9 measured
     broken = str(interpreter(torch_python, tmp_path / "py", breaks=["reduce-scatter-0.999"]))
     result = outcomes(broken, tmp_path / "out", check)[check]
     assert result["outcome"] == "failed", result["reason"]
     assert result["reason"].startswith("the reduced gradients differ from the unsharded model's on 2 ranks (gloo)")
     assert result["metrics"]["max_abs_err"] <= 1e-5  # the parameters alone would still pass
+
+
+FSDP2 = "transformer_block[float32]/fsdp2"
+
+
+def fsdp2_on(torch_python: str, folder: Path, breakage: str) -> dict:
+    return outcomes(str(interpreter(torch_python, folder / "py", breaks=[breakage])), folder / "out", FSDP2)[FSDP2]
+
+
+def test_a_nan_in_the_gathered_parameters_fails_fsdp2(tmp_path: Path, torch_python: str) -> None:
+    """Issue 37: max() kept 0.0 against a NaN parameter error, and the check passed with 'max abs err 0'."""
+    result = fsdp2_on(torch_python, tmp_path, "full-tensor-nan")
+    assert result["outcome"] == "failed", result["reason"]
+    assert result["reason"].startswith("differs from the unsharded model after 3 steps on 2 ranks (gloo): parameters "
+                                       "max abs err nan"), result["reason"]
+
+
+def test_a_global_loss_off_by_a_tenth_of_a_percent_fails_fsdp2(tmp_path: Path, torch_python: str) -> None:
+    """Issue 37: max_loss_err was measured and never judged; an all-reduce x0.999 (the loss a loop logs, a gradient
+    norm) left every gradient shard and parameter exact and passed. The real torch passes it (the reduce-scatter
+    test's `real` run, whose reason names the losses)."""
+    result = fsdp2_on(torch_python, tmp_path, "all-reduce-0.999")
+    assert result["outcome"] == "failed", result["reason"]
+    assert result["reason"].startswith("the sharded model's loss differs from the unsharded model's on 2 ranks (gloo) "
+                                       "(worst at step "), result["reason"]
+    assert result["metrics"]["max_grad_err"] < 1e-5 and result["metrics"]["max_abs_err"] < 1e-5  # the rest exact
+
+
+def test_shards_placed_along_another_dimension_are_all_compared(tmp_path: Path, torch_python: str) -> None:
+    """Issue 37: a shard whose shape was not torch.chunk's along dim 0 was skipped silently; sharded along dim 1,
+    every matrix's gradient went unexamined and the check passed on the biases. Each shard is now sliced along the
+    dimension its placement names, and all 72 are compared."""
+    result = fsdp2_on(torch_python, tmp_path, "fsdp2-shards-dim-1")
+    assert result["outcome"] == "passed", result["reason"]
+    assert (result["metrics"]["grad_shards_compared"], result["metrics"]["grad_shards_unmatched"]) == (72, 0)
+
+
+def test_a_shard_of_another_shape_is_counted_never_skipped(torch_python: str) -> None:
+    """A reduced gradient that is not this rank's slice of the unsharded one (here the whole gradient where half is
+    this rank's) is counted as unmatched and named, not skipped."""
+    import torch
+
+    from torch_upgrade_check.worker import fsdp2
+
+    model, ref = torch.nn.Linear(4, 6), torch.nn.Linear(4, 6)
+    for m in (model, ref):
+        m(torch.ones(2, 4)).sum().backward()
+    worst = {"grad_err": 0.0, "grad_index": -1, "grad_step": 0, "grad_shards": 0, "unmatched": 0, "unmatched_index": -1}
+    fsdp2._worst_shard(model, ref, 0, 2, 0, worst)
+    assert (worst["unmatched"], worst["unmatched_index"], worst["grad_shards"]) == (2, 0, 0), worst
 
 
 @pytest.mark.parametrize(("op", "check", "module"), [

@@ -161,13 +161,35 @@ def test_a_changed_fp64_golden_fails_cross_version_even_where_every_output_is_cl
 def test_fsdp2_fails_a_reduced_gradient_off_beyond_its_stated_tolerance_even_where_the_parameters_match() -> None:
     base = {"max_abs_err": 5e-7, "max_rel_err": 4.6, "world_size": 2, "backend": "gloo", "steps": 3,
             "worst_grad": "self_attn.in_proj_weight", "worst_grad_step": 3, "worst_grad_rank": 1,
-            "grad_shards_compared": 72}
+            "grad_shards_compared": 72, "grad_shards_unmatched": 0, "max_loss_err": 2e-9, "max_loss_rel_err": 1e-7}
     outcome, reason = judge("fsdp2", {**base, "max_grad_err": 7e-3})
     assert outcome is Outcome.FAILED and reason.startswith("the reduced gradients differ from the unsharded model's")
     outcome, reason = judge("fsdp2", {**base, "max_grad_err": 3e-6})
     assert outcome is Outcome.PASSED and "at most 0.0001" in reason, reason
     outcome, reason = judge("fsdp2", {**base, "grad_shards_compared": 0})  # nothing compared never passes
     assert outcome is Outcome.FAILED and "no reduced gradient shard was compared" in reason
+
+
+def test_fsdp2_fails_a_shard_it_could_not_compare_a_wrong_loss_and_a_nan() -> None:
+    """Issue 37: shards of another shape were skipped silently, the loss never judged, and NaN read as no error."""
+    base = {"max_abs_err": 5e-7, "max_rel_err": 4.6, "world_size": 2, "backend": "gloo", "steps": 3,
+            "worst_grad": "norm1.weight", "worst_grad_step": 3, "worst_grad_rank": 1, "grad_shards_compared": 48,
+            "max_grad_err": 3e-6, "grad_shards_unmatched": 0, "max_loss_err": 2e-9, "max_loss_rel_err": 1e-7,
+            "worst_loss_step": 2}
+    assert judge("fsdp2", base)[0] is Outcome.PASSED
+    outcome, reason = judge("fsdp2", {**base, "grad_shards_unmatched": 24, "unmatched_grad": "linear1.weight"})
+    assert outcome is Outcome.FAILED and reason.startswith(
+        "24 reduced gradient shards on 2 ranks (gloo) could not be compared with the unsharded model's gradient: their "
+        "shape is not its chunk along their shard dimension (first: linear1.weight)"), reason
+    outcome, reason = judge("fsdp2", {**base, "max_loss_err": 3e-5, "max_loss_rel_err": 1e-3})
+    assert outcome is Outcome.FAILED and reason.startswith(
+        "the sharded model's loss differs from the unsharded model's on 2 ranks (gloo) (worst at step 2): losses max "
+        "abs err 3e-05, max rel err 0.001, beyond 1e-05 (or 0.0001 relative)"), reason
+    assert judge("fsdp2", {**base, "max_loss_err": 3e-5, "max_loss_rel_err": 5e-5})[0] is Outcome.PASSED  # relative
+    for nan in ({"max_abs_err": "nan", "max_rel_err": "nan"}, {"max_loss_err": "nan", "max_loss_rel_err": "nan"}):
+        assert judge("fsdp2", {**base, **nan})[0] is Outcome.FAILED, nan
+    for old in (("grad_shards_unmatched",), ("max_loss_err", "max_loss_rel_err")):  # a worker that never measured
+        assert judge("fsdp2", {k: v for k, v in base.items() if k not in old})[0] is Outcome.FAILED, old  # it: no pass
 
 
 def test_a_changed_random_stream_is_said_first_where_a_resumed_step_or_a_curve_fails() -> None:

@@ -79,3 +79,18 @@ def test_a_candidate_whose_loaders_refuse_the_shipped_files_fails_naming_them(tm
     assert cand[PROGRAM]["reason"].startswith("the shipped export file program.pt2 does not load and run with default "
                                               "arguments: torch.export.load: SerializeError: Serialized schema "
                                               "version"), cand[PROGRAM]["reason"]
+
+
+def test_a_shipped_file_that_loads_and_computes_other_numbers_fails_naming_the_difference(tmp_path: Path,
+                                                                                        torch_python: str) -> None:
+    """Issue 37: the shipped files met only loaders that refuse them. Here the candidate's torch.export.load reads the
+    team's program.pt2 into a program whose outputs are x(1+1e-3) (shipped-file-1e-3): it fails, by how much."""
+    shipped(tmp_path, torch_python)
+    code, cand = compared_broken(torch_python, tmp_path, ["old-load-default"], ["old-load-default", "shipped-file-1e-3"])
+    assert code == 1
+    assert {c: cand[c]["outcome"] for c in (CKPT, WEIGHTS, PROGRAM)} == {CKPT: "passed", WEIGHTS: "passed",
+                                                                        PROGRAM: "failed"}, cand
+    reason = cand[PROGRAM]["reason"]
+    assert reason.startswith("the shipped export file program.pt2 loads but does not reproduce baseline "), reason
+    assert "'s outputs: 1 of 1 tensors differ; output: 4 of 4 elements, max abs err " in reason, reason
+    assert ", max rel err 0.001 (rtol 1.3e-06, atol 1e-05)" in reason, reason

@@ -104,11 +104,16 @@ def _shipped(m: Mapping[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         worst = max(bad, key=lambda t: t.get("mismatched") or 0)
         return Outcome.FAILED, (f"{what} loads but does not reproduce {baseline}'s outputs: {len(bad)} of "
                                 f"{len(m['per_tensor'])} tensors differ; {worst['name']}: {worst.get('mismatched')} of "
-                                f"{worst.get('numel')} elements, max abs err {closeness.short(worst.get('max_abs_err'))} "
-                                f"(rtol {m.get('rtol')}, atol {m.get('atol')})"), thresholds
+                                f"{worst.get('numel')} elements, max abs err {closeness.short(worst.get('max_abs_err'))}"
+                                f"{_relative(worst)} (rtol {m.get('rtol')}, atol {m.get('atol')})"), thresholds
     return Outcome.PASSED, (f"{what} loads with default arguments and reproduces {baseline}'s outputs: "
                             f"{_tensors(len(m['per_tensor']), 'all ')} within rtol {m.get('rtol')}, atol {m.get('atol')} (max abs "
                             f"err {closeness.short(m.get('max_abs_err'))})"), thresholds
+
+
+def _relative(t: Mapping[str, Any]) -> str:
+    """", max rel err 0.001": how far off, as a ratio (a loader's x(1+1e-3) reads as 0.001); "" from an older worker."""
+    return f", max rel err {closeness.short(t['max_rel_err'])}" if "max_rel_err" in t else ""
 
 
 def _tensors(n: Any, every: str = "") -> str:

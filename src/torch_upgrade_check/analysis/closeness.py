@@ -5,7 +5,8 @@ never below GRAD_SCALE_FLOOR x the largest gradient's for gradients), the count 
 `atol*scale + rtol*|golden|`, its RMSE against the golden, and where available the RMSE of a trusted
 reference (`ref_rmse`) and the dtype's own rounding error of the golden (`floor_rmse`).
 
-A tensor passes when every element is within tolerance; when rtol = atol = 0 (bitwise equality), also
+A NaN where the golden has NaN is equal (torch.testing.assert_close(equal_nan=True)), and said in the reason; NaN on
+one side only fails, named. A tensor passes when every element is within tolerance; when rtol = atol = 0 (bitwise equality), also
 when it equals its reference bitwise (the baseline's output, the CPU's, eager's); or else, with tolerances:
 - for a tensor the reference has: RMSE at most MULTIPLIER x the reference's RMSE (+ atol*scale/10).
   The reference is the CPU (cross-backend), the baseline torch (cross-version: there the golden is the
@@ -41,6 +42,8 @@ def judge_tensor(t: Mapping[str, Any], aspect: str, dtype: str, rtol: float, ato
     slack = atol * scale / 10
     if t.get("nan"):
         return False, f"{name}: {t['nan']} NaN where the golden has numbers"
+    if t.get("nan_in_golden_only"):
+        return False, f"{name}: {t['nan_in_golden_only']} numbers where the golden has NaN"
     if not t.get("mismatched"):
         return True, f"{name}: all {t['numel']} within tolerance (max abs err {short(t.get('max_abs_err'))})"
     outside = (f"{name}: {t['mismatched']} of {t['numel']} elements outside atol·scale + rtol·|golden| "
@@ -90,7 +93,14 @@ def judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str, 
     close = [why for t, ok, why in verdicts if t.get("mismatched")]
     how = f"; nearest the bound: {close[0]}" if close else f" (max abs err {short(m.get('max_abs_err'))})"
     every = "the one tensor is" if len(tensors) == 1 else f"all {len(tensors)} tensors are"
-    return Outcome.PASSED, f"{every} within tolerance{how}{notes}", thresholds
+    return Outcome.PASSED, f"{every} within tolerance{how}{_equal_nan(tensors)}{notes}", thresholds
+
+
+def _equal_nan(tensors: list[Mapping[str, Any]]) -> str:
+    """NaN the golden has too, in the same places (a fully masked attention row), passed as equal: said, not hidden."""
+    n = sum(int(t.get("nan_as_golden") or 0) for t in tensors)
+    return (f"; {n} NaN where the golden has NaN, equal as torch.testing.assert_close(equal_nan=True) has it"
+            if n else "")
 
 
 def fp64_change(m: Mapping[str, Any]) -> str:

@@ -23,7 +23,8 @@ Rules (thresholds are recorded on each result):
 - export, jit: the program built, saved and reloaded in a fresh process (in compare also the baseline's
   saved program), every output by the compile rule against eager's (analysis.artifacts).
 - fsdp2: each step's reduced gradient shards within FSDP2_GRAD_TOL (of each gradient's RMS) of the unsharded
-  model's gradients, and the parameters after the sharded steps within FSDP2_ATOL or FSDP2_RTOL*|unsharded|.
+  model's gradients (a shard that could not be compared fails), each step's loss and the parameters after the
+  sharded steps within FSDP2_ATOL or FSDP2_RTOL*|unsharded| (NaN fails).
 """
 
 from __future__ import annotations
@@ -174,9 +175,9 @@ def _checkpoint(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
 
 
 def _fsdp2(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
-    """Every step's reduced gradient shards within FSDP2_GRAD_TOL of the unsharded gradients' RMS, and the
-    parameters after the steps within FSDP2_ATOL (or FSDP2_RTOL) of the unsharded model's."""
-    err, rel = as_float(m.get("max_abs_err")), as_float(m.get("max_rel_err"))
+    """Every step's reduced gradient shards within FSDP2_GRAD_TOL of the unsharded gradients' RMS, every one of them
+    compared, and each step's loss and the parameters after the steps within FSDP2_ATOL (or FSDP2_RTOL) of the
+    unsharded model's. A missing or NaN figure fails (an old worker, a NaN parameter)."""
     grad = as_float(m.get("max_grad_err"))
     thresholds = {"atol": FSDP2_ATOL, "rtol": FSDP2_RTOL, "grad_tol": FSDP2_GRAD_TOL,
                   "grad_tol_scaled_by": "each unsharded gradient's RMS"}
@@ -184,7 +185,8 @@ def _fsdp2(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
     shards = (f"{m.get('grad_shards_compared')} reduced gradient shards within {short(grad)} of each gradient's RMS "
               f"(worst {m.get('worst_grad')}, "
               f"step {m.get('worst_grad_step')}, rank {m.get('worst_grad_rank')}; at most {FSDP2_GRAD_TOL:g})")
-    params = f"parameters max abs err {short(err)}, max rel err {short(rel)}"
+    params = _fsdp2_errors("parameters", m.get("max_abs_err"), m.get("max_rel_err"))
+    losses = _fsdp2_errors("losses", m.get("max_loss_err"), m.get("max_loss_rel_err"))
     if not grad <= FSDP2_GRAD_TOL:  # NaN (no shard compared, or an old worker) fails too
         if not m.get("grad_shards_compared"):
             return Outcome.FAILED, f"no reduced gradient shard was compared with the unsharded model's on {where}", \
@@ -193,11 +195,28 @@ def _fsdp2(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
                                 f"{m.get('worst_grad')} at step {m.get('worst_grad_step')} (rank "
                                 f"{m.get('worst_grad_rank')}) off by {short(grad)} of its RMS, beyond "
                                 f"{FSDP2_GRAD_TOL:g}; {params}"), thresholds
-    if not (err <= FSDP2_ATOL or rel <= FSDP2_RTOL):
+    if m.get("grad_shards_unmatched") != 0:  # missing: an old worker, which skipped such shards silently
+        return Outcome.FAILED, (f"{m.get('grad_shards_unmatched')} reduced gradient shards on {where} could not be "
+                                f"compared with the unsharded model's gradient: their shape is not its chunk along "
+                                f"their shard dimension (first: {m.get('unmatched_grad')}); {shards}"), thresholds
+    if not _fsdp2_within(m.get("max_abs_err"), m.get("max_rel_err")):
         return Outcome.FAILED, (f"differs from the unsharded model after {m.get('steps')} steps on {where}: {params}; "
                                 f"{shards}"), thresholds
+    if not _fsdp2_within(m.get("max_loss_err"), m.get("max_loss_rel_err")):
+        return Outcome.FAILED, (f"the sharded model's loss differs from the unsharded model's on {where} (worst at step "
+                                f"{m.get('worst_loss_step')}): {losses}, beyond {FSDP2_ATOL:g} (or {FSDP2_RTOL:g} "
+                                f"relative); {shards}; {params}"), thresholds
     return Outcome.PASSED, (f"matches the unsharded model in each of {m.get('steps')} steps on {where}: {shards}; "
-                            f"{params}"), thresholds
+                            f"{losses}; {params}"), thresholds
+
+
+def _fsdp2_within(abs_err: Any, rel_err: Any) -> bool:
+    """Within FSDP2_ATOL or FSDP2_RTOL relative; NaN (a NaN tensor, or no figure) is never within."""
+    return as_float(abs_err) <= FSDP2_ATOL or as_float(rel_err) <= FSDP2_RTOL
+
+
+def _fsdp2_errors(what: str, abs_err: Any, rel_err: Any) -> str:
+    return f"{what} max abs err {short(abs_err)}, max rel err {short(rel_err)}"
 
 
 def _sdpa_backends(m: dict[str, Any], dtype: str) -> tuple[Outcome, str, dict[str, Any]]:

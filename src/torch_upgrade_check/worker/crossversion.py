@@ -166,8 +166,7 @@ def _first_divergent(mine: list[tuple[str, torch.Tensor]], theirs: list[tuple[st
         if ref is None or ref.shape != out.shape:
             continue
         ref64, out64 = ref.double(), out.double()
-        diff = (out64 - ref64).abs()
-        scale = float(ref64.pow(2).mean().sqrt()) or 1.0
-        if bool((diff > atol * scale + rtol * ref64.abs()).any()) or bool((torch.isnan(out64) & ~torch.isnan(ref64)).any()):
+        diff = tensors.difference(out64, ref64)  # NaN where the baseline has NaN (a masked row) is no divergence
+        if bool((diff > tensors.bounds(ref64, rtol=rtol, atol=atol, scale=tensors.scale_of(ref64) or 1.0)).any()):
             return {"module": name, "max_abs_err": float(diff.max())}
     return None

@@ -1,5 +1,6 @@
 """FSDP2 check: `fully_shard` training steps across ranks must match the unsharded model: each step's reduced
-gradient shards against the same rows of the unsharded model's gradients, and the parameters after the steps.
+gradient shards against the same slice of the unsharded model's gradients, each step's global loss against the
+unsharded model's, and the parameters after the steps.
 
 `run` (inside the worker) starts one process per rank running this module's `main`; gloo on CPU,
 NCCL on CUDA. Rank 0 writes the comparison to a JSON file.
@@ -90,8 +91,8 @@ def main(backend: str, device: str, dtype_name: str, out: str) -> None:
     fully_shard(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
-    max_loss_err = 0.0
-    worst = {"grad_err": 0.0, "grad_index": -1, "grad_step": 0, "grad_shards": 0}
+    loss_err = {"abs": 0.0, "rel": 0.0, "step": 0}
+    worst = {"grad_err": 0.0, "grad_index": -1, "grad_step": 0, "grad_shards": 0, "unmatched": 0, "unmatched_index": -1}
     for step in range(STEPS):
         gen = torch.Generator().manual_seed(1000 + step)
         batch = torch.randn(world * 2, 16, 64, generator=gen).to(device, dtype)
@@ -111,49 +112,87 @@ def main(backend: str, device: str, dtype_name: str, out: str) -> None:
         ref_opt.zero_grad()
         global_loss = loss.detach().clone()
         dist.all_reduce(global_loss)
-        max_loss_err = max(max_loss_err, abs(float(global_loss) / world - float(ref_loss)))
-    # rank 0 reports every rank's worst shard (as numbers: all_gather_object needs NumPy)
-    mine = torch.tensor([worst["grad_err"], worst["grad_index"], worst["grad_step"], worst["grad_shards"]],
-                        dtype=torch.float64, device=device)
-    every_rank = [torch.empty_like(mine) for _ in range(world)]
-    dist.all_gather(every_rank, mine)
-    found = [t.tolist() for t in every_rank]
-    err, index, step_no, _ = max(found, key=lambda row: row[0])
+        _worse_loss(loss_err, float(global_loss) / world, float(ref_loss), step)
     names = [n for n, _ in model.named_parameters()]
-    worst = {"grad_err": err, "grad_worst": names[int(index)] if index >= 0 else "", "grad_step": int(step_no),
-             "rank": max(range(world), key=lambda r: found[r][0]), "grad_shards": int(sum(row[3] for row in found))}
-    max_err, max_rel = 0.0, 0.0
-    for p, rp in zip(model.parameters(), ref.parameters()):
-        full = p.full_tensor() if hasattr(p, "full_tensor") else p
-        diff = (full.detach().double() - rp.detach().double()).abs()
-        max_err = max(max_err, float(diff.max()))
-        max_rel = max(max_rel, float((diff / rp.detach().double().abs().clamp_min(1e-12)).max()))
+    gathered = _every_ranks_worst(dist, worst, world, device, names)
+    max_err, max_rel = _parameters_error(model, ref)
     if rank == 0:
         tmp = out + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"max_abs_err": max_err, "max_rel_err": max_rel, "max_loss_err": max_loss_err,
-                       # report.json is strict JSON: an infinite error goes as the string "inf"
-                       "max_grad_err": worst["grad_err"] if math.isfinite(worst["grad_err"]) else "inf",
-                       "worst_grad": worst["grad_worst"],
-                       "worst_grad_step": worst["grad_step"], "worst_grad_rank": worst["rank"],
-                       "grad_shards_compared": worst["grad_shards"]}, f)
+            # report.json is strict JSON: an infinite or NaN error goes as the string "inf" or "nan"
+            json.dump({"max_abs_err": _number(max_err), "max_rel_err": _number(max_rel),
+                       "max_loss_err": _number(loss_err["abs"]), "max_loss_rel_err": _number(loss_err["rel"]),
+                       "worst_loss_step": loss_err["step"], **gathered}, f)
         os.replace(tmp, out)
     dist.barrier()
     dist.destroy_process_group()
 
 
+def _worse(a: float, b: float) -> float:
+    """The larger error, NaN the worst of all: max() keeps its first argument against a NaN, and read a NaN
+    parameter or loss as no error at all."""
+    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
+
+
+def _number(value: float) -> float | str:
+    return value if math.isfinite(value) else str(value)
+
+
+def _worse_loss(err: dict[str, Any], sharded: float, unsharded: float, step: int) -> None:
+    """The sharded model's global loss (the ranks' all-reduced mean) against the unsharded model's, this step."""
+    diff = abs(sharded - unsharded)
+    rel = diff / abs(unsharded) if unsharded else (0.0 if diff == 0 else math.inf)
+    if not math.isnan(err["abs"]) and (math.isnan(diff) or diff > err["abs"]):
+        err["step"] = step + 1
+    err["abs"], err["rel"] = _worse(err["abs"], diff), _worse(err["rel"], rel)
+
+
+def _parameters_error(model: torch.nn.Module, ref: torch.nn.Module) -> tuple[float, float]:
+    """The gathered parameters after the steps against the unsharded model's: max abs and max rel error."""
+    max_err, max_rel = 0.0, 0.0
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        full = p.full_tensor() if hasattr(p, "full_tensor") else p
+        diff = (full.detach().double() - rp.detach().double()).abs()
+        max_err = _worse(max_err, float(diff.max()))
+        max_rel = _worse(max_rel, float((diff / rp.detach().double().abs().clamp_min(1e-12)).max()))
+    return max_err, max_rel
+
+
+def _every_ranks_worst(dist: Any, worst: dict[str, Any], world: int, device: Any, names: list[str]) -> dict[str, Any]:
+    """Every rank's worst shard and its shards that could not be compared, gathered (as numbers: all_gather_object
+    needs NumPy), as the metrics rank 0 reports."""
+    keys = ("grad_err", "grad_index", "grad_step", "grad_shards", "unmatched", "unmatched_index")
+    mine = torch.tensor([float(worst[k]) for k in keys], dtype=torch.float64, device=device)
+    every_rank = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(every_rank, mine)
+    found = [dict(zip(keys, t.tolist())) for t in every_rank]
+    top = max(range(world), key=lambda r: found[r]["grad_err"])
+    unmatched = next((int(row["unmatched_index"]) for row in found if row["unmatched_index"] >= 0), -1)
+    err = found[top]["grad_err"]
+    return {"max_grad_err": _number(err), "worst_grad": names[int(found[top]["grad_index"])]
+            if found[top]["grad_index"] >= 0 else "", "worst_grad_step": int(found[top]["grad_step"]),
+            "worst_grad_rank": top, "grad_shards_compared": int(sum(row["grad_shards"] for row in found)),
+            "grad_shards_unmatched": int(sum(row["unmatched"] for row in found)),
+            "unmatched_grad": names[unmatched] if unmatched >= 0 else ""}
+
+
 def _worst_shard(model: torch.nn.Module, ref: torch.nn.Module, rank: int, world: int, step: int,
                  worst: dict[str, Any]) -> None:
     """Each parameter's reduced gradient shard on this rank (what the reduce-scatter left there) against the same
-    rows of the unsharded model's gradient, as max |shard - expected| / RMS(the whole unsharded gradient): the
-    error a collective adds shows at its own size, before three optimizer steps blur it."""
+    slice of the unsharded model's gradient, as max |shard - expected| / RMS(the whole unsharded gradient): the
+    error a collective adds shows at its own size, before three optimizer steps blur it. The slice is torch.chunk's
+    along the dimension the shard's placement names (FSDP2 shards dim 0 unless told otherwise); a shard of another
+    shape is counted as unmatched, never skipped: nothing produced passes unexamined."""
     for index, (p, rp) in enumerate(zip(model.parameters(), ref.parameters())):
         if p.grad is None or rp.grad is None:
             continue
         shard = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
-        chunks = torch.chunk(rp.grad, world, dim=0)  # FSDP2 shards dim 0 as torch.chunk does
-        expected = chunks[rank] if rank < len(chunks) else rp.grad.new_empty((0, *rp.grad.shape[1:]))
-        if tuple(shard.shape) != tuple(expected.shape) or not shard.numel():
+        expected = _expected_shard(p.grad, rp.grad, rank, world)
+        if expected is None or tuple(shard.shape) != tuple(expected.shape):
+            worst["unmatched"] += 1
+            worst["unmatched_index"] = index if worst["unmatched_index"] < 0 else worst["unmatched_index"]
+            continue
+        if not shard.numel():  # this rank holds no rows of it (more ranks than rows): nothing to compare
             continue
         scale = float(rp.grad.double().pow(2).mean().sqrt()) or 1.0
         err = float((shard.double() - expected.double()).abs().max()) / scale
@@ -161,6 +200,24 @@ def _worst_shard(model: torch.nn.Module, ref: torch.nn.Module, rank: int, world:
         worst["grad_shards"] += 1
         if err > worst["grad_err"]:
             worst.update(grad_err=err, grad_index=index, grad_step=step + 1)
+
+
+def _expected_shard(grad: torch.Tensor, full: torch.Tensor, rank: int, world: int) -> torch.Tensor | None:
+    """This rank's slice of the unsharded gradient where the sharded one is sharded along one dimension, else None."""
+    placements = getattr(grad, "placements", None)
+    if placements is None:
+        dim = 0  # a plain tensor (no DTensor): FSDP2's default placement
+    else:
+        from torch.distributed.tensor import Shard
+
+        dims = [pl.dim for pl in placements if isinstance(pl, Shard)]
+        if len(dims) != 1:
+            return None
+        dim = dims[0]
+    chunks = torch.chunk(full, world, dim=dim)
+    if rank < len(chunks):
+        return chunks[rank]
+    return full.new_empty(tuple(0 if d == dim else n for d, n in enumerate(full.shape)))
 
 
 if __name__ == "__main__":

@@ -116,15 +116,19 @@ def _move(obj: Any, device: str, dtype: torch.dtype | None) -> Any:
 
 
 def copy_to(inst: Instance, target: Instance, dtype: torch.dtype) -> None:
-    """Give `target` the weights and inputs of `inst` (cast to `dtype` on the host), so both compute the same
-    function. `target` keeps its own requires_grad: it asks for gradients only where its device has them."""
+    """Give `target` the weights and inputs of `inst` (floating ones cast to `dtype` on the host), so both compute the
+    same function. Every tensor input is copied, integer and boolean ones as they are: token ids `target`'s own build
+    drew are other ids wherever the generator moved on differently before them (weights drawn in another dtype, or
+    on another device's generator), and a golden of other ids judges nothing. `target` keeps its own requires_grad:
+    it asks for gradients only where its device has them."""
     if isinstance(inst.model, torch.nn.Module) and isinstance(target.model, torch.nn.Module):
         state = {k: tensors.host(v, dtype if v.is_floating_point() else None) for k, v in inst.model.state_dict().items()}
         target.model.load_state_dict(state)
     copied = []
     for mine, theirs in zip(inst.inputs, target.inputs):
-        if isinstance(mine, torch.Tensor) and mine.is_floating_point() and isinstance(theirs, torch.Tensor):
-            copied.append(tensors.host(mine, dtype).to(theirs.device).requires_grad_(theirs.requires_grad))
+        if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor):
+            value = tensors.host(mine, dtype if mine.is_floating_point() else None).to(theirs.device)
+            copied.append(value.requires_grad_(theirs.requires_grad) if value.is_floating_point() else value)
         else:
             copied.append(theirs)
     target.inputs = tuple(copied)

@@ -31,11 +31,48 @@ def host(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
 
 
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """The same dtype, shape and bits (so -0.0 differs from 0.0, and a bfloat16 output never equals a float32 one)."""
+    """The same dtype, shape and bits (so -0.0 differs from 0.0, and a bfloat16 output never equals a float32 one);
+    NaN equals NaN in the same place (torch.equal never does: a fully masked row would differ from itself)."""
     a, b = host(a), host(b)
-    if a.dtype != b.dtype or a.shape != b.shape or not torch.equal(a, b):
+    if a.dtype != b.dtype or a.shape != b.shape:
         return False
-    return not a.is_floating_point() or torch.equal(torch.signbit(a), torch.signbit(b))
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    nan = torch.isnan(a)
+    if not torch.equal(nan, torch.isnan(b)):
+        return False
+    x, y = a[~nan], b[~nan]
+    return torch.equal(x, y) and torch.equal(torch.signbit(x), torch.signbit(y))
+
+
+def _equal_nan(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """torch.equal, with NaN equal to NaN in the same place."""
+    if x.shape != y.shape:
+        return False
+    if not x.is_floating_point() or not y.is_floating_point():
+        return torch.equal(x, y)
+    nan = torch.isnan(x)
+    return torch.equal(nan, torch.isnan(y)) and torch.equal(x[~nan], y[~nan])
+
+
+def difference(r: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """|r - g| elementwise as torch.testing.assert_close(equal_nan=True) sees equality: 0 where both are NaN (a fully
+    masked attention row, NaN in the golden too) or the same infinity; inf where only one side is NaN, which no
+    tolerance covers."""
+    same = (r == g) | (torch.isnan(r) & torch.isnan(g))
+    one_nan = torch.isnan(r) ^ torch.isnan(g)
+    apart = torch.where(one_nan, torch.full_like(r, math.inf), (r - g).abs())
+    return torch.where(same, torch.zeros_like(apart), apart)
+
+
+def scale_of(g: torch.Tensor) -> float:
+    """The RMS of the golden's finite elements: a NaN or inf there (a masked row) must not make every bound NaN."""
+    return _rms(g[torch.isfinite(g)])
+
+
+def bounds(g: torch.Tensor, *, rtol: float, atol: float, scale: float) -> torch.Tensor:
+    """What each element may differ by: atol*scale + rtol*|golden|, the rtol part only where the golden is finite."""
+    return atol * scale + rtol * torch.where(torch.isfinite(g), g.abs(), torch.zeros_like(g))
 
 
 def flatten(value: Any, prefix: str = "output") -> dict[str, torch.Tensor]:
@@ -113,7 +150,9 @@ def compare(
 
     Per tensor T with golden G: scale = RMS(G) (1 when G is all zero; for gradients at least
     GRAD_SCALE_FLOOR x the largest gradient's RMS); an element mismatches when
-    |result - golden| > atol*scale + rtol*|golden| (NaN where the golden has a number counts); rmse
+    |result - golden| > atol*scale + rtol*|golden|; NaN where the golden has NaN is equal, as
+    torch.testing.assert_close(equal_nan=True) has it (`nan_as_golden` counts them), and NaN on one side only
+    mismatches (`nan`: NaN where the golden has a number; `nan_in_golden_only`: a number where it has NaN); rmse
     against the golden; `ref_rmse` the same for `reference` (the noise floor of a trusted
     implementation in the same dtype) and `ref_equal` (T equals the reference bitwise), when it has T;
     `floor_rmse` that of the golden rounded to `dtype` (the dtype's own representation error). Tensors in
@@ -121,7 +160,7 @@ def compare(
     """
     names = [n for n in result if n in golden]
     goldens = {n: host(golden[n], torch.float64).reshape(-1) for n in names}
-    largest_grad = max((_rms(g) for n, g in goldens.items() if n.startswith("grad:")), default=0.0)
+    largest_grad = max((scale_of(g) for n, g in goldens.items() if n.startswith("grad:")), default=0.0)
     per_tensor, worst = [], []
     totals = {"numel": 0, "mismatched": 0, "nan": 0}
     max_abs, max_rel = 0.0, 0.0
@@ -130,32 +169,31 @@ def compare(
         if tuple(r.shape) != tuple(golden[name].shape):
             raise ValueError(f"{name}: shape {tuple(r.shape)} differs from the golden's {tuple(golden[name].shape)}")
         r = r.reshape(-1)
-        scale = max(_rms(g), GRAD_SCALE_FLOOR * largest_grad if name.startswith("grad:") else 0.0) or 1.0
-        nan_in_result = torch.isnan(r) & ~torch.isnan(g)
-        diff = torch.where(nan_in_result, torch.full_like(r, math.inf), (r - g).abs())
-        bound = atol * scale + rtol * g.abs()
-        mismatched = (diff > bound) | nan_in_result
+        scale = max(scale_of(g), GRAD_SCALE_FLOOR * largest_grad if name.startswith("grad:") else 0.0) or 1.0
+        diff, bound = difference(r, g), bounds(g, rtol=rtol, atol=atol, scale=scale)
+        mismatched = diff > bound
         entry: dict[str, Any] = {
             "name": name, "numel": int(r.numel()), "scale": scale,
             "max_abs_err": float(diff.max()) if r.numel() else 0.0,
             "mismatched": int(mismatched.sum()),
-            "rmse": math.inf if bool(nan_in_result.any()) else _rms(r - g),
-            "nan": int(torch.isnan(r).sum()),
+            "rmse": _rms(diff),  # inf where one side alone has NaN
+            "nan": int((torch.isnan(r) & ~torch.isnan(g)).sum()),
+            **_nan_counts(r, g),
         }
         if reference is not None and name in reference:
             ref = host(reference[name], torch.float64).reshape(-1)
-            entry["ref_rmse"] = _rms(ref - g)
+            entry["ref_rmse"] = _rms(difference(ref, g))
             entry["ref_equal"] = bitwise_equal(result[name], reference[name])
         if dtype is not None:
-            entry["floor_rmse"] = _rms(round_to(g, dtype) - g)
+            entry["floor_rmse"] = _rms(difference(round_to(g, dtype), g))
         per_tensor.append(entry)
         totals["numel"] += entry["numel"]
         totals["mismatched"] += entry["mismatched"]
         totals["nan"] += entry["nan"]
         max_abs = max(max_abs, entry["max_abs_err"])
-        nonzero = g.abs() > 1e-3 * scale  # relative error only where it means something
-        if bool(nonzero.any()):
-            max_rel = max(max_rel, float((diff[nonzero] / g.abs()[nonzero]).max()))
+        nonzero = torch.isfinite(g) & (g.abs() > 1e-3 * scale)  # relative error only where it means something
+        entry["max_rel_err"] = float((diff[nonzero] / g.abs()[nonzero]).max()) if bool(nonzero.any()) else 0.0
+        max_rel = max(max_rel, entry["max_rel_err"])
         if entry["mismatched"]:
             excess = torch.where(mismatched, diff - bound, torch.zeros_like(diff))
             for i in torch.topk(excess, min(top, entry["mismatched"])).indices.tolist():
@@ -180,6 +218,13 @@ def compare(
     return metrics
 
 
+def _nan_counts(r: torch.Tensor, g: torch.Tensor) -> dict[str, int]:
+    """NaN in the golden's own places (equal), and numbers where the golden has NaN (mismatched); each only when any."""
+    counts = {"nan_as_golden": int((torch.isnan(r) & torch.isnan(g)).sum()),
+              "nan_in_golden_only": int((torch.isnan(g) & ~torch.isnan(r)).sum())}
+    return {k: v for k, v in counts.items() if v}
+
+
 def _index(shape: tuple[int, ...], flat: int) -> str:
     idx = []
     for dim in reversed(shape):
@@ -197,12 +242,11 @@ def bitwise_diff(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -
             differing.append(name)
             continue
         x, y = host(a[name]), host(b[name])
-        if x.shape == y.shape and torch.equal(x, y):
+        if _equal_nan(x, y):  # NaN where the other run has NaN is the same result
             continue
         differing.append(name)
-        if x.shape == y.shape:
-            d = (x.double() - y.double()).abs().max()
-            max_diff = max(max_diff, float(d) if not torch.isnan(d) else math.inf)
+        if x.shape == y.shape and x.numel():
+            max_diff = max(max_diff, float(difference(x.double(), y.double()).max()))
     return {
         "bitwise_equal": not differing,
         "differing_tensors": len(differing),

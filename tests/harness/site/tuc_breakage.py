@@ -76,6 +76,20 @@ changes float64 too, as a real kernel change does.
   brings it), which sizes Inductor's compile pool from the CPUs the process may use at that moment; nothing else.
 - no-onnxruntime: the environment under test has no onnxruntime (its import fails, as where the onnx extra was
   not installed); torch is untouched.
+- loaded-program-1e-3: the module torch.export.load's program gives (`.module()`) and the module torch.jit.load
+  returns compute every floating output x(1+1e-3), as a loader that reads a program's constants or an op's version
+  wrongly would; loading succeeds, and a program built in the process (export, trace, script) is exact.
+- shipped-file-1e-3: torch.export.load's and torch.jit.load's modules compute every floating output x(1+1e-3) for
+  files outside the tool's own folders (a team's shipped `artifacts:` files, as a loader that reads an older
+  writer's files wrongly); the artifact aspects' own programs (saved under tuc-* temporary or report folders) load
+  exact, so it changes nothing but the shipped file's outputs.
+- full-tensor-nan: DTensor.full_tensor (the all-gather of a sharded tensor, what a full state dict for a checkpoint
+  or an evaluation runs) leaves NaN in its first element, as a gather that unpads uneven shards wrongly leaves
+  uninitialised memory; FSDP2's own all-gathers, gradients and optimizer steps are untouched.
+- all-reduce-0.999: torch.distributed.all_reduce's result is x0.999 (the global loss a training loop logs, a gradient
+  norm FSDP2's clip_grad_norm_ sums across ranks); FSDP2's reduce-scatter of gradients is untouched.
+- fsdp2-shards-dim-1: fully_shard shards every parameter with two or more dimensions along dim 1, not dim 0 (as a
+  release that changes its default placement would); the training steps are as right as before.
 """
 
 from __future__ import annotations
@@ -419,6 +433,93 @@ def _legacy_default(export):
     return export_
 
 
+def _times(value, factor: float):
+    """Every floating tensor in a nested output multiplied by `factor`."""
+    if isinstance(value, torch.Tensor):
+        return value * factor if value.is_floating_point() else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_times(v, factor) for v in value)
+    if isinstance(value, dict):
+        return {k: _times(v, factor) for k, v in value.items()}
+    return value
+
+
+class _Scaled(torch.nn.Module):
+    """A loaded program whose outputs are x`factor`: what a loader that reads a program wrongly returns."""
+
+    def __init__(self, inner, factor: float) -> None:
+        super().__init__()
+        self.inner, self.factor = inner, factor
+
+    def forward(self, *args, **kwargs):
+        return _times(self.inner(*args, **kwargs), self.factor)
+
+
+def _ours(path) -> bool:
+    """A file the tool wrote itself: an artifact aspect's program (a tuc-* temporary folder or a report folder's
+    baseline-outputs/), not a team's shipped file."""
+    parts = str(path).replace("\\", "/").split("/")
+    return any(p.startswith("tuc-") or p == "baseline-outputs" for p in parts)
+
+
+def _wrong_loaders(factor: float, only_shipped: bool) -> None:
+    export_load, jit_load = torch.export.load, torch.jit.load
+
+    def scaled(path) -> bool:
+        return not (only_shipped and _ours(path))
+
+    def load_export(f, *args, **kwargs):
+        program = export_load(f, *args, **kwargs)
+        if scaled(f):
+            module = program.module
+            program.module = lambda *a, **k: _Scaled(module(*a, **k), factor)
+        return program
+
+    def load_jit(f, *args, **kwargs):
+        module = jit_load(f, *args, **kwargs)
+        return _Scaled(module, factor) if scaled(f) else module
+
+    torch.export.load, torch.jit.load = load_export, load_jit
+
+
+def _gathered_nan(tensor_module) -> None:
+    dtensor = tensor_module.DTensor
+    full_tensor = dtensor.full_tensor
+
+    def nan_first(self, *args, **kwargs):
+        full = full_tensor(self, *args, **kwargs).clone()
+        if full.is_floating_point() and full.numel():
+            full.view(-1)[0] = float("nan")
+        return full
+
+    dtensor.full_tensor = nan_first
+
+
+def _scaled_all_reduce(all_reduce, factor: float):
+    def scaled(tensor, *args, **kwargs):
+        work = all_reduce(tensor, *args, **kwargs)
+        if work is not None:
+            work.wait()
+        tensor.mul_(factor)
+        return work
+
+    return scaled
+
+
+def _shards_dim_1(fsdp) -> None:
+    from torch.distributed.tensor import Shard
+
+    fully_shard = fsdp.fully_shard
+
+    def along_dim_1(module, *args, shard_placement_fn=None, **kwargs):
+        def placement(param):
+            return Shard(1) if param.ndim >= 2 else Shard(0)
+
+        return fully_shard(module, *args, shard_placement_fn=shard_placement_fn or placement, **kwargs)
+
+    fsdp.fully_shard = along_dim_1
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -489,6 +590,18 @@ def install(names: str) -> None:
             import torch._inductor.config as _config  # noqa: F401  (`as`: a bare import would make torch local)
         elif name == "no-onnxruntime":
             sys.modules["onnxruntime"] = None  # Python's way to make an import fail
+        elif name == "loaded-program-1e-3":
+            _wrong_loaders(1 + 1e-3, only_shipped=False)
+        elif name == "shipped-file-1e-3":
+            _wrong_loaders(1 + 1e-3, only_shipped=True)
+        elif name == "full-tensor-nan":
+            tuc_hooks.once_imported("torch.distributed.tensor", _gathered_nan)  # torch imports it lazily
+        elif name == "all-reduce-0.999":
+            import torch.distributed as dist
+
+            dist.all_reduce = _scaled_all_reduce(dist.all_reduce, 0.999)
+        elif name == "fsdp2-shards-dim-1":
+            tuc_hooks.once_imported("torch.distributed.fsdp", _shards_dim_1)
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:
