@@ -146,15 +146,16 @@ def test_one_workload_whose_processes_differ_by_a_tenth_rarely_fails_its_aa() ->
 def test_pairs_that_happen_to_read_alike_are_judged_against_what_real_pairs_differ_by(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure's interval sets its pairs' own spread against FAIL_PAIR_SD (5%), what pairs of a real workload differ
-    by here. The 100 ms workload's pairs (offsets 5%, rounds 6%): a true 4.5% fails 1 of 600 one-check runs (12 with
-    the 2% prior), a 1.25x and a 2x fail every one."""
+    by here. The 100 ms workload's pairs (offsets 5%, rounds 6%): a true 4.5% fails 1 of 600 one-check runs (4 with
+    the 2% prior; 12 while "unchanged" too leaned on a 2% prior, which settled more runs early), a 1.25x and a 2x fail
+    every one."""
     def fails_of(effect: float, n: int) -> int:
         return outcomes(effect, n=n, alpha=ab.run_alpha(1), noise=0.06, offset=0.05, stall=0.0)["fails"]
 
     assert fails_of(0.045, 600) <= 3 and fails_of(0.25, 200) == 200 and fails_of(1.0, 200) == 200
     assert fails_of(0.0, 600) == 0
     monkeypatch.setattr(ab, "FAIL_PAIR_SD", ab.PAIR_SD)
-    assert fails_of(0.045, 600) >= 8
+    assert fails_of(0.045, 600) >= 4
 
 
 # the detector benchmark's one failing A/A run of the 20 ms workload (2026-12-02, commit fbd8d26): its five fresh
@@ -177,6 +178,37 @@ def test_the_twenty_ms_aa_that_failed_live_is_not_a_regression_now(monkeypatch: 
         assert ab.decide(batches[:k], 0.10, alpha=ab.run_alpha(1), final=False).state == "pending"
     monkeypatch.setattr(ab, "FAIL_PAIR_SD", ab.PAIR_SD)
     assert ab.decide(batches, 0.10, alpha=ab.run_alpha(1), final=False).state == "regression"
+
+
+def test_a_change_past_the_threshold_is_rarely_ruled_out_where_pairs_differ_by_a_tenth() -> None:
+    """Issue 37: ruling a change out gave a 2% pair prior the weight of 10 pairs, where the 20 ms workload's pairs
+    differ by 10%: one pair that happened to read a true 12.5% low settled it `unchanged`, 188 of 600 one-check runs
+    (the replay of its recorded pairs: 9.8%). Its interval now weighs the check's own pairs against one pair's worth of
+    the 5% real workloads' pairs differ by: 18 of 600 (3.0%, one look at a 95% interval's upper end misses 2.5%; 8 looks
+    add to it), and where pairs differ by 5%, 8 (1.3%). The price: more A/A checks end `undecided` (warned)."""
+    twenty_ms = {"alpha": ab.run_alpha(1), "noise": 0.09, "offset": 0.10, "stall": 0.0}
+    assert outcomes(0.125, n=600, **twenty_ms).get("unchanged", 0) <= 20
+    assert outcomes(0.125, n=600, **{**twenty_ms, "offset": 0.05}).get("unchanged", 0) <= 15
+    aa = outcomes(0.0, n=600, **twenty_ms)
+    assert aa["fails"] <= 3 and aa.get("unchanged", 0) >= 300
+
+
+def test_one_pair_cannot_rule_out_what_pairs_differ_by_and_unchanged_says_what_it_ruled_out() -> None:
+    """A pair measures its own offset, not how far the next pair's lies from it: one quiet pair at 1.00x no longer
+    settles `unchanged` against a 10% threshold. Three that agree do, and the reason names the smallest slowdown
+    they rule out (the 95% interval's upper end), beside the threshold."""
+    def pair(m: float) -> ab.Batch:
+        return ab.Batch((1.0,) * 24, tuple(math.exp(m + 0.03 * ((i % 5) - 2)) for i in range(24)))
+
+    assert ab.decide([pair(0.0)], 0.10, alpha=ALPHA, final=False).state == "pending"
+    d = ab.decide([pair(0.0), pair(0.01), pair(-0.01)], 0.10, alpha=ALPHA, final=False)
+    assert d.state == "unchanged" and 1.0 < d.ci_high < 1.10
+    assert d.why == f"a slowdown of more than {d.ci_high - 1:.1%} is ruled out"
+    line = explain(d, 0.10, format_ms, "latency")
+    assert f"; a slowdown of more than {d.ci_high - 1:.1%} is ruled out; threshold 1.10×" in line
+    faster = ab.decide([pair(m) for m in (-0.08, -0.07, -0.09, -0.08)], 0.10, alpha=ALPHA, final=False,
+                       increase="growth")
+    assert faster.state == "unchanged" and faster.ci_high < 1 and faster.why == "any growth is ruled out"
 
 
 def test_below_the_threshold_never_fails() -> None:
@@ -266,13 +298,13 @@ def test_two_odd_pairs_among_four_do_not_fail() -> None:
 
 def test_one_slow_process_in_two_pairs_warns_and_a_real_slowdown_in_two_pairs_fails() -> None:
     """The detector benchmark's bimodal A/A at 100 ms: two pairs in the budget, the candidate's process slow (33%) in
-    one. Its plain 95% interval clears 1 (the old rule failed it); its run-level interval does not clear half the
-    threshold, so it warns. A 1.25x slowdown in two pairs of the same noise fails."""
+    one. Its plain 95% interval cleared 1 under the 2% prior (the old rule failed it); its run-level interval does not
+    clear half the threshold, so it warns. A 1.25x slowdown in two pairs of the same noise fails."""
     rng = random.Random(12)
     odd = [ab.Batch(tuple(100 * math.exp(rng.gauss(0, 0.03)) for _ in range(12)),
                     tuple(100 * math.exp(rng.gauss(m, 0.03)) for _ in range(12)), seconds=8.0) for m in (0.285, 0.0)]
     d = ab.decide(odd, 0.10, alpha=ab.run_alpha(1), final=True)
-    assert d.state == "undecided" and d.ratio > 1.10 and d.ci_low > 1 and not d.beyond
+    assert d.state == "undecided" and d.ratio > 1.10 and not d.beyond
     slow = [ab.Batch(tuple(100 * math.exp(rng.gauss(0, 0.03)) for _ in range(12)),
                      tuple(125 * math.exp(rng.gauss(0, 0.03)) for _ in range(12)), seconds=8.0) for _ in range(2)]
     d = ab.decide(slow, 0.10, alpha=ab.run_alpha(1), final=True)
@@ -551,4 +583,4 @@ def test_a_compile_slowdown_fails_against_its_own_threshold_and_a_larger_one_let
     assert failed.reason.startswith("regression: cold compile time 1.3") and "threshold 1.25×" in failed.reason
     assert passed.outcome is Outcome.PASSED and passed.metrics["change"] == "unchanged", passed.reason
     assert passed.reason.startswith("slower, within the 100% threshold: cold compile time 1.3"), passed.reason
-    assert "a slowdown of 100% or more is ruled out; threshold 2.00×" in passed.reason
+    assert f"a slowdown of more than {passed.metrics['ci_high'] - 1:.1%} is ruled out; threshold 2.00×" in passed.reason
