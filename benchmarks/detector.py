@@ -386,7 +386,7 @@ def pair_noise(runs: list[dict]) -> dict | None:
 
 
 def render_noise(res: dict) -> list[str]:
-    """The A/A runs' noise figures, per workload, beside the prior the statistics assume (ab.PAIR_SD)."""
+    """The A/A runs' noise figures, per workload, beside the priors the statistics assume."""
     cells = [(size, "A/A", by_effect.get("0.000", [])) for size, by_effect in res.get("sizes", {}).items()]
     cells += [(size, "bimodal A/A", runs) for size, runs in res.get("bimodal", {}).items()]
     comp = res.get("compile") or {}
@@ -394,9 +394,11 @@ def render_noise(res: dict) -> list[str]:
     rows = [(size, kind, n) for size, kind, runs in cells if (n := pair_noise(runs))]
     if not rows:
         return []
+    worth = f"{ab.UNCHANGED_PRIOR_DF:g} pair{'' if ab.UNCHANGED_PRIOR_DF == 1 else 's'}"
     return ["", f"Noise of the A/A runs, over their fresh pairs (prior assumed by analysis/ab.py: pair offset "
-                f"SD {ab.PAIR_SD:.0%}, worth {ab.PRIOR_DF} pairs to rule a change out; {ab.FAIL_PAIR_SD:.0%} from the "
-                f"{ab.MIN_PAIRS}th pair on, worth {ab.FAIL_PRIOR_DF}, to fail one; a failure needs {ab.MIN_PAIRS} pairs):",
+                f"SD {ab.UNCHANGED_PAIR_SD:.0%}, worth {worth}, to rule a change out; to fail one {ab.PAIR_SD:.0%} in "
+                f"one to three pairs, {ab.FAIL_PAIR_SD:.0%} from the {ab.MIN_PAIRS}th pair on, worth "
+                f"{ab.FAIL_PRIOR_DF}; a failure needs {ab.MIN_PAIRS} pairs):",
             "",
             "| workload | kind | fresh pairs | rounds a pair (mean) | round SD | pair SD (95% upper bound) | per-pair offset SD |",
             "| --- | --- | --- | --- | --- | --- | --- |"] + [

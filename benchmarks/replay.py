@@ -85,7 +85,15 @@ def cells(results: dict) -> Iterator[Cell]:
 
 def replay_run(rng: random.Random, cell: Cell, firsts: Sequence[tuple[list[float], float, float]],
                pool: Sequence[list[float]], budget_s: float) -> ab.Decision:
-    """One replayed compare of the cell's check (see the module docstring)."""
+    """One replayed compare of the cell's check (see the module docstring): its final decision."""
+    decision = replay_track(rng, cell, firsts, pool, budget_s).decision
+    assert decision is not None
+    return decision
+
+
+def replay_track(rng: random.Random, cell: Cell, firsts: Sequence[tuple[list[float], float, float]],
+                 pool: Sequence[list[float]], budget_s: float) -> measure.Track:
+    """One replayed compare of the cell's check, as measure's Track: its pairs, their seconds and its decision."""
     threshold = THRESHOLDS[cell.aspect]
     t = measure.Track(CheckSpec(cell.label, cell.aspect, "cpu", "float32"), threshold, budget_s=budget_s)
     first, per_round, warm = rng.choice(firsts)
@@ -103,31 +111,44 @@ def replay_run(rng: random.Random, cell: Cell, firsts: Sequence[tuple[list[float
             d.append(series[r])
         t.batches.append(as_batch(d, seconds=per_round * len(d), warm_seconds=warm))
         t.next_rounds = t.plan()
-        decision = ab.decide(t.batches, threshold, alpha=ab.run_alpha(1),
-                             final=k == measure.MAX_BATCHES or not t.next_rounds)
-        if decision.state != "pending":
-            return decision
+        t.decision = ab.decide(t.batches, threshold, alpha=ab.run_alpha(1),
+                               final=k == measure.MAX_BATCHES or not t.next_rounds)
+        if t.decision.state != "pending":
+            return t
     raise AssertionError("a replayed check still pending after its last pair")
 
 
-def replay(cell: Cell, runs: int, seed: int, budget_s: float) -> dict[str, int] | None:
-    """The tally of `runs` replayed compares: each final state, and `fails` (what compare fails by default)."""
+def replay(cell: Cell, runs: int, seed: int, budget_s: float) -> dict[str, float] | None:
+    """The tally of `runs` replayed compares: each final state, and `fails` (what compare fails by default); what
+    they cost, `pairs_p50` and `seconds_p50` (measuring seconds, warm-ups included); and `ruled_out_p50`, the smallest
+    change the `unchanged` ones ruled out (their 95% interval's upper end, a ratio; nan where none was)."""
     firsts, pool = cell.first_pairs(), cell.pairs()
     if not firsts:
         return None
     rng = random.Random(seed)
-    tally = {"fails": 0}
+    tally: dict[str, float] = {"fails": 0}
+    pairs, seconds, ruled_out = [], [], []
     for _ in range(runs):
-        d = replay_run(rng, cell, firsts, pool, budget_s)
+        t = replay_track(rng, cell, firsts, pool, budget_s)
+        d = t.decision
+        assert d is not None
         tally[d.state] = tally.get(d.state, 0) + 1
         tally["fails"] += measure.outcome_of(d) is Outcome.FAILED
+        pairs.append(d.batches)
+        seconds.append(t.seconds)
+        if d.state == "unchanged":
+            ruled_out.append(d.ci_high)
+    tally.update(pairs_p50=statistics.median(pairs), seconds_p50=statistics.median(seconds),
+                 ruled_out_p50=statistics.median(ruled_out) if ruled_out else math.nan)
     return tally
 
 
 def redecide(cell: Cell, row: dict) -> str:
     """A live run decided again on its own recorded pairs under the rules in force: `fails`, `passes`, or `unknown`
     (the rules would have measured a pair the run did not). Exact where the planner is unchanged (it reads only
-    PAIR_SD, PRIOR_DF and the budget of ab's constants): a look that was pending live is decided again as it was."""
+    PAIR_SD and the budget of ab's constants; measure sizes a latency check's budget from its rounds' cost, which for
+    the recorded workloads, at most 0.3 s a round, is --ab-budget itself): a look that was pending live is decided
+    again as it was."""
     pairs = [p for p in row.get("pair_log_ratios") or [] if p]
     if not pairs:
         return "unknown"
@@ -203,20 +224,24 @@ def render(results: dict, runs: int, seed: int, budget_s: float, said: Sequence[
     rules = ", ".join(said) if said else "the current rules"
     lines = [f"Replayed compares ({runs} a cell, seed {seed}, --ab-budget {budget_s:g} s; {rules}: MIN_PAIRS "
              f"{ab.MIN_PAIRS}, MAX_PAIRS {ab.MAX_PAIRS}, PAIR_SD {ab.PAIR_SD:g}, FAIL_PAIR_SD {ab.FAIL_PAIR_SD:g}, "
-             f"FAIL_PRIOR_DF {ab.FAIL_PRIOR_DF:g}, "
-             f"CONFIRM_LEAST {ab.CONFIRM_LEAST}) on the recorded pairs of the detector benchmark:", "",
+             f"FAIL_PRIOR_DF {ab.FAIL_PRIOR_DF:g}, UNCHANGED_PAIR_SD {ab.UNCHANGED_PAIR_SD:g}, UNCHANGED_PRIOR_DF "
+             f"{ab.UNCHANGED_PRIOR_DF:g}, CONFIRM_LEAST {ab.CONFIRM_LEAST}) on the recorded pairs of the detector "
+             "benchmark:", "",
              "| cell | live runs: fails | live runs decided again: fail / pass / unknown | replayed: fails | undecided | "
-             "improved | unchanged | A/A: first and second pairs |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "improved | unchanged | unchanged: smallest change ruled out p50 | pairs / measuring s p50 | "
+             "A/A: first and second pairs |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for cell in cells(results):
         tally = replay(cell, runs, seed, budget_s)
         if tally is None:
             continue
         live = rate(sum(fails_by_default(r) for r in cell.rows), len(cell.rows))
         again = [redecide(cell, r) for r in cell.rows]
+        ruled = tally["ruled_out_p50"]
         lines.append(f"| {cell.label} | {live} | {again.count('fails')} / {again.count('passes')} / "
-                     f"{again.count('unknown')} | {rate(tally['fails'], runs)} | {tally.get('undecided', 0)} | "
-                     f"{tally.get('improved', 0)} | {tally.get('unchanged', 0)} | "
-                     f"{independence(cell) if cell.aa else ''} |")
+                     f"{again.count('unknown')} | {rate(int(tally['fails']), runs)} | {tally.get('undecided', 0):.0f} | "
+                     f"{tally.get('improved', 0):.0f} | {rate(int(tally.get('unchanged', 0)), runs)} | "
+                     f"{'—' if math.isnan(ruled) else f'{ruled - 1:+.1%}'} | {tally['pairs_p50']:g} / "
+                     f"{tally['seconds_p50']:.1f} s | {independence(cell) if cell.aa else ''} |")
     return "\n".join(lines) + "\n"
 
 
@@ -247,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["Cell", "apply", "cells", "main", "redecide", "replay", "replay_run"]
+__all__ = ["Cell", "apply", "cells", "main", "redecide", "replay", "replay_run", "replay_track"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -61,6 +61,16 @@ HOST_NOISY_ROUNDS = 8  # a batch whose host samples differ needs enough rounds f
 COMPILE_BUDGET_FACTOR = 10
 COMPILE_BUDGET_ROUNDS = 20
 COMPILE_BUDGET_MOST = 30
+# A latency check's budget is at least what LATENCY_BUDGET_ROUNDS of its own rounds and MIN_PAIRS warm-ups cost, as its
+# first pair measured them (the fewest rounds a failure needs, 4 + 3 x 4, twice over), at most LATENCY_BUDGET_MOST
+# latency budgets. Why: with a fixed 20 s, from about 0.35 s a forward no second pair fitted (the first pair's warm-up
+# alone is 5 forwards a side), and a failure needs 4: simulated through this planner (tests/test_ab_decisions.py), a
+# 500 ms forward slowed 2x failed 54 of 60 whole-suite runs and 1.25x 0, only where its one pair was significant on its
+# own; now 60 and 59, and its A/A ends `unchanged` in 54 (with the fixed 20 s and ab's rule for `unchanged`, every one
+# ended `undecided` after one pair). A ~100 ms forward keeps --ab-budget (32 rounds and 4 warm-ups fit in it); beyond
+# about 2 s a forward even the most does not hold 4 pairs, and the check is `undecided`, saying what deciding would cost.
+LATENCY_BUDGET_ROUNDS = 32
+LATENCY_BUDGET_MOST = 10
 TIMED_WORDS = ("latency", "cold compile time")  # what `explain` calls the timed aspects
 TIMED = ("latency", "compile-time")  # A/B aspects whose samples are times (judged as slowdowns)
 
@@ -178,14 +188,21 @@ class Track:
 
     @property
     def budget(self) -> float:
-        """Measuring seconds this check may spend: --ab-budget; a compile-time check's from its own rounds' cost
-        (see COMPILE_BUDGET_ROUNDS), between COMPILE_BUDGET_FACTOR and COMPILE_BUDGET_MOST times --ab-budget."""
-        if self.spec.aspect != "compile-time":
-            return self.budget_s
+        """Measuring seconds this check may spend: --ab-budget (memory); a compile-time check's from its own rounds'
+        cost (see COMPILE_BUDGET_ROUNDS), between COMPILE_BUDGET_FACTOR and COMPILE_BUDGET_MOST times --ab-budget; a
+        latency check's at least what its rounds and warm-ups cost (see LATENCY_BUDGET_ROUNDS), at most
+        LATENCY_BUDGET_MOST times --ab-budget."""
         rounds = sum(len(b.baseline) for b in self.batches)
         per_round = sum(b.seconds for b in self.batches) / rounds if rounds else 0.0
-        return min(self.budget_s * COMPILE_BUDGET_MOST,
-                   max(self.budget_s * COMPILE_BUDGET_FACTOR, COMPILE_BUDGET_ROUNDS * per_round))
+        if self.spec.aspect == "compile-time":
+            return min(self.budget_s * COMPILE_BUDGET_MOST,
+                       max(self.budget_s * COMPILE_BUDGET_FACTOR, COMPILE_BUDGET_ROUNDS * per_round))
+        if self.spec.aspect != "latency" or not self.batches:
+            return self.budget_s
+        # the pairs measured so far say what a warm-up costs (the first one's, 5 calls a side to 2, errs on the large side)
+        warm = sum(b.warm_seconds for b in self.batches) / len(self.batches)
+        needed = LATENCY_BUDGET_ROUNDS * per_round + ab.MIN_PAIRS * warm
+        return min(self.budget_s * LATENCY_BUDGET_MOST, max(self.budget_s, needed))
 
     def pair_cap(self) -> float:
         """Seconds the next pair may take: what is left, shared by the pairs a failure still needs."""
@@ -423,8 +440,9 @@ def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what:
         if d.more_pairs < 0:
             more = "; it sits on the threshold: no budget would decide it"
         elif math.isfinite(budget_s):
+            budget = f"{budget_s:.0f}" if budget_s >= 10 else f"{budget_s:.2g}"  # a sized budget is not 75.7358 s
             more = (f"; deciding would take about {d.more_pairs} more process pair{'s' if d.more_pairs != 1 else ''}, "
-                    f"~{d.more_seconds:.0f} s of measuring beyond its {budget_s:g} s budget (raise ab-budget: the input, "
+                    f"~{d.more_seconds:.0f} s of measuring beyond its {budget} s budget (raise ab-budget: the input, "
                     f"the config key or --ab-budget)")
         if d.ratio > 1 + threshold and not d.beyond:
             more += "; warns: its estimate is beyond the threshold but not significant at the run's confidence"
