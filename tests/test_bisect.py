@@ -7,6 +7,7 @@ interpreter has no torch (it cannot be judged, as an install that fails).
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from cmarkgfm.cmark import Options
 from conftest import ROOT, run_cli
 from lxml import etree
 
+from torch_upgrade_check import bisect_cmd, cli
 from torch_upgrade_check.analysis import bisect as search
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import Bisection, BisectStep
@@ -205,6 +207,38 @@ def _bisect(tmp_path: Path, builds_file: Path, *only: str, env: dict[str, str] |
     proc = run_cli(*args, env=env)
     doc = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
     return proc, doc
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    (sub,) = (a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def test_every_compare_flag_is_forwarded_by_bisect_or_named_as_not() -> None:
+    compare = {a.dest for a in _subparser("compare")._actions}
+    forwarded = [*bisect_cmd.FORWARD_ONE, *bisect_cmd.FORWARD_MANY, *bisect_cmd.FORWARD_FLAGS]
+    assert len(forwarded) == len(set(forwarded))
+    assert compare - set(forwarded) == set(bisect_cmd.NOT_FORWARDED), "a compare flag bisect neither forwards nor names"
+    assert not set(forwarded) & set(bisect_cmd.NOT_FORWARDED)
+    assert set(forwarded) <= {a.dest for a in _subparser("bisect")._actions}
+
+
+def test_bisect_hands_each_forwarded_flag_to_compare_as_given(tmp_path: Path) -> None:
+    """Every forwarded flag, set to something other than its default, reaches each step's compare unchanged."""
+    argv = ["bisect", "--good", "2.13.0", "--bad", "2.14.1", "--only", "mlp*"]
+    for action in _subparser("bisect")._actions:
+        flag = action.option_strings[-1] if action.option_strings else ""
+        if action.dest in bisect_cmd.FORWARD_FLAGS:
+            argv.append(flag)
+        elif action.dest in bisect_cmd.FORWARD_ONE:
+            argv += [flag, action.choices[-1] if action.choices else f"7-{action.dest}"]
+        elif action.dest in bisect_cmd.FORWARD_MANY:
+            argv += [flag, f"a-{action.dest}", flag, f"b-{action.dest}"]
+    given = cli.build_parser().parse_args(argv)
+    step = bisect_cmd._compare_argv(given, builds.Build("2.13.0", ""), builds.Build("2.14.1", ""), tmp_path, "", ["x"])
+    got = cli.build_parser().parse_args(step)
+    for name in (*bisect_cmd.FORWARD_ONE, *bisect_cmd.FORWARD_MANY, *bisect_cmd.FORWARD_FLAGS):
+        assert getattr(got, name) == getattr(given, name) != _subparser("compare").get_default(name), name
 
 
 def test_a_numeric_drift_is_found_at_the_build_that_introduced_it(tmp_path: Path, torch_python: str) -> None:

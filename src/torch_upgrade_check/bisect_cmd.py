@@ -36,6 +36,19 @@ FORWARD_ONE = ("device", "timeout", "rtol", "atol", "config", "threads", "python
                "max_compile_time_regression", "ab_budget", "undecided")
 FORWARD_MANY = ("max_latency_ms", "workload", "python_path", "extra_index_url", "find_links", "extra_requirement",
                 "requirements", "extras")
+FORWARD_FLAGS = ("compile_time",)
+# compare's flags that bisect does not hand on as given, and why (tests/test_bisect.py holds these lists to
+# compare's parser, so a new compare flag is either forwarded or named here)
+NOT_FORWARDED = {
+    "baseline": "each step's good build", "baseline_python": "each step's good build",
+    "candidate": "the build judged", "candidate_python": "the build judged",
+    "base_ref": "not a bisect flag: both sides of a step share the working tree's stack",
+    "head_ref": "not a bisect flag: both sides of a step share the working tree's stack",
+    "out": "each step writes under OUT/steps/", "no_job_summary": "a step never writes the job summary",
+    "fail_on": "always forwarded: it decides bad", "only": "each step runs the checks still to settle",
+    "index_url": "forwarded, or the nightly channel's index", "fleet": "refused by bisect",
+    "list": "refused by bisect", "help": "argparse's",
+}
 GITHUB_COMPARE = "https://github.com/pytorch/pytorch/compare/{good}...{bad}"
 
 
