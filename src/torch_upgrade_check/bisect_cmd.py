@@ -30,15 +30,15 @@ from torch_upgrade_check.orchestrate import provision, session, store
 from torch_upgrade_check.orchestrate.compare import AB_ASPECTS
 from torch_upgrade_check.schema import SchemaError, read_reports, write_bisection
 
-# compare's flags that bisect hands on to every step as given (the rest are bisect's own)
+# compare's flags that bisect hands on to every step as given: with a value, repeatable, and switches
 FORWARD_ONE = ("device", "timeout", "rtol", "atol", "config", "threads", "python", "torch_backend", "installer",
                "venv_dir", "venv_cap", "max_latency_regression", "max_memory_regression",
                "max_compile_time_regression", "ab_budget", "undecided")
 FORWARD_MANY = ("max_latency_ms", "workload", "python_path", "extra_index_url", "find_links", "extra_requirement",
                 "requirements", "extras")
 FORWARD_FLAGS = ("compile_time",)
-# compare's flags that bisect does not hand on as given, and why (tests/test_bisect.py holds these lists to
-# compare's parser, so a new compare flag is either forwarded or named here)
+# compare's flags that bisect does not hand on through those lists (it sets them per step, or refuses them), and
+# why; tests/test_bisect.py holds all four to compare's parser, so a new compare flag is forwarded or named here
 NOT_FORWARDED = {
     "baseline": "each step's good build", "baseline_python": "each step's good build",
     "candidate": "the build judged", "candidate_python": "the build judged",
@@ -178,7 +178,7 @@ def _compare_argv(args: argparse.Namespace, good: listing.Build, build: listing.
             argv += ["--" + name.replace("_", "-"), str(value)]
     for name in FORWARD_MANY:
         argv += [x for value in getattr(args, name, []) for x in ("--" + name.replace("_", "-"), value)]
-    return argv + (["--compile-time"] if getattr(args, "compile_time", False) else [])
+    return argv + ["--" + name.replace("_", "-") for name in FORWARD_FLAGS if getattr(args, name, False)]
 
 
 def _judge(args: argparse.Namespace, todo: Sequence[listing.Build], i: int, out: Path,
