@@ -584,6 +584,7 @@ def test_ddp_under_torchrun_matches_the_unsharded_model_and_shuts_down_on_the_re
     assert "every rank exited 0, shut down in" in result["reason"] and "peak host RAM per rank" in result["reason"]
 
 
+@pytest.mark.fast  # in the fast tier: it starts worker.ddp (torchrun), the one test that does
 def test_a_rank_that_hangs_at_shutdown_fails_ddp_within_bounded_time_and_is_killed(tmp_path: Path,
                                                                                   torch_python: str) -> None:
     """Issue 34: torchrun jobs whose ranks hang in the process group's teardown (pytorch#198305, #161860). Rank 1's
