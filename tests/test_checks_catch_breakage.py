@@ -559,3 +559,53 @@ def test_a_worker_pinned_to_one_cpu_compiles_without_a_process_pool(tmp_path: Pa
         assert (int(before), int(after)) == (min(32, len(os.sched_getaffinity(0))), 1)
     else:
         assert (before, after) == ("None", "None")
+
+
+DDP = "transformer_block[float32]/ddp"
+
+
+def ddp_on(python: str, out: Path) -> dict:
+    """The opt-in ddp check (`--ddp`) of `python`, run alone."""
+    proc = run_cli("run", "--python", python, "--device", "cpu", "--ddp", "--only", DDP, "--out", str(out),
+                   "--no-job-summary")
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    return results_by_id(load_report(out))[DDP]
+
+
+def test_ddp_under_torchrun_matches_the_unsharded_model_and_shuts_down_on_the_real_torch(tmp_path: Path,
+                                                                                        torch_python: str) -> None:
+    """A/A: DDP on 2 gloo ranks under torchrun passes, every rank exits 0 and shuts down, peaks recorded."""
+    result = ddp_on(torch_python, tmp_path)
+    assert result["outcome"] == "passed", result["reason"]
+    m = result["metrics"]
+    assert (m["torchrun_exit"], m["hung_ranks"], m["left_running"], m["grad_shards_compared"]) == (0, [], [], 72)
+    assert m["max_grad_err"] < result["thresholds"]["grad_tol"] / 10 and all(s < 5 for s in m["shutdown_s"])
+    assert all(b > 100 * 2**20 for b in m["rank_peak_host_bytes"])  # each rank's own torch: hundreds of MiB
+    assert "every rank exited 0, shut down in" in result["reason"] and "peak host RAM per rank" in result["reason"]
+
+
+@pytest.mark.fast  # in the fast tier: it starts worker.ddp (torchrun), the one test that does
+def test_a_rank_that_hangs_at_shutdown_fails_ddp_within_bounded_time_and_is_killed(tmp_path: Path,
+                                                                                  torch_python: str) -> None:
+    """Issue 34: torchrun jobs whose ranks hang in the process group's teardown (pytorch#198305, #161860). Rank 1's
+    destroy_process_group never returns: the check fails naming rank 1 and the shutdown, within its bound, and the
+    hung rank is not left running."""
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["rank-hangs-at-shutdown"]))
+    result = ddp_on(broken, tmp_path / "out")
+    assert result["outcome"] == "failed", result["reason"]
+    assert result["reason"].startswith("rank 1 did not finish destroy_process_group within 20 s"), result["reason"]
+    m = result["metrics"]
+    assert m["hung_ranks"] == [1] and m["left_running"] == [m["rank_pids"][1]], m
+    assert m["max_grad_err"] < 1e-5  # the training steps were right: only the shutdown broke
+    assert result["duration_s"] < 20 + 60  # the bound, plus torchrun's start and the steps
+    for pid in m["rank_pids"]:
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z", f"rank pid {pid} running"
+
+
+def test_a_global_loss_off_by_a_tenth_of_a_percent_fails_ddp(tmp_path: Path, torch_python: str) -> None:
+    """The all-reduce DDP's loss logging uses, x0.999: the loss fails; DDP's gradient buckets (allreduce through the
+    reducer, not torch.distributed.all_reduce) and the parameters stay exact."""
+    result = ddp_on(str(interpreter(torch_python, tmp_path / "py", breaks=["all-reduce-0.999"])), tmp_path / "out")
+    assert result["outcome"] == "failed", result["reason"]
+    assert result["reason"].startswith("the sharded model's loss differs from the unsharded model's"), result["reason"]

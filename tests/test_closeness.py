@@ -203,3 +203,21 @@ def test_a_changed_random_stream_is_said_first_where_a_resumed_step_or_a_curve_f
         "seed (draw 3 of 9); so the step resumed from baseline 2.6.0's checkpoint differs"), reason
     outcome, reason = judge("checkpoint", resumed)
     assert outcome is Outcome.FAILED and reason.startswith("the step resumed from"), reason
+
+
+def test_ddp_fails_a_hung_shutdown_a_nonzero_exit_and_missing_figures_before_the_training_steps() -> None:
+    base = {"max_abs_err": 1e-8, "max_rel_err": 1e-6, "max_loss_err": 2e-9, "max_loss_rel_err": 1e-6,
+            "max_grad_err": 3e-6, "grad_shards_compared": 72, "grad_shards_unmatched": 0, "world_size": 2,
+            "backend": "gloo", "launcher": "torchrun --standalone", "steps": 3, "torchrun_exit": 0, "hung_ranks": [],
+            "left_running": [], "shutdown_timeout_s": 20, "shutdown_s": [0.01, 0.02],
+            "rank_peak_host_bytes": [300 * 2**20, 301 * 2**20]}
+    outcome, reason = judge("ddp", base)
+    assert outcome is Outcome.PASSED and "every rank exited 0, shut down in 0.01 s, 0.02 s" in reason, reason
+    outcome, reason = judge("ddp", {**base, "torchrun_exit": None, "hung_ranks": [1], "left_running": [4242]})
+    assert outcome is Outcome.FAILED and reason.startswith("rank 1 did not finish destroy_process_group within 20 s")
+    assert "[4242] left running, killed" in reason
+    outcome, reason = judge("ddp", {**base, "torchrun_exit": 1, "torchrun_tail": "rank 1 exitcode: 1"})
+    assert outcome is Outcome.FAILED and reason.startswith("torchrun exited 1"), reason
+    for old in ("hung_ranks", "left_running"):  # an old worker's result never passes
+        assert judge("ddp", {k: v for k, v in base.items() if k != old})[0] is Outcome.FAILED, old
+    assert judge("ddp", {**base, "max_grad_err": 7e-3})[0] is Outcome.FAILED  # the fsdp2 rule applies

@@ -116,6 +116,8 @@ def settings_from_args(args: argparse.Namespace, argv: Sequence[str], *, cross_v
         python_path = [*cfg.resolved_python_path(), *python_path]
     if getattr(args, "compile_time", False):
         workloads = [suite.with_compile_time(w) for w in workloads]
+    if getattr(args, "ddp", False):
+        workloads = [suite.with_ddp(w) for w in workloads]
     return session.Settings(
         out=Path(args.out), requested_device=args.device, only=tuple(args.only), workloads=tuple(workloads),
         timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s, threads=threads,

@@ -19,7 +19,7 @@ from torch_upgrade_check.values import flag, milliseconds, percent, steps, threa
 DEFAULT_PATH = Path("torch-upgrade-check.yml")
 SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
-# fsdp2 is left out: it trains the built-in transformer_block and never calls a factory.
+# fsdp2 and ddp are left out: they train the built-in transformer_block and never calls a factory.
 WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
                     "training-curve", "amp", "latency", "memory", "compile-time", "warnings", "export", "jit",
                     "aoti", "onnx")
@@ -307,9 +307,10 @@ class _Checker:
             self.error(node, f"{key} is empty; leave it out for the default, or list some of: {', '.join(allowed)}")
         for item in node.value:
             value = self.scalar(item)
-            if value == "fsdp2" and what == "aspect":
-                self.error(item, f"{key}: fsdp2 trains the built-in transformer_block and never calls a factory; "
-                                 f"remove it (allowed: {', '.join(allowed)})")
+            if value in ("fsdp2", "ddp") and what == "aspect":
+                how = " (ddp: run with --ddp)" if value == "ddp" else ""
+                self.error(item, f"{key}: {value} trains the built-in transformer_block and never calls a factory; "
+                                 f"remove it{how} (allowed: {', '.join(allowed)})")
             elif not isinstance(value, str) or value not in allowed:
                 shown = repr(value) if isinstance(value, str) else self.got(item)
                 self.error(item, f"{key}: unknown {what} {shown}{_suggest(value, allowed)}; allowed: {', '.join(allowed)}")

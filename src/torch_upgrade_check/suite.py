@@ -83,6 +83,14 @@ def with_compile_time(w: Workload) -> Workload:
     return replace(w, aspects=(*w.aspects[:at], "compile-time", *w.aspects[at:]))
 
 
+def with_ddp(w: Workload) -> Workload:
+    """`--ddp`: the workload also gets the opt-in ddp aspect (torchrun, 2 ranks), where it has fsdp2."""
+    if "fsdp2" not in w.aspects or "ddp" in w.aspects:
+        return w
+    at = w.aspects.index("fsdp2") + 1
+    return replace(w, aspects=(*w.aspects[:at], "ddp", *w.aspects[at:]))
+
+
 def rerun_pattern(workload: str, dtype: str, aspect: str) -> str:
     """The `--only` pattern that runs a check again as it ran: its id, or for `warnings` (which reports what
     the workload's other checks raised) every check of that workload and dtype."""

@@ -98,6 +98,9 @@ MALFORMED = [
     ("aspect-fsdp2", W + "    aspects: [fsdp2]\n",
      "{file}:5: workloads[0].aspects: fsdp2 trains the built-in transformer_block and never calls a factory; "
      f"remove it (allowed: {ALLOWED_ASPECTS})"),
+    ("aspect-ddp", W + "    aspects: [ddp]\n",
+     "{file}:5: workloads[0].aspects: ddp trains the built-in transformer_block and never calls a factory; "
+     f"remove it (ddp: run with --ddp) (allowed: {ALLOWED_ASPECTS})"),
     ("aspects-empty", W + "    aspects: []\n",
      f"{{file}}:5: workloads[0].aspects is empty; leave it out for the default, or list some of: {ALLOWED_ASPECTS}"),
     ("aspects-text", W + "    aspects: numerics\n",

@@ -25,6 +25,8 @@ Rules (thresholds are recorded on each result):
 - fsdp2: each step's reduced gradient shards within FSDP2_GRAD_TOL (of each gradient's RMS) of the unsharded
   model's gradients (a shard that could not be compared fails), each step's loss and the parameters after the
   sharded steps within FSDP2_ATOL or FSDP2_RTOL*|unsharded| (NaN fails).
+- ddp: under torchrun, every rank exited 0 and shut its process group down within the shutdown bound (a rank
+  still running then is named, and was killed), then fsdp2's rule on DDP's all-reduced (whole) gradients.
 """
 
 from __future__ import annotations
@@ -139,6 +141,8 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
             reason += f"; host RAM +{format_bytes(m['host_peak_bytes'])} (peak resident set growth)"
     elif spec.aspect == "fsdp2":
         outcome, reason, thresholds = _fsdp2(m)
+    elif spec.aspect == "ddp":
+        outcome, reason, thresholds = _ddp(m)
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
     details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
@@ -208,6 +212,27 @@ def _fsdp2(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
                                 f"relative); {shards}; {params}"), thresholds
     return Outcome.PASSED, (f"matches the unsharded model in each of {m.get('steps')} steps on {where}: {shards}; "
                             f"{losses}; {params}"), thresholds
+
+
+def _ddp(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+    """Every rank shut down within the bound and exited 0 under torchrun, then the fsdp2 rule (DDP's gradients are
+    whole: each is one "shard" of itself). A missing figure fails (an old worker)."""
+    outcome, reason, thresholds = _fsdp2(m)
+    thresholds = {**thresholds, "shutdown_timeout_s": m.get("shutdown_timeout_s")}
+    where = f"{m.get('world_size')} ranks ({m.get('backend')}, {m.get('launcher')})"
+    hung, left = m.get("hung_ranks"), m.get("left_running")
+    if hung is None or left is None or hung or left:
+        ranks = ", ".join(f"rank {r}" for r in hung or []) or "a rank"
+        return Outcome.FAILED, (f"{ranks} did not finish destroy_process_group within {m.get('shutdown_timeout_s')} s "
+                                f"of the last rank reaching it on {where}: the process group's shutdown hangs "
+                                f"(pids {left or '?'} left running, killed); the training steps: {reason}"), thresholds
+    if m.get("torchrun_exit") != 0:
+        tail = (m.get("torchrun_tail") or "").strip().splitlines()[-1:] or [""]
+        return Outcome.FAILED, (f"torchrun exited {m.get('torchrun_exit')} after every rank shut down on {where}: "
+                                f"a rank's exit status was not 0 ({tail[0]}); the training steps: {reason}"), thresholds
+    peaks = ", ".join(format_bytes(b) if isinstance(b, int) else "?" for b in m.get("rank_peak_host_bytes") or [])
+    shut = ", ".join(f"{s:.2f} s" if isinstance(s, (int, float)) else "?" for s in m.get("shutdown_s") or [])
+    return outcome, f"{reason}; every rank exited 0, shut down in {shut}; peak host RAM per rank {peaks}", thresholds
 
 
 def _fsdp2_within(abs_err: Any, rel_err: Any) -> bool:

@@ -21,6 +21,7 @@ from torch_upgrade_check.worker import (
     checkpoint,
     crossversion,
     curve,
+    ddp,
     devices,
     first_line,
     flexdet,
@@ -60,6 +61,8 @@ def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = No
         raise Skip(support.reason)
     if spec.aspect == "fsdp2":
         return fsdp2.run(spec, device)
+    if spec.aspect == "ddp":
+        return ddp.run(spec, device)
     factory = resolve_factory(spec)
     with device.precision(spec.dtype) as flags:
         inst = _instance(spec, factory, device, cache)

@@ -40,7 +40,7 @@ class Support:
 
 @dataclass(frozen=True)
 class ProcessGroup:
-    """How FSDP2 runs here: the process-group backend and the number of ranks, or why it cannot."""
+    """How FSDP2 or DDP runs here: the process-group backend and the number of ranks, or why it cannot."""
 
     ok: bool
     reason: str = ""
@@ -99,7 +99,7 @@ class Device:
     def describe(self) -> dict[str, Any]:
         return {}
 
-    def process_group(self) -> ProcessGroup:
+    def process_group(self, what: str = "FSDP2") -> ProcessGroup:
         return ProcessGroup(True, backend="gloo", world=2)  # two CPU ranks on this machine
 
     def rank_device(self, rank: int) -> str:
@@ -161,10 +161,10 @@ class CUDA(Device):
         major, minor = torch.cuda.get_device_capability()
         return f"sm{major}{minor}"
 
-    def process_group(self) -> ProcessGroup:
+    def process_group(self, what: str = "FSDP2") -> ProcessGroup:
         count = torch.cuda.device_count()
         if count < 2:
-            return ProcessGroup(False, f"FSDP2 over NCCL needs 2 or more GPUs; {count} present")
+            return ProcessGroup(False, f"{what} over NCCL needs 2 or more GPUs; {count} present")
         return ProcessGroup(True, backend="nccl", world=min(count, 8))
 
     def rank_device(self, rank: int) -> str:
@@ -208,8 +208,8 @@ class MPS(Device):
                                   f"supported on MacOS 14.0 or newer.')")
         return super().supports_dtype(dtype_name)
 
-    def process_group(self) -> ProcessGroup:
-        return ProcessGroup(False, "FSDP2 has no MPS process-group backend; run it on CPU (gloo) or CUDA (NCCL)")
+    def process_group(self, what: str = "FSDP2") -> ProcessGroup:
+        return ProcessGroup(False, f"{what} has no MPS process-group backend; run it on CPU (gloo) or CUDA (NCCL)")
 
     def describe(self) -> dict[str, Any]:
         return {"macos": platform.mac_ver()[0] or None, "mps_available": bool(torch.backends.mps.is_available()),

@@ -90,12 +90,17 @@ changes float64 too, as a real kernel change does.
   norm FSDP2's clip_grad_norm_ sums across ranks); FSDP2's reduce-scatter of gradients is untouched.
 - fsdp2-shards-dim-1: fully_shard shards every parameter with two or more dimensions along dim 1, not dim 0 (as a
   release that changes its default placement would); the training steps are as right as before.
+- rank-hangs-at-shutdown: torch.distributed.destroy_process_group never returns on rank 1 (RANK=1: it sleeps), as
+  torchrun jobs whose ranks hang or leak at shutdown do (pytorch#198305, #161860, #193951: a rank stuck in the
+  process group's teardown, CUDA IPC with expandable segments); rank 0 and every training step are untouched.
+  torchrun's ranks run this interpreter's sitecustomize too: they inherit its PYTHONPATH and TUC_BREAK.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -520,6 +525,16 @@ def _shards_dim_1(fsdp) -> None:
     fsdp.fully_shard = along_dim_1
 
 
+def _hangs_on_rank_1(destroy):
+    def destroy_process_group(*args, **kwargs):
+        if os.environ.get("RANK") == "1":
+            while True:
+                time.sleep(60)
+        return destroy(*args, **kwargs)
+
+    return destroy_process_group
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -600,6 +615,10 @@ def install(names: str) -> None:
             import torch.distributed as dist
 
             dist.all_reduce = _scaled_all_reduce(dist.all_reduce, 0.999)
+        elif name == "rank-hangs-at-shutdown":
+            import torch.distributed as dist
+
+            dist.destroy_process_group = _hangs_on_rank_1(dist.destroy_process_group)
         elif name == "fsdp2-shards-dim-1":
             tuc_hooks.once_imported("torch.distributed.fsdp", _shards_dim_1)
         elif name == "no-compile":
