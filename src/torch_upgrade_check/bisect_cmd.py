@@ -36,7 +36,7 @@ FORWARD_ONE = ("device", "timeout", "rtol", "atol", "config", "threads", "python
                "max_compile_time_regression", "ab_budget", "undecided")
 FORWARD_MANY = ("max_latency_ms", "workload", "python_path", "extra_index_url", "find_links", "extra_requirement",
                 "requirements", "extras")
-FORWARD_FLAGS = ("compile_time",)
+FORWARD_FLAGS = ("compile_time", "ddp")
 # compare's flags that bisect does not hand on through those lists (it sets them per step, or refuses them), and
 # why; tests/test_bisect.py holds all four to compare's parser, so a new compare flag is forwarded or named here
 NOT_FORWARDED = {
