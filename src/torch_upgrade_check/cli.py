@@ -148,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "its torch pin (default: the working tree)")
     cmp.add_argument("--candidate-python", metavar="PATH", help="a prepared interpreter for the candidate, instead of SPEC")
     cmp.add_argument("--baseline-python", metavar="PATH", help="a prepared interpreter for the baseline, instead of SPEC")
+    cmp.add_argument("--scan", action="append", default=[], metavar="PATH",
+                     help="a folder or .py file of your code whose torch names the api check asks of each side's torch "
+                          "(repeatable; with --only api and no --scan, the python-path folders)")
     _add_install_args(cmp)
     _add_run_args(cmp)
 
