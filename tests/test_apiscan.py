@@ -92,3 +92,17 @@ def test_the_verdicts_gone_fails_new_warning_and_lost_parameter_are_suspicious_t
     assert same.outcome.value == "passed" and "torch.typo at m.py:4, n.py:9" in same.reason
     alone = apiscan.judge(uses, {"candidate": gone}, device="cpu", repro="")["candidate"]
     assert alone.outcome.value == "suspicious" and "no baseline says" in alone.reason
+
+
+def test_api_is_opt_in_scan_paths_or_only_api_with_the_python_path(tmp_path: Path) -> None:
+    import argparse
+
+    from torch_upgrade_check import stack_cmd
+
+    def roots(only: list[str], **kw: object) -> list[str]:
+        return stack_cmd.scan_roots(argparse.Namespace(**{"scan": [], "python_path": [], "config_obj": None, **kw}), only)
+
+    assert roots([]) == [] and roots([], python_path=[str(tmp_path)]) == []  # the default suite never scans
+    assert roots([], scan=[str(tmp_path)]) == [str(tmp_path)]
+    assert roots(["api"], python_path=[str(tmp_path)]) == [str(tmp_path.resolve())]
+    assert roots(["numerics"], scan=[str(tmp_path)]) == []  # --only leaves api out
