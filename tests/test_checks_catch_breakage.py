@@ -609,3 +609,41 @@ def test_a_global_loss_off_by_a_tenth_of_a_percent_fails_ddp(tmp_path: Path, tor
     result = ddp_on(str(interpreter(torch_python, tmp_path / "py", breaks=["all-reduce-0.999"])), tmp_path / "out")
     assert result["outcome"] == "failed", result["reason"]
     assert result["reason"].startswith("the sharded model's loss differs from the unsharded model's"), result["reason"]
+
+
+TEAM_API = ("import torch\n"
+            "from torch._dynamo import config\n"
+            "\n"
+            "def setup():\n"
+            "    torch.backends.cuda.matmul.allow_tf32 = True\n"
+            "    torch._C._set_cublas_allow_tf32(True)\n"
+            "    with config.patch(suppress_errors=True):\n"
+            "        return torch.nn.functional.relu(torch.ones(2))\n"
+            "\n"
+            "torch.team_typo()\n")
+
+
+def _api(tmp_path: Path, baseline: str, candidate: str) -> tuple[int, dict, str]:
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "train.py").write_text(TEAM_API)
+    proc = run_cli("compare", "--baseline-python", baseline, "--candidate-python", candidate, "--only", "api",
+                   "--scan", "team", "--device", "cpu", "--out", str(tmp_path / "out"), "--no-job-summary", cwd=tmp_path)
+    base, cand = load_report(tmp_path / "out")["reports"]
+    return proc.returncode, results_by_id(cand)["stack[-]/api"], proc.stdout + proc.stderr
+
+
+def test_the_same_torch_on_both_sides_has_every_api_name_the_team_uses(tmp_path: Path, torch_python: str) -> None:
+    code, api, said = _api(tmp_path, torch_python, torch_python)
+    assert code == 0 and api["outcome"] == "passed", said[-3000:]
+    # a name neither torch has is the team's own: named, never failed
+    assert "torch.team_typo at team/train.py:10" in api["reason"] and api["metrics"]["missing_on_both"] == ["torch.team_typo"]
+    assert "torch._dynamo.config.suppress_errors" in api["metrics"]["uses"]  # a config.patch key
+
+
+def test_a_private_torch_name_the_candidate_removed_fails_api_naming_its_file_and_line(tmp_path: Path,
+                                                                                   torch_python: str) -> None:
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["remove-private-attr"]))
+    code, api, said = _api(tmp_path, torch_python, broken)
+    assert code == 1 and api["outcome"] == "failed", said[-3000:]
+    assert "torch._C._set_cublas_allow_tf32 at team/train.py:6" in api["reason"], api["reason"]
+    assert api["metrics"]["gone"] == ["torch._C._set_cublas_allow_tf32"]

@@ -48,6 +48,7 @@ NOT_FORWARDED = {
     "fail_on": "always forwarded: it decides bad", "only": "each step runs the checks still to settle",
     "index_url": "forwarded, or the nightly channel's index", "fleet": "refused by bisect",
     "list": "refused by bisect", "help": "argparse's",
+    "scan": "not a bisect flag: the api check names the file:line; the step that dropped a name is not sought",
 }
 GITHUB_COMPARE = "https://github.com/pytorch/pytorch/compare/{good}...{bad}"
 

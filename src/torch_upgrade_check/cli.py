@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
-from torch_upgrade_check import __version__, costs, runner_status, scaffold
+from torch_upgrade_check import __version__, costs, runner_status, scaffold, stack_cmd
 from torch_upgrade_check.bisect_cmd import cmd_bisect
 from torch_upgrade_check.commands import (
     DEFAULT_TIMEOUT_S,
@@ -34,8 +34,8 @@ from torch_upgrade_check.commands import (
 )
 from torch_upgrade_check.compare_cmd import cmd_compare
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, EXIT_USAGE, UsageError
-from torch_upgrade_check.model import ASPECTS, DEVICES
-from torch_upgrade_check.orchestrate import device_choice, session
+from torch_upgrade_check.model import ASPECTS, DEVICES, CheckSpec
+from torch_upgrade_check.orchestrate import apiscan, device_choice, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import SchemaError, read_reports, write_reports
 
@@ -88,6 +88,12 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the checks that would run, and exit")
 
 
+def _add_scan_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scan", action="append", default=[], metavar="PATH",
+                   help="a folder or .py file of your code whose torch names the api check asks of each side's torch "
+                        "(repeatable; with --only api and no --scan, the python-path folders)")
+
+
 def _add_install_args(p: argparse.ArgumentParser) -> None:
     """compare's and bisect's: where torch comes from, and the A/B thresholds."""
     p.add_argument("--python", default=sys.executable,
@@ -136,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the validation suite with one torch on one device")
     run.add_argument("--python", default=sys.executable, help="interpreter whose torch is tested (default: this one)")
+    _add_scan_arg(run)
     _add_run_args(run)
 
     cmp = sub.add_parser("compare", help="run the suite under a baseline and a candidate torch and say what changed")
@@ -152,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "its torch pin (default: the working tree)")
     cmp.add_argument("--candidate-python", metavar="PATH", help="a prepared interpreter for the candidate, instead of SPEC")
     cmp.add_argument("--baseline-python", metavar="PATH", help="a prepared interpreter for the baseline, instead of SPEC")
+    _add_scan_arg(cmp)
     _add_install_args(cmp)
     _add_run_args(cmp)
 
@@ -238,6 +246,7 @@ def _stopped_early(problems: Sequence[str], title: str) -> None:
 
 def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     settings = settings_from_args(args, argv)
+    roots = stack_cmd.scan_roots(args, settings.only)  # a --scan path that does not exist: exit 2 before anything runs
     out = settings.out
     report = session.new_report(settings)
     try:
@@ -256,9 +265,11 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     lost = choice.result(shlex.join([PROG, "run", "--python", python, "--device", choice.expected]))
     served = fleet_result(args, env, device, shlex.join([PROG, "run", "--python", python, *fleet_flags(args)]))
     report = replace(report, results=tuple(r for r in (lost, served) if r is not None))
-    session.require_checks(specs, settings, report.results)
+    api_id = f"{apiscan.WORKLOAD}[-]/{apiscan.ASPECT}"
+    if not roots:
+        session.require_checks(specs, settings, report.results)
     if args.list:
-        print("\n".join(costs.listing((s.id, s.aspect) for s in specs)))
+        print("\n".join(costs.listing([*((s.id, s.aspect) for s in specs), *([(api_id, apiscan.ASPECT)] if roots else [])])))
         return EXIT_PASSED
     say(f"{PROG} {__version__}: torch {report.label} on {device} ({env.get('cpu', '')}, "
         f"{env.get('threads')} threads), {len(specs)} checks -> {out}/")
@@ -273,6 +284,12 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     )
     if final.infra_error:
         return infra(args, [final], out, final.infra_error)
+    if roots:  # the names this torch lacks (no baseline: suspicious, never failed)
+        api = apiscan.check({"candidate": python}, roots, device=device, timeout_s=max(settings.timeout_s, apiscan.TIMEOUT_S),
+                            repro=repro_command(args, ["run", "--python", python], device,
+                                                CheckSpec(apiscan.WORKLOAD, apiscan.ASPECT, device, apiscan.DTYPE)), say=say)
+        say(f"api {api['candidate'].outcome.value}: {api['candidate'].reason[:300]}")
+        final = replace(final, results=(*final.results, api["candidate"]))
     final = fleet_memory(args, final, shlex.join([PROG, "run", "--python", python, "--device", device,
                                                   *fleet_flags(args, "memory")]))
     final = replace(final, finished=session.now(), complete=True)

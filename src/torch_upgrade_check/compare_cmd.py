@@ -31,7 +31,7 @@ from torch_upgrade_check.commands import (
 )
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import compare, device_choice, measure, provision, session, store
+from torch_upgrade_check.orchestrate import apiscan, compare, device_choice, measure, provision, session, store
 from torch_upgrade_check.orchestrate.live import LiveWorker
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import write_reports
@@ -43,6 +43,7 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
     problems: list[str] = []
     # each side's stack read at its own ref, and --baseline/--candidate auto replaced by the torch each one pins
     values.collect(problems, stack_cmd.plan_stacks, args)
+    values.collect(problems, apiscan.check_roots, getattr(args, "scan", []))
     specs: list[provision.TorchSpec | None] = []
     for role in ("candidate", "baseline"):
         text, python = getattr(args, role), getattr(args, f"{role}_python")

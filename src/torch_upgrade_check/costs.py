@@ -32,6 +32,8 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "resolve": (None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
     "imports": (None, None, "your stack: one process a top-level module"),
     "abi": (None, None, "your stack: reads every shared object that links torch"),
+    "api": (5.4, 13, "opt-in (--scan): one process a side imports torch and reaches each name your code uses; "
+                     "names under torch._dynamo the most"),
     "export": (7.4, 13, "the first of a worker imports torch.export in it and in the loader process"),
     "jit": (1.4, 1.4, ""),
     "aoti": (37, 37, "one AOTInductor compile of a small MLP"),

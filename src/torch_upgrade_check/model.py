@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # compare's checks of the team's stack (stack_cmd.py): planned by compare beside the suite, never by a workload
-STACK_ASPECTS = ("resolve", "imports", "abi")
+STACK_ASPECTS = ("resolve", "imports", "abi", "api")
 ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "determinism", "deterministic-backward", "latency",
            "memory", "fsdp2", "ddp", "checkpoint", "training-curve", "sdpa-backends",
            "amp", "compile-time", "warnings", *STACK_ASPECTS)

@@ -19,7 +19,7 @@ from pathlib import Path
 from torch_upgrade_check import stack, suite
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import abi, imports, installer, provision, resolve, session
+from torch_upgrade_check.orchestrate import abi, apiscan, imports, installer, provision, resolve, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
 WORKLOAD = "stack"  # the workload name of every stack check: stack[-]/resolve, stack[-]/imports, stack[-]/abi
@@ -43,7 +43,24 @@ def planned_ids(args: argparse.Namespace, only: Sequence[str]) -> list[str]:
     if getattr(args, "stack", None) and selected(only, resolve.WORKLOAD, resolve.ASPECT):
         ids.append(f"{resolve.WORKLOAD}[-]/{resolve.ASPECT}")
     ids += [f"{WORKLOAD}[-]/{aspect}" for aspect in (imports.ASPECT, abi.ASPECT) if wanted(args, only, aspect)]
+    if scan_roots(args, only):
+        ids.append(f"{WORKLOAD}[-]/{apiscan.ASPECT}")
     return ids
+
+
+def scan_roots(args: argparse.Namespace, only: Sequence[str]) -> list[str]:
+    """What the api check scans: the --scan paths, or, when --only asks for api, the python-path folders (--python-path
+    and the config's); none (no api check) otherwise, or when --only leaves api out."""
+    if not selected(only, WORKLOAD, apiscan.ASPECT):
+        return []
+    scan = list(getattr(args, "scan", None) or [])
+    if scan:
+        return apiscan.check_roots(scan)
+    if not only:
+        return []
+    cfg = getattr(args, "config_obj", None)
+    return [*(cfg.resolved_python_path() if cfg is not None else []),
+            *(str(Path(p).resolve()) for p in getattr(args, "python_path", []) or [])]
 
 
 ROLES = ("baseline", "candidate")
@@ -252,5 +269,13 @@ def installed_stage(args: argparse.Namespace, only: Sequence[str], pythons: Mapp
                             repro=repro(CheckSpec(WORKLOAD, abi.ASPECT, device, abi.DTYPE)))
         for role, r in results.items():
             say(f"{role}: abi {r.outcome.value}: {r.reason[:300]}")
+        reports = with_results(reports, results)
+    roots = scan_roots(args, only)
+    if roots:
+        results = apiscan.check(pythons, roots, device=device, timeout_s=max(timeout_s, apiscan.TIMEOUT_S),
+                                repro=repro(CheckSpec(WORKLOAD, apiscan.ASPECT, device, apiscan.DTYPE)),
+                                baseline_label=labels.get("baseline", ""), say=say)
+        for role, r in results.items():
+            say(f"{role}: api {r.outcome.value}: {r.reason[:300]}")
         reports = with_results(reports, results)
     return reports

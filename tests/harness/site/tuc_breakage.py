@@ -88,6 +88,9 @@ changes float64 too, as a real kernel change does.
   uninitialised memory; FSDP2's own all-gathers, gradients and optimizer steps are untouched.
 - all-reduce-0.999: torch.distributed.all_reduce's result is x0.999 (the global loss a training loop logs, a gradient
   norm FSDP2's clip_grad_norm_ sums across ranks); FSDP2's reduce-scatter of gradients is untouched.
+- remove-private-attr: torch._C._set_cublas_allow_tf32 (the private flag setter behind
+  torch.backends.cuda.matmul.allow_tf32) no longer exists, as private names are renamed or removed between releases
+  (torch._dynamo.config keys, the TF32 flags 2.13 changed, pytorch/pytorch#181247); computing is untouched.
 - fsdp2-shards-dim-1: fully_shard shards every parameter with two or more dimensions along dim 1, not dim 0 (as a
   release that changes its default placement would); the training steps are as right as before.
 - rank-hangs-at-shutdown: torch.distributed.destroy_process_group never returns on rank 1 (RANK=1: it sleeps), as
@@ -621,6 +624,8 @@ def install(names: str) -> None:
             dist.destroy_process_group = _hangs_on_rank_1(dist.destroy_process_group)
         elif name == "fsdp2-shards-dim-1":
             tuc_hooks.once_imported("torch.distributed.fsdp", _shards_dim_1)
+        elif name == "remove-private-attr":
+            del torch._C._set_cublas_allow_tf32
         elif name == "no-compile":
             torch.compile = lambda model=None, **kwargs: model if model is not None else (lambda m: m)
         else:

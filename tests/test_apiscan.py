@@ -1,0 +1,108 @@
+"""The api check's scan (pure ast: aliases, chains, from-imports, config keys) and its verdicts (no torch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from torch_upgrade_check.errors import UsageError
+from torch_upgrade_check.orchestrate import apiscan
+
+SOURCE = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch._dynamo import config
+import torch._inductor.config as inductor_config
+from torch.ao.quantization import quantize_fx as qfx
+
+
+def f(x):
+    y = F.relu(torch.ones(2)).sum()
+    nn.Linear(2, 2)
+    torch._dynamo.config.cache_size_limit = 8
+    with config.patch(suppress_errors=True), inductor_config.patch("max_autotune", True):
+        pass
+    with inductor_config.patch({"freezing": True}):
+        qfx.prepare_fx(x)
+    return y.item()
+"""
+
+
+def test_the_scan_resolves_aliases_chains_from_imports_and_config_keys() -> None:
+    uses = apiscan.scan_source(SOURCE, "team/m.py")
+    assert uses["torch.nn.functional.relu"] == ["team/m.py:10"]
+    assert uses["torch.ones"] == ["team/m.py:10"]
+    assert uses["torch.nn.Linear"] == ["team/m.py:11"]
+    assert uses["torch._dynamo.config.cache_size_limit"] == ["team/m.py:12"]  # an assigned config key
+    assert uses["torch._dynamo.config.suppress_errors"] == ["team/m.py:13"]  # config.patch(key=...)
+    assert uses["torch._inductor.config.max_autotune"] == ["team/m.py:13"]  # config.patch("key", ...)
+    assert uses["torch._inductor.config.freezing"] == ["team/m.py:15"]  # config.patch({"key": ...})
+    assert uses["torch.ao.quantization.quantize_fx.prepare_fx"] == ["team/m.py:16"]
+    assert uses["torch._dynamo.config"] == ["team/m.py:4"]  # the from-import itself
+    assert "torch.nn.functional" in uses and "torch._inductor.config" in uses
+    # a chain is kept whole, not each prefix; methods of results are no torch names
+    assert "torch._dynamo" not in uses and not any(n.endswith((".sum", ".item")) for n in uses)
+
+
+def test_the_scan_dedupes_names_and_keeps_every_line(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import torch\ntorch.zeros(1)\ntorch.zeros(2)\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "b.py").write_text("import torch as t\nt.zeros(3)\n")
+    (tmp_path / "pkg" / "broken.py").write_text("def (:\n")  # does not parse: scanned as nothing
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "c.py").write_text("import torch\ntorch.venv_only()\n")
+    uses = apiscan.scan([str(tmp_path)], relative_to=tmp_path)
+    assert uses == {"torch.zeros": ["a.py:2", "a.py:3", "pkg/b.py:2"]}
+
+
+def test_a_scan_path_that_does_not_exist_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--scan 'nope': no such file or folder"):
+        apiscan.check_roots(["nope"])
+    proc = run_cli("compare", "--candidate", "current", "--only", "api", "--scan", str(tmp_path / "gone"),
+                   "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[0].endswith("no such file or folder; pass a folder of your Python code "
+                                                        "(like src) or a .py file"), proc.stderr
+
+
+def _answers(**names: dict) -> dict:
+    return {"torch": "2.x", "names": names}
+
+
+def test_the_verdicts_gone_fails_new_warning_and_lost_parameter_are_suspicious_typos_not_judged() -> None:
+    uses = {"torch.a": ["m.py:1"], "torch.b": ["m.py:2"], "torch.c": ["m.py:3"], "torch.typo": ["m.py:4", "n.py:9"]}
+    base = _answers(**{"torch.a": {"exists": True, "warns": []},
+                       "torch.b": {"exists": True, "warns": [], "parameters": ["x", "y"]},
+                       "torch.c": {"exists": True, "warns": []},
+                       "torch.typo": {"exists": False, "missing": "torch.typo", "warns": []}})
+    gone = _answers(**{**base["names"], "torch.a": {"exists": False, "missing": "torch.a", "warns": []}})
+    got = apiscan.judge(uses, {"baseline": base, "candidate": gone}, device="cpu", repro="", baseline_label="2.12")
+    assert got["candidate"].outcome.value == "failed"
+    assert "torch.a at m.py:1: torch.a does not exist" in got["candidate"].reason
+    assert got["baseline"].outcome.value == "passed"
+    changed = _answers(**{**base["names"], "torch.b": {"exists": True, "warns": [], "parameters": ["x"]},
+                          "torch.c": {"exists": True, "warns": ["FutureWarning: c is deprecated"]}})
+    got = apiscan.judge(uses, {"baseline": base, "candidate": changed}, device="cpu", repro="")["candidate"]
+    assert got.outcome.value == "suspicious", got.reason
+    assert "torch.b at m.py:2 lost parameters y" in got.reason and "torch.c at m.py:3 now warns: FutureWarning" in got.reason
+    same = apiscan.judge(uses, {"baseline": base, "candidate": base}, device="cpu", repro="")["candidate"]
+    assert same.outcome.value == "passed" and "torch.typo at m.py:4, n.py:9" in same.reason
+    alone = apiscan.judge(uses, {"candidate": gone}, device="cpu", repro="")["candidate"]
+    assert alone.outcome.value == "suspicious" and "no baseline says" in alone.reason
+
+
+def test_api_is_opt_in_scan_paths_or_only_api_with_the_python_path(tmp_path: Path) -> None:
+    import argparse
+
+    from torch_upgrade_check import stack_cmd
+
+    def roots(only: list[str], **kw: object) -> list[str]:
+        return stack_cmd.scan_roots(argparse.Namespace(**{"scan": [], "python_path": [], "config_obj": None, **kw}), only)
+
+    assert roots([]) == [] and roots([], python_path=[str(tmp_path)]) == []  # the default suite never scans
+    assert roots([], scan=[str(tmp_path)]) == [str(tmp_path)]
+    assert roots(["api"], python_path=[str(tmp_path)]) == [str(tmp_path.resolve())]
+    assert roots(["numerics"], scan=[str(tmp_path)]) == []  # --only leaves api out
