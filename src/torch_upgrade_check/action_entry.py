@@ -48,7 +48,7 @@ PROG = "torch-upgrade-check"
 INPUTS: tuple[str, ...] = (
     "candidate-torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url", "find-links",
     "extra-requirements", "requirements", "extras", "base-ref", "venv-cap", "cache", "device", "fleet", "config", "checks", "rtol", "atol", "max-latency-regression",
-    "max-memory-regression", "compile-time", "max-compile-time-regression", "max-latency-ms", "check-timeout-seconds", "fail-on",
+    "max-memory-regression", "compile-time", "ddp", "scan", "max-compile-time-regression", "max-latency-ms", "check-timeout-seconds", "fail-on",
     "ab-budget", "undecided", "threads", "python", "working-directory",
     "job-summary", "report-dir", "upload-report", "bisect", "bisect-good",
 )
@@ -58,7 +58,7 @@ ALIASES: dict[str, str] = {"torch-version": "candidate-torch-version", "suite": 
 DEFAULTS: dict[str, str] = {
     "torch-backend": "auto", "device": "auto", "fail-on": "correctness,latency,memory", "python": "python3",
     "working-directory": ".", "job-summary": "true", "report-dir": "torch-upgrade-check-report", "cache": "false",
-    "bisect": "false", "compile-time": "false", "upload-report": "true",
+    "bisect": "false", "compile-time": "false", "ddp": "false", "upload-report": "true",
 }
 # The inputs that decide which torch venvs get built: the cache key hashes them.
 CACHE_INPUTS = ("candidate-torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url",
@@ -176,7 +176,7 @@ def validate(values: Mapping[str, str]) -> list[str]:
     problems += _fail_on_problems(values["fail-on"])
     problems += _bisect_problems(values)
     problems.append(_upload_problem(values["upload-report"]))
-    for name in ("job-summary", "cache", "bisect", "compile-time"):
+    for name in ("job-summary", "cache", "bisect", "compile-time", "ddp"):
         if values[name].lower() not in (*TRUE, *FALSE):
             problems.append(f"input '{name}' must be true or false, got {values[name]!r}")
     if values["venv-cap"]:
@@ -266,6 +266,10 @@ def _path_problems(values: Mapping[str, str]) -> list[str]:
     if values["config"] and not (workdir / values["config"]).is_file():
         problems.append(f"input 'config' must be a file (relative to 'working-directory'), got {values['config']!r}: "
                         f"no such file in {workdir.resolve()}")
+    for path in split_items(values["scan"], commas=False):
+        if not (workdir / path).exists():
+            problems.append(f"input 'scan' must be Python files or folders (relative to 'working-directory'), got "
+                            f"{path!r}: not found in {workdir.resolve()}")
     for folder in split_items(values["find-links"], commas=False):
         if not URL_RE.match(folder) and not (workdir / folder).exists():
             problems.append(f"input 'find-links' must be folders or URLs of wheels, got {folder!r}: "
@@ -291,6 +295,7 @@ def build_argv(values: Mapping[str, str]) -> list[str]:
     else:
         argv = ["run", "--python", values["python"]]
     argv += ["--device", values["device"], "--out", values["report-dir"]]
+    argv += _repeat("--scan", split_items(values["scan"], commas=False))  # the api check: not a bisect flag
     return argv + _check_flags(values, split_items(values["checks"]))
 
 
@@ -334,8 +339,8 @@ def _check_flags(values: Mapping[str, str], only: Sequence[str]) -> list[str]:
             argv += [flag, values[name]]
     argv += _repeat("--max-latency-ms", [item.replace(" ", "") for item in split_items(values["max-latency-ms"])])
     argv += ["--fail-on", ",".join(fail_on(values)) or "none"]
-    if values["compile-time"].lower() in TRUE:
-        argv.append("--compile-time")
+    argv += [flag for name, flag in (("compile-time", "--compile-time"), ("ddp", "--ddp"))
+             if values[name].lower() in TRUE]
     if values["job-summary"].lower() in FALSE:
         argv.append("--no-job-summary")
     return argv

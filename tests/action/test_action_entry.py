@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from torch_upgrade_check import action_entry, github
-from torch_upgrade_check.action_entry import alias_notes, env_name, main, plan, upload_plan
+from torch_upgrade_check.action_entry import alias_notes, bisect_argv, env_name, main, plan, read_inputs, upload_plan
 
 
 def _env(**inputs: str) -> dict[str, str]:
@@ -53,6 +53,23 @@ def test_compile_time_reaches_compare_with_its_threshold() -> None:
     assert p.problems == ()
     assert ("--max-compile-time-regression", "40%") == p.argv[p.argv.index("--max-compile-time-regression"):][:2]
     assert "--compile-time" in p.argv and "--compile-time" not in plan(_env(candidate_torch_version="2.13.0")).argv
+
+
+def test_ddp_and_scan_reach_compare_and_bisect_gets_ddp_only(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "train.py").write_text("import torch\n")
+    values = _env(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1", ddp="true",
+                  scan="src\ntrain.py", working_directory=str(tmp_path))
+    p = plan(values)
+    assert p.problems == ()
+    assert "--ddp" in p.argv and p.argv[p.argv.index("--scan"):][:4] == ("--scan", "src", "--scan", "train.py")
+    bisect = bisect_argv(read_inputs(values), "2.13.0", ["transformer_block[float32]/ddp"])
+    assert "--ddp" in bisect and "--scan" not in bisect  # bisect has no --scan: it would exit 2
+    plain = plan(_env(candidate_torch_version="2.13.0")).argv
+    assert "--ddp" not in plain and "--scan" not in plain
+    missing = plan(_env(scan="src\nlib", working_directory=str(tmp_path))).problems
+    assert missing == (f"input 'scan' must be Python files or folders (relative to 'working-directory'), got 'lib': "
+                       f"not found in {tmp_path.resolve()}",)
 
 
 def test_ab_budget_undecided_and_threads_reach_the_cli() -> None:
@@ -126,6 +143,7 @@ def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
     ({"max_memory_regression": "20%"}, "input 'max-memory-regression' compares with a baseline"),
     ({"max_compile_time_regression": "40%"}, "input 'max-compile-time-regression' compares with a baseline"),
     ({"compile_time": "yes please"}, "input 'compile-time' must be true or false, got 'yes please'"),
+    ({"ddp": "2"}, "input 'ddp' must be true or false, got '2'"),
     ({"baseline_torch_version": "current", "undecided": "maybe"}, "input 'undecided' must be fail or pass, got 'maybe'"),
     ({"baseline_torch_version": "current", "ab_budget": "0"}, "input 'ab-budget' must be a positive number"),
     ({"undecided": "pass"}, "input 'undecided' compares with a baseline"),
