@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import load_report, results_by_id, run_cli
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.orchestrate import apiscan
 
@@ -106,3 +106,60 @@ def test_api_is_opt_in_scan_paths_or_only_api_with_the_python_path(tmp_path: Pat
     assert roots([], scan=[str(tmp_path)]) == [str(tmp_path)]
     assert roots(["api"], python_path=[str(tmp_path)]) == [str(tmp_path.resolve())]
     assert roots(["numerics"], scan=[str(tmp_path)]) == []  # --only leaves api out
+
+
+TEAM_OLD_API = """\
+import torch
+
+
+def train(a, path):
+    w = torch.load(path)
+    return torch.symeig(a), w
+"""
+
+
+def test_torchfix_names_a_removed_function_making_a_pass_suspicious_and_lists_its_advice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TorchFix itself (no torch needed: it reads the source) over the team's files; a venv under the root is
+    never linted."""
+    (tmp_path / "team" / ".venv" / "lib").mkdir(parents=True)
+    (tmp_path / "team" / "train.py").write_text(TEAM_OLD_API)
+    (tmp_path / "team" / ".venv" / "lib" / "vendored.py").write_text("import torch\ntorch.symeig(1)\n")
+    monkeypatch.chdir(tmp_path)
+    advice, note = apiscan.torchfix(["team"])
+    assert note == ""
+    assert [(a.code, a.where) for a in advice] == [("TOR001", "team/train.py:6"), ("TOR102", "team/train.py:5")]
+    uses = {"torch.symeig": ["team/train.py:6"], "torch.load": ["team/train.py:5"]}
+    answers = _answers(**{"torch.symeig": {"exists": False, "missing": "torch.symeig", "warns": []},
+                          "torch.load": {"exists": True, "warns": []}})
+    passed = apiscan.judge(uses, {"baseline": answers, "candidate": answers}, device="cpu", repro="")["candidate"]
+    assert passed.outcome.value == "passed"
+    got = apiscan.with_advice(passed, advice, note)
+    assert got.outcome.value == "suspicious", got.reason
+    assert "TorchFix: your code uses functions torch removed: TOR001 at team/train.py:6: Use of removed function " \
+           "torch.symeig" in got.reason
+    assert "TorchFix advises: TOR102 at team/train.py:5: `torch.load` without `weights_only`" in got.reason
+    assert [a["code"] for a in got.metrics["torchfix"]] == ["TOR001", "TOR102"]
+    # advice alone never changes a pass; a failure stays a failure
+    assert apiscan.with_advice(passed, advice[1:], "").outcome.value == "passed"
+    failed = apiscan.judge(uses, {"baseline": _answers(**{**answers["names"], "torch.symeig": {"exists": True}}),
+                                  "candidate": answers}, device="cpu", repro="")["candidate"]
+    assert apiscan.with_advice(failed, advice, note).outcome.value == "failed"
+
+
+def test_torchfix_output_lines_are_parsed_and_its_diffs_left_out(tmp_path: Path) -> None:
+    out = (f"{tmp_path}/m.py:3:9: TOR101 [*] Use of deprecated function torch.chain_matmul\n"
+           f"--- {tmp_path}/m.py\n+++ {tmp_path}/m.py\n@@ -1,3 +1,3 @@\n-    torch.chain_matmul(a, b)\n")
+    assert apiscan.parse_torchfix(out, relative_to=tmp_path) == [
+        apiscan.Advice("TOR101", "m.py:3", "Use of deprecated function torch.chain_matmul")]
+
+
+def test_run_scan_reports_torchfix_on_the_teams_files_beside_the_live_answers(tmp_path: Path, torch_python: str) -> None:
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "train.py").write_text(TEAM_OLD_API)
+    proc = run_cli("run", "--python", torch_python, "--scan", "team", "--only", "api", "--device", "cpu",
+                   "--out", str(tmp_path / "out"), "--no-job-summary", cwd=tmp_path)
+    api = results_by_id(load_report(tmp_path / "out"))["stack[-]/api"]
+    assert proc.returncode == 0 and api["outcome"] == "suspicious", proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "TOR001 at team/train.py:6: Use of removed function torch.symeig" in api["reason"], api["reason"]
+    assert "TorchFix TOR102 at team/train.py:5" in api["details"]

@@ -9,19 +9,28 @@ named with its first uses; a name that newly warns a DeprecationWarning/FutureWa
 parameters lost one the baseline had, is suspicious (passes with a warning). A name neither side has is the team's
 own (a typo, or a name built at run time): reported, never failed. Without a baseline, names the torch lacks are
 suspicious: nothing says they ever existed.
+
+TorchFix (`torchfix`, PyTorch's linter of deprecated and removed APIs) is run over the same files for what it already
+knows and a live probe cannot see: a call of a function torch removed (TOR001/TOR004: the check is suspicious, since
+the code breaks when it reaches it, whichever side), and its advice (deprecated functions, `torch.load` without
+`weights_only`, `checkpoint` without `use_reentrant`, ...) listed on the result without changing it. Where TorchFix is
+not installed or fails, the result says so and stands on the probe alone.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
+import re
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +48,9 @@ ANSWERER = Path(__file__).resolve().parents[1] / "worker" / "apinames.py"
 KIND = "torch-upgrade-check-api-names"
 SCHEMA_VERSION = 1
 SKIPPED_DIRS = {".git", ".venv", "venv", "__pycache__", "node_modules", ".tox", "build", "dist"}
+TORCHFIX_TIMEOUT_S = 120.0
+TORCHFIX_REMOVED = ("TOR001", "TOR004")  # "Use of removed function", "Import of removed function"
+TORCHFIX_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+):\d+: (?P<code>TOR\d{3}) (?P<message>.*)$")
 
 Uses = dict[str, list[str]]  # dotted torch name -> ["file.py:LINE", ...]
 
@@ -140,13 +152,17 @@ def check_roots(roots: Sequence[str], option: str = "--scan") -> list[str]:
     return list(roots)
 
 
+def _shown_path(path: Path, base: Path) -> str:
+    resolved = path.resolve()
+    return str(resolved.relative_to(base)) if resolved.is_relative_to(base) else str(path)
+
+
 def scan(roots: Iterable[str], *, relative_to: Path | None = None) -> Uses:
     """{torch name: [file:LINE, ...]} over every .py file under the roots, files named relative to `relative_to`."""
     base = (relative_to or Path.cwd()).resolve()
     uses: Uses = {}
     for path in python_files(roots):
-        resolved = path.resolve()
-        shown = str(resolved.relative_to(base)) if resolved.is_relative_to(base) else str(path)
+        shown = _shown_path(path, base)
         try:
             source = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -154,6 +170,75 @@ def scan(roots: Iterable[str], *, relative_to: Path | None = None) -> Uses:
         for name, where in scan_source(source, shown).items():
             uses.setdefault(name, []).extend(w for w in where if w not in uses[name])
     return dict(sorted(uses.items()))
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One TorchFix finding: its rule, where, and what it says."""
+
+    code: str
+    where: str
+    message: str
+
+    @property
+    def removed(self) -> bool:
+        return self.code in TORCHFIX_REMOVED
+
+    def line(self) -> str:
+        return f"{self.code} at {self.where}: {self.message}"
+
+
+def parse_torchfix(output: str, *, relative_to: Path | None = None) -> list[Advice]:
+    """TorchFix's `file:LINE:COL: TORnnn message` lines (its diffs and totals are left out), files named as the scan
+    names them."""
+    base = (relative_to or Path.cwd()).resolve()
+    found = []
+    for line in output.splitlines():
+        m = TORCHFIX_LINE.match(line)
+        if m:
+            where = f"{_shown_path(Path(m['file']), base)}:{m['line']}"
+            message = m["message"].strip().removeprefix("[*] ")  # TorchFix's mark of what its --fix rewrites
+            found.append(Advice(m["code"], where, message))
+    return sorted(set(found), key=lambda a: (not a.removed, a.where, a.code))
+
+
+def torchfix(roots: Sequence[str], *, timeout_s: float = TORCHFIX_TIMEOUT_S) -> tuple[list[Advice], str]:
+    """TorchFix's findings over the scan's files (its default rules; the files, not the roots, so that it never
+    lints a venv under them), and a note when it did not run or failed."""
+    if importlib.util.find_spec("torchfix") is None:
+        return [], "TorchFix is not installed here (pip install torchfix): its rules were not applied"
+    files = [str(p) for p in python_files(roots)]
+    try:
+        proc = subprocess.run([sys.executable, "-m", "torchfix", "-j", "1", *files], capture_output=True, text=True,
+                              timeout=timeout_s, check=False, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return [], f"TorchFix did not finish within {timeout_s:g} s: its rules were not applied"
+    found = parse_torchfix(proc.stdout)
+    if proc.returncode != 0 and not found:
+        tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        return [], f"TorchFix failed ({tail[:200]}): its rules were not applied"
+    return found, ""
+
+
+def with_advice(result: CheckResult, advice: Sequence[Advice], note: str) -> CheckResult:
+    """The candidate's result with TorchFix's findings: a removed function makes a pass suspicious; the rest is
+    listed without changing the outcome."""
+    if not advice and not note:
+        return result
+    removed = [a.line() for a in advice if a.removed]
+    rest = [a.line() for a in advice if not a.removed]
+    outcome, reason = result.outcome, result.reason
+    if removed:
+        reason += f"; TorchFix: your code uses functions torch removed: {_shown(removed)}"
+        if outcome is Outcome.PASSED:
+            outcome = Outcome.SUSPICIOUS
+    if rest:
+        reason += f"; TorchFix advises: {_shown(rest)}"
+    if note:
+        reason += f"; {note}"
+    metrics = {**result.metrics, "torchfix": [{"code": a.code, "where": a.where, "message": a.message} for a in advice]}
+    details = "\n".join(filter(None, [result.details, *(f"TorchFix {line}" for line in [*removed, *rest]), note]))
+    return replace(result, outcome=outcome, reason=reason, metrics=metrics, details=details)
 
 
 def _env() -> dict[str, str]:
@@ -290,8 +375,10 @@ def check(pythons: Mapping[str, str], roots: Sequence[str], *, device: str, repr
                                   reason=f"no torch name used in the Python files under {', '.join(roots)}", repro=repro)
                 for role in pythons}
     answers, errors = {}, {}
-    with ThreadPoolExecutor(max_workers=len(pythons), thread_name_prefix="api") as pool:  # the sides' torch imports overlap
+    with ThreadPoolExecutor(max_workers=len(pythons) + 1, thread_name_prefix="api") as pool:  # all three overlap
         futures = {role: pool.submit(ask, python, list(uses), timeout_s=timeout_s) for role, python in pythons.items()}
+        linted = pool.submit(torchfix, roots)
+    advice, note = linted.result()
     for role, future in futures.items():
         try:
             answers[role] = future.result()
@@ -306,4 +393,5 @@ def check(pythons: Mapping[str, str], roots: Sequence[str], *, device: str, repr
         answers.pop("baseline", None)
     judged = judge(uses, answers, device=device, repro=repro, seconds=time.monotonic() - started,
                    baseline_label=baseline_label)
+    judged["candidate"] = with_advice(judged["candidate"], advice, note)
     return {**judged, **errors}
