@@ -447,6 +447,18 @@ def fsdp2_on(torch_python: str, folder: Path, breakage: str) -> dict:
     return outcomes(str(interpreter(torch_python, folder / "py", breaks=[breakage])), folder / "out", FSDP2)[FSDP2]
 
 
+def test_a_rank_that_hangs_at_shutdown_fails_fsdp2_under_torchrun_and_is_killed(tmp_path: Path,
+                                                                                torch_python: str) -> None:
+    """Issue 34: FSDP2 runs under torchrun too; rank 1's destroy_process_group never returns: fsdp2 fails naming
+    rank 1, its training steps right, and no rank is left running."""
+    result = fsdp2_on(torch_python, tmp_path, "rank-hangs-at-shutdown")
+    assert result["outcome"] == "failed", result["reason"]
+    assert result["reason"].startswith("rank 1 did not finish destroy_process_group within 20 s"), result["reason"]
+    m = result["metrics"]
+    assert m["hung_ranks"] == [1] and m["left_running"] == [m["rank_pids"][1]] and m["launcher"].startswith("torchrun")
+    assert m["grad_shards_compared"] == 2 * 3 * 12 and m["max_grad_err"] < 1e-5  # only the shutdown broke
+
+
 def test_a_nan_in_the_gathered_parameters_fails_fsdp2(tmp_path: Path, torch_python: str) -> None:
     """Issue 37: max() kept 0.0 against a NaN parameter error, and the check passed with 'max abs err 0'."""
     result = fsdp2_on(torch_python, tmp_path, "full-tensor-nan")

@@ -158,8 +158,13 @@ def test_a_changed_fp64_golden_fails_cross_version_even_where_every_output_is_cl
     assert outcome is Outcome.PASSED
 
 
+# what worker/torchrun.py adds to a clean fsdp2 or ddp result
+TORCHRUN_OK = {"launcher": "torchrun --standalone", "torchrun_exit": 0, "hung_ranks": [], "left_running": [],
+               "shutdown_timeout_s": 20, "shutdown_s": [0.01, 0.02], "rank_peak_host_bytes": [300 * 2**20, 301 * 2**20]}
+
+
 def test_fsdp2_fails_a_reduced_gradient_off_beyond_its_stated_tolerance_even_where_the_parameters_match() -> None:
-    base = {"max_abs_err": 5e-7, "max_rel_err": 4.6, "world_size": 2, "backend": "gloo", "steps": 3,
+    base = {**TORCHRUN_OK, "max_abs_err": 5e-7, "max_rel_err": 4.6, "world_size": 2, "backend": "gloo", "steps": 3,
             "worst_grad": "self_attn.in_proj_weight", "worst_grad_step": 3, "worst_grad_rank": 1,
             "grad_shards_compared": 72, "grad_shards_unmatched": 0, "max_loss_err": 2e-9, "max_loss_rel_err": 1e-7}
     outcome, reason = judge("fsdp2", {**base, "max_grad_err": 7e-3})
@@ -172,7 +177,7 @@ def test_fsdp2_fails_a_reduced_gradient_off_beyond_its_stated_tolerance_even_whe
 
 def test_fsdp2_fails_a_shard_it_could_not_compare_a_wrong_loss_and_a_nan() -> None:
     """Issue 37: shards of another shape were skipped silently, the loss never judged, and NaN read as no error."""
-    base = {"max_abs_err": 5e-7, "max_rel_err": 4.6, "world_size": 2, "backend": "gloo", "steps": 3,
+    base = {**TORCHRUN_OK, "max_abs_err": 5e-7, "max_rel_err": 4.6, "world_size": 2, "backend": "gloo", "steps": 3,
             "worst_grad": "norm1.weight", "worst_grad_step": 3, "worst_grad_rank": 1, "grad_shards_compared": 48,
             "max_grad_err": 3e-6, "grad_shards_unmatched": 0, "max_loss_err": 2e-9, "max_loss_rel_err": 1e-7,
             "worst_loss_step": 2}
@@ -205,19 +210,19 @@ def test_a_changed_random_stream_is_said_first_where_a_resumed_step_or_a_curve_f
     assert outcome is Outcome.FAILED and reason.startswith("the step resumed from"), reason
 
 
-def test_ddp_fails_a_hung_shutdown_a_nonzero_exit_and_missing_figures_before_the_training_steps() -> None:
-    base = {"max_abs_err": 1e-8, "max_rel_err": 1e-6, "max_loss_err": 2e-9, "max_loss_rel_err": 1e-6,
+@pytest.mark.parametrize("aspect", ["ddp", "fsdp2"])
+def test_ddp_and_fsdp2_fail_a_hung_shutdown_a_nonzero_exit_and_missing_figures_before_the_training_steps(
+        aspect: str) -> None:
+    base = {**TORCHRUN_OK, "max_abs_err": 1e-8, "max_rel_err": 1e-6, "max_loss_err": 2e-9, "max_loss_rel_err": 1e-6,
             "max_grad_err": 3e-6, "grad_shards_compared": 72, "grad_shards_unmatched": 0, "world_size": 2,
-            "backend": "gloo", "launcher": "torchrun --standalone", "steps": 3, "torchrun_exit": 0, "hung_ranks": [],
-            "left_running": [], "shutdown_timeout_s": 20, "shutdown_s": [0.01, 0.02],
-            "rank_peak_host_bytes": [300 * 2**20, 301 * 2**20]}
-    outcome, reason = judge("ddp", base)
+            "backend": "gloo", "steps": 3}
+    outcome, reason = judge(aspect, base)
     assert outcome is Outcome.PASSED and "every rank exited 0, shut down in 0.01 s, 0.02 s" in reason, reason
-    outcome, reason = judge("ddp", {**base, "torchrun_exit": None, "hung_ranks": [1], "left_running": [4242]})
+    outcome, reason = judge(aspect, {**base, "torchrun_exit": None, "hung_ranks": [1], "left_running": [4242]})
     assert outcome is Outcome.FAILED and reason.startswith("rank 1 did not finish destroy_process_group within 20 s")
     assert "[4242] left running, killed" in reason
-    outcome, reason = judge("ddp", {**base, "torchrun_exit": 1, "torchrun_tail": "rank 1 exitcode: 1"})
+    outcome, reason = judge(aspect, {**base, "torchrun_exit": 1, "torchrun_tail": "rank 1 exitcode: 1"})
     assert outcome is Outcome.FAILED and reason.startswith("torchrun exited 1"), reason
     for old in ("hung_ranks", "left_running"):  # an old worker's result never passes
-        assert judge("ddp", {k: v for k, v in base.items() if k != old})[0] is Outcome.FAILED, old
-    assert judge("ddp", {**base, "max_grad_err": 7e-3})[0] is Outcome.FAILED  # the fsdp2 rule applies
+        assert judge(aspect, {k: v for k, v in base.items() if k != old})[0] is Outcome.FAILED, old
+    assert judge(aspect, {**base, "max_grad_err": 7e-3})[0] is Outcome.FAILED  # the fsdp2 rule applies

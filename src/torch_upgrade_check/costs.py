@@ -21,7 +21,7 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "deterministic-backward": (None, None, "CUDA only: not measured here"),
     "latency": (2.1, 6.0, ""),
     "memory": (0.3, 0.8, ""),
-    "fsdp2": (46, 46, "2 processes (gloo)"),
+    "fsdp2": (46, 46, "torchrun and 2 processes (gloo)"),
     "ddp": (12, 12, "opt-in (--ddp): torchrun and 2 processes (gloo), 25 s of CPU"),
     "checkpoint": (0.7, 0.7, ""),
     "training-curve": (15, 21, "50 steps, twice"),

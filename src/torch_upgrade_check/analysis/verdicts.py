@@ -25,8 +25,8 @@ Rules (thresholds are recorded on each result):
 - fsdp2: each step's reduced gradient shards within FSDP2_GRAD_TOL (of each gradient's RMS) of the unsharded
   model's gradients (a shard that could not be compared fails), each step's loss and the parameters after the
   sharded steps within FSDP2_ATOL or FSDP2_RTOL*|unsharded| (NaN fails).
-- ddp: under torchrun, every rank exited 0 and shut its process group down within the shutdown bound (a rank
-  still running then is named, and was killed), then fsdp2's rule on DDP's all-reduced (whole) gradients.
+- fsdp2 and ddp run under torchrun: every rank exited 0 and shut its process group down within the shutdown bound
+  (a rank still running then is named, and was killed), then fsdp2's rule (on DDP's all-reduced, whole, gradients).
 """
 
 from __future__ import annotations
@@ -139,10 +139,8 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         reason = f"peak {format_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
         if "host_peak_bytes" in m:
             reason += f"; host RAM +{format_bytes(m['host_peak_bytes'])} (peak resident set growth)"
-    elif spec.aspect == "fsdp2":
-        outcome, reason, thresholds = _fsdp2(m)
-    elif spec.aspect == "ddp":
-        outcome, reason, thresholds = _ddp(m)
+    elif spec.aspect in ("fsdp2", "ddp"):
+        outcome, reason, thresholds = _under_torchrun(m)
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
     details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
@@ -214,9 +212,9 @@ def _fsdp2(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
                             f"{losses}; {params}"), thresholds
 
 
-def _ddp(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
-    """Every rank shut down within the bound and exited 0 under torchrun, then the fsdp2 rule (DDP's gradients are
-    whole: each is one "shard" of itself). A missing figure fails (an old worker)."""
+def _under_torchrun(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+    """fsdp2 and ddp: every rank shut down within the bound and exited 0 under torchrun, then the fsdp2 rule (DDP's
+    gradients are whole: each is one "shard" of itself). A missing figure fails (an old worker)."""
     outcome, reason, thresholds = _fsdp2(m)
     thresholds = {**thresholds, "shutdown_timeout_s": m.get("shutdown_timeout_s")}
     where = f"{m.get('world_size')} ranks ({m.get('backend')}, {m.get('launcher')})"

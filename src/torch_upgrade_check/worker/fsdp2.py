@@ -1,87 +1,33 @@
-"""FSDP2 check: `fully_shard` training steps across ranks must match the unsharded model: each step's reduced
-gradient shards against the same slice of the unsharded model's gradients, each step's global loss against the
-unsharded model's, and the parameters after the steps.
-
-`run` (inside the worker) starts one process per rank running this module's `main`; gloo on CPU,
-NCCL on CUDA. Rank 0 writes the comparison to a JSON file.
+"""FSDP2 check under torchrun (worker/torchrun.py launches it, and checks every rank's exit and the process group's
+shutdown): `fully_shard` training steps across ranks must match the unsharded model: each step's reduced gradient
+shards against the same slice of the unsharded model's gradients, each step's global loss against the unsharded
+model's, and the parameters after the steps. `compared` is DDP's rule too (worker/ddp.py), its gradients whole.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import math
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import devices
-from torch_upgrade_check.worker.instance import Skip
+from torch_upgrade_check.worker import devices, torchrun
 
 STEPS = 3
-RANK_TIMEOUT_S = 180
 
 
 def run(spec: CheckSpec, device: devices.Device) -> dict[str, Any]:
-    group = device.process_group()
-    if not group.ok:
-        raise Skip(group.reason)
-    backend, world = group.backend, group.world
-    with tempfile.TemporaryDirectory(prefix="tuc-fsdp2-") as tmp:
-        out = Path(tmp) / "result.json"
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(world)}
-        logs = [Path(tmp) / f"rank{r}.log" for r in range(world)]
-        procs = []
-        for rank in range(world):
-            with logs[rank].open("w") as log:
-                cmd = [sys.executable, "-m", "torch_upgrade_check.worker.fsdp2", backend, spec.device, spec.dtype, str(out)]
-                procs.append(subprocess.Popen(cmd, env={**env, "RANK": str(rank)}, stdout=log, stderr=subprocess.STDOUT))
-        deadline = time.monotonic() + RANK_TIMEOUT_S
-        codes = [_wait(p, deadline) for p in procs]
-        if any(c != 0 for c in codes) or not out.exists():
-            tails = "\n".join(f"--- rank {r} (exit {c}) ---\n{_tail(logs[r])}" for r, c in enumerate(codes))
-            raise RuntimeError(f"FSDP2 ranks exited with {codes} (None = killed after {RANK_TIMEOUT_S}s)\n{tails}")
-        result = json.loads(out.read_text())
-    return {**result, "world_size": world, "backend": backend, "steps": STEPS}
+    return torchrun.run(spec, device, "fsdp2", "FSDP2")
 
 
-def _wait(proc: subprocess.Popen[bytes], deadline: float) -> int | None:
-    try:
-        return proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return None
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def main(backend: str, device: str, dtype_name: str, out: str) -> None:
-    import torch.distributed as dist
+def train(dist: Any, rank: int, world: int, device: Any, dtype: torch.dtype) -> dict[str, Any]:
+    """FSDP2's steps (every layer and the model fully_shard-ed) beside the unsharded model's on this rank."""
     from torch.distributed.fsdp import fully_shard
 
     from torch_upgrade_check.worker.workloads import transformer_block
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    device = devices.get(device).rank_device(rank)
-    dist.init_process_group(backend, rank=rank, world_size=world)
-    dtype = devices.DTYPES[dtype_name]
     torch.manual_seed(0)
     ref = transformer_block(device, dtype)["model"]
     model = copy.deepcopy(ref)
@@ -89,6 +35,14 @@ def main(backend: str, device: str, dtype_name: str, out: str) -> None:
         if any(p.requires_grad for p in layer.parameters()):
             fully_shard(layer)
     fully_shard(model)
+    return compared(dist, model, model, ref, rank, world, device, dtype, sharded=True)
+
+
+def compared(dist: Any, model: torch.nn.Module, inner: torch.nn.Module, ref: torch.nn.Module, rank: int, world: int,
+             device: Any, dtype: torch.dtype, *, sharded: bool) -> dict[str, Any]:
+    """STEPS SGD steps of the wrapped `model` on this rank's rows beside the unsharded `ref` on every rank's rows,
+    judged as the metrics rank 0 reports: each step's reduced gradients (`inner`'s, this rank's shard when
+    `sharded`, else whole) and global loss, and the parameters after the steps."""
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
     loss_err = {"abs": 0.0, "rel": 0.0, "step": 0}
@@ -101,11 +55,11 @@ def main(backend: str, device: str, dtype_name: str, out: str) -> None:
         project = torch.randn(batch.shape, generator=gen).to(device, dtype)
         rows = slice(rank * 2, (rank + 1) * 2)
         loss = (model(batch[rows]).float() * project[rows].float()).mean()
-        loss.backward()
-        # the mean over every rank's data = the mean of the ranks' means, which FSDP's averaged gradient is
+        loss.backward()  # FSDP2 reduce-scatters, DDP all-reduces (averages) the gradients here
+        # the mean over every rank's data = the mean of the ranks' means, which the averaged gradient is
         ref_loss = (ref(batch).float() * project.float()).mean()
         ref_loss.backward()
-        _worst_shard(model, ref, rank, world, step, worst)
+        _worst_shard(inner, ref, rank if sharded else 0, world if sharded else 1, step, worst)  # whole: 1 slice
         opt.step()
         opt.zero_grad()
         ref_opt.step()
@@ -113,19 +67,13 @@ def main(backend: str, device: str, dtype_name: str, out: str) -> None:
         global_loss = loss.detach().clone()
         dist.all_reduce(global_loss)
         _worse_loss(loss_err, float(global_loss) / world, float(ref_loss), step)
-    names = [n for n, _ in model.named_parameters()]
+    names = [n for n, _ in inner.named_parameters()]
     gathered = _every_ranks_worst(dist, worst, world, device, names)
-    max_err, max_rel = _parameters_error(model, ref)
-    if rank == 0:
-        tmp = out + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            # report.json is strict JSON: an infinite or NaN error goes as the string "inf" or "nan"
-            json.dump({"max_abs_err": _number(max_err), "max_rel_err": _number(max_rel),
-                       "max_loss_err": _number(loss_err["abs"]), "max_loss_rel_err": _number(loss_err["rel"]),
-                       "worst_loss_step": loss_err["step"], **gathered}, f)
-        os.replace(tmp, out)
-    dist.barrier()
-    dist.destroy_process_group()
+    max_err, max_rel = _parameters_error(inner, ref)
+    # report.json is strict JSON: an infinite or NaN error goes as the string "inf" or "nan"
+    return {"max_abs_err": _number(max_err), "max_rel_err": _number(max_rel),
+            "max_loss_err": _number(loss_err["abs"]), "max_loss_rel_err": _number(loss_err["rel"]),
+            "worst_loss_step": loss_err["step"], "steps": STEPS, **gathered}
 
 
 def _worse(a: float, b: float) -> float:
@@ -219,6 +167,3 @@ def _expected_shard(grad: torch.Tensor, full: torch.Tensor, rank: int, world: in
         return chunks[rank]
     return full.new_empty(tuple(0 if d == dim else n for d, n in enumerate(full.shape)))
 
-
-if __name__ == "__main__":
-    main(*sys.argv[1:5])
