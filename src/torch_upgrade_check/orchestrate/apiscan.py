@@ -36,7 +36,9 @@ from typing import Any
 
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import CheckResult, Outcome
-from torch_upgrade_check.orchestrate.workers import InfrastructureError
+from torch_upgrade_check.orchestrate.workers import InfrastructureError, worker_env
+from torch_upgrade_check.schema import API_NAMES_KIND as KIND
+from torch_upgrade_check.schema import API_NAMES_VERSION as SCHEMA_VERSION
 
 ASPECT = "api"
 WORKLOAD = "stack"
@@ -44,9 +46,6 @@ DTYPE = "-"
 TIMEOUT_S = 180.0  # one process a side imports torch and reaches each name (torch._dynamo's config takes seconds)
 LISTED = 5
 SHOWN_USES = 3
-ANSWERER = Path(__file__).resolve().parents[1] / "worker" / "apinames.py"
-KIND = "torch-upgrade-check-api-names"
-SCHEMA_VERSION = 1
 SKIPPED_DIRS = {".git", ".venv", "venv", "__pycache__", "node_modules", ".tox", "build", "dist"}
 TORCHFIX_TIMEOUT_S = 120.0
 TORCHFIX_REMOVED = ("TOR001", "TOR004")  # "Use of removed function", "Import of removed function"
@@ -241,20 +240,13 @@ def with_advice(result: CheckResult, advice: Sequence[Advice], note: str) -> Che
     return replace(result, outcome=outcome, reason=reason, metrics=metrics, details=details)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)  # the environment's own paths only, as for the worker
-    env.pop("PYTHONHOME", None)
-    return env
-
-
 def ask(python: str, names: Sequence[str], *, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
     """worker/apinames.py's answer for `names` in the environment of `python`: {"torch", "names": {name: {...}}}."""
     request = json.dumps({"kind": KIND, "schema_version": SCHEMA_VERSION, "names": list(names)})
     with tempfile.TemporaryDirectory(prefix="tuc-api-") as empty:
         try:
-            proc = subprocess.run([python, str(ANSWERER)], input=request, capture_output=True, text=True,
-                                  timeout=timeout_s, cwd=empty, env=_env(), check=False, start_new_session=True)
+            proc = subprocess.run([python, "-m", "torch_upgrade_check.worker.apinames"], input=request, capture_output=True, text=True,
+                                  timeout=timeout_s, cwd=empty, env=worker_env(), check=False, start_new_session=True)
         except subprocess.TimeoutExpired:
             raise InfrastructureError(f"the api check's names were not answered by {python} within {timeout_s:g} s") from None
         except OSError as e:

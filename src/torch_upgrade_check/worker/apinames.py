@@ -1,6 +1,6 @@
-"""Run inside the environment under test (as a script): for each dotted torch name on stdin, whether it exists
-here, its parameters, and whether reaching it warns; JSON in, JSON out (`kind` and `schema_version` checked by
-orchestrate/apiscan.py).
+"""Run inside the environment under test (`python -m torch_upgrade_check.worker.apinames`, started as the worker
+is): for each dotted torch name on stdin, whether it exists here, its parameters, and whether reaching it warns;
+JSON in, JSON out (`kind` and `schema_version`: schema.API_NAMES_KIND, checked on both ends).
 
 A name is reached as the team's code reaches it: `getattr` segment by segment from `torch`, importing
 `torch.a.b` as a module where the attribute is not there yet (a submodule not imported). Only warnings raised
@@ -16,8 +16,6 @@ import json
 import sys
 import warnings
 
-KIND = "torch-upgrade-check-api-names"
-SCHEMA_VERSION = 1
 _MISSING = object()
 
 
@@ -64,6 +62,9 @@ def _warned(caught: list[warnings.WarningMessage]) -> list[str]:
 
 
 def main() -> None:
+    from torch_upgrade_check.schema import API_NAMES_KIND as KIND
+    from torch_upgrade_check.schema import API_NAMES_VERSION as SCHEMA_VERSION
+
     asked = json.load(sys.stdin)
     if asked.get("kind") != KIND or asked.get("schema_version") != SCHEMA_VERSION:
         raise SystemExit(f"apinames: expected {KIND} version {SCHEMA_VERSION}, got {asked.get('kind')!r} "
