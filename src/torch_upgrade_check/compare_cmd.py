@@ -31,7 +31,7 @@ from torch_upgrade_check.commands import (
 )
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import apiscan, compare, device_choice, measure, provision, session, store
+from torch_upgrade_check.orchestrate import apiscan, attribute, compare, device_choice, measure, provision, session, store
 from torch_upgrade_check.orchestrate.live import LiveWorker
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import write_reports
@@ -384,11 +384,22 @@ def _measure(args: argparse.Namespace, settings: session.Settings, device: str, 
             reports[role] = replace(reports[role], results=(*done[role], *pending[role].values()))
         write()
 
+    policy = getattr(args, "undecided_policy", "fail")
+    slower: list[tuple[measure.Track, CheckResult]] = []
+
     def on_track(track: measure.Track) -> None:
-        base, cand = measure.results(track, settings.max_latency_ms, getattr(args, "undecided_policy", "fail"))
+        base, cand = measure.results(track, settings.max_latency_ms, policy)
         record(base, cand)
         finished[0] += 1
         say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
+        if attribute.wanted(cand):
+            slower.append((track, cand))
 
     record()  # a run killed during the A/B rounds shows them as not-run
     measure.measure(ab_specs, pair, thresholds.by_aspect(), timeout_s=settings.timeout_s, budget_s=budget_s, say=say, on_track=on_track, launched=launched)
+    # after every A/B check is decided (its own pairs closed): where each slower forward's time went, op by op
+    for track, cand in slower:
+        say(f"{cand.id}: {cand.metrics.get('change')}; profiling both sides' forward op by op in fresh pairs")
+        table = attribute.attribute(track.spec, pair, baseline_ms=float(cand.metrics.get("baseline_median") or 0.0),
+                                    timeout_s=settings.timeout_s, ab_budget_s=budget_s, say=say)
+        record(*measure.results(track, settings.max_latency_ms, policy, attribution=table))

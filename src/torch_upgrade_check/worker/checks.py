@@ -27,6 +27,7 @@ from torch_upgrade_check.worker import (
     flexdet,
     fsdp2,
     onnxexport,
+    opprofile,
     sdpa_backends,
     shipped,
     tensors,
@@ -68,7 +69,10 @@ def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = No
         inst = _instance(spec, factory, device, cache)
         if spec.aspect in inst.skip:
             raise Skip(inst.skip[spec.aspect])
-        metrics = ASPECTS[spec.aspect](spec, factory, inst, device)
+        if spec.params.get("profile"):  # compare's attribution of a latency change: the forward, op by op
+            metrics = opprofile.run(spec, inst, device)
+        else:
+            metrics = ASPECTS[spec.aspect](spec, factory, inst, device)
     return {**metrics, **({"precision": flags} if flags else {})}
 
 
