@@ -65,8 +65,8 @@ def _not_listed(table: Mapping[str, Any]) -> str:
     n = int(number(table.get("not_listed")) or 0)
     if not n:
         return ""
-    share = number(table.get("min_share"))
-    under = f", each under {share:.0%} of the change" if share and (number((table.get("total") or {}).get("change_ms")) or 0) > 0 else ""
+    share, change = number(table.get("min_share")), number((table.get("total") or {}).get("change_ms")) or 0
+    under = f", each under {share:.0%} of the change" if share and change > 0 else ""
     return f"\n{n} more op{'s' if n != 1 else ''} not listed{under}.\n"
 
 

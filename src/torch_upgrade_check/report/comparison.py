@@ -24,6 +24,7 @@ from torch_upgrade_check.report import (
     CHANGES,
     FAILING,
     TIME_UNITS,
+    attribution,
     best_unit,
     clip,
     number,
@@ -33,7 +34,6 @@ from torch_upgrade_check.report import (
     sig,
     visible,
 )
-from torch_upgrade_check.report import attribution
 from torch_upgrade_check.report.markdown import (
     CHANGE_ICON,
     ICON,

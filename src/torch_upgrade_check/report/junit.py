@@ -10,9 +10,9 @@ from xml.etree import ElementTree as ET
 from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from torch_upgrade_check.model import CheckResult, Outcome, Report
-from torch_upgrade_check.report import attribution
 from torch_upgrade_check.report import (
     FAILING,
+    attribution,
     clip,
     deciding,
     finite_seconds,
