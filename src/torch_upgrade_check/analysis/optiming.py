@@ -80,7 +80,8 @@ def judge(ops: Mapping[str, Mapping[str, Any]], *, factor: float = FACTOR, alpha
     pairs_n = max(len(op["pairs"]) for op in compared.values())
     rounds_n = max(r["rounds"] for r in rows)
     flagged = [r for r in rows if r["slower"]]
-    how = f"{len(compared)} ops timed at the baseline's shapes in {pairs_n} fresh process pairs ({rounds_n} rounds)"
+    how = (f"{len(compared)} op{'s' if len(compared) != 1 else ''} timed at the baseline's shapes in {pairs_n} fresh "
+           f"process pair{'s' if pairs_n != 1 else ''} ({rounds_n} rounds)")
     if not flagged:
         top = rows[0]
         return Judgement("unchanged", f"{how}: none slower beyond {factor:.2f}× at the run's confidence (the slowest, "

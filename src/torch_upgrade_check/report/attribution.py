@@ -47,7 +47,8 @@ def markdown_block(r: CheckResult, run: str) -> str:
     text += table_header(["op", "inputs", "baseline", "candidate", "ratio", f"change ({LEVEL:.0%} interval)",
                           "share of the slowdown", "p"])
     for row in rows:
-        name, _, inputs = label(row).partition(" ")
+        name = str(row.get("op"))
+        inputs = label({**row, "op": ""}).strip()
         ratio = number(row.get("ratio"))
         change = f"{_signed(row.get('change_ms'))}" + (
             f" ({_signed(row.get('low_ms'))} to {_signed(row.get('high_ms'))})" if row.get("low_ms") is not None else "")

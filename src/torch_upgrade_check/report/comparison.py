@@ -153,7 +153,7 @@ def _ab_tables(aspect: str, candidate: tuple[Report, str], baseline: Report | No
             line = row_line([*cells, _explained(r)])
             row = failing_row(line, r, run, failing=r.outcome in FAILING)
             # where a slower forward's time went, op by op: open, first under the table that holds the check
-            shown.append((r, replace(row, detail=attribution.markdown_block(r, run) + row.detail)))
+            shown.append((r, replace(row, lead=attribution.markdown_block(r, run))))
         else:
             other.append((r, Row(row_line([*cells, _verdict_cell(r)]), False)))
     tables: tuple[list[Table], list[Table]] = ([], [])
