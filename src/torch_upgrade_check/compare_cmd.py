@@ -356,7 +356,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         record = _recorder(args, device, [*ab_specs, *op_specs], reports, write) if pair is not None else None
         if record is not None and ab_specs:
             _measure(settings, ab_specs, pair, launched.pop() if launched else None, thresholds, budget_s, record,
-                     getattr(args, "undecided_policy", "fail"))
+                     getattr(args, "undecided_policy", "fail"), attributing=not getattr(args, "no_attribution", False))
         if record is not None and op_specs:
             optiming.measure(op_specs, pair, timeout_s=settings.timeout_s, say=say, launched=launched.pop() if launched
                              else None, on_result=lambda base, cand: _said(record(base, cand)))
@@ -378,8 +378,9 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measure.Pair,
              launched: tuple[LiveWorker, LiveWorker] | None, thresholds: compare.Thresholds, budget_s: float,
-             record: Callable[..., CheckResult | None], policy: str) -> None:
-    """The latency, memory and compile-time A/B, each result written to both sides' reports as it is decided."""
+             record: Callable[..., CheckResult | None], policy: str, *, attributing: bool = True) -> None:
+    """The latency, memory and compile-time A/B, each result written to both sides' reports as it is decided; then,
+    `attributing`, each regressed or undecided latency check's forward profiled op by op (orchestrate.attribute)."""
     kinds = [a for a in compare.AB_ASPECTS if any(s.aspect == a for s in ab_specs)]
     cold = (f", a compile-time check {measure.COMPILE_BUDGET_ROUNDS} of its rounds, {budget_s * measure.COMPILE_BUDGET_FACTOR:g}"
             f"-{budget_s * measure.COMPILE_BUDGET_MOST:g} s" if "compile-time" in kinds else "")
@@ -393,7 +394,7 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
         record(base, cand)
         finished[0] += 1
         say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
-        if attribute.wanted(cand):
+        if attributing and attribute.wanted(cand):
             slower.append((track, cand))
 
     measure.measure(ab_specs, pair, thresholds.by_aspect(), timeout_s=settings.timeout_s, budget_s=budget_s, say=say,
