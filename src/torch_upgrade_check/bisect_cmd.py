@@ -230,7 +230,8 @@ def _compare(args: argparse.Namespace, good: listing.Build, build: listing.Build
             return (BisectStep(i, build.label, "skip", f"could not be judged: none of the selected checks ran (log: {log})",
                                date=date, git=git), base, [])
         return BisectStep(i, build.label, "bad", _reasons(failing), date=date, git=git, checks=tuple(failing)), base, []
-    unsettled = [r for r in cand.results if r.outcome is Outcome.SUSPICIOUS]
+    # op-latency warns by design (a slower op it names is never a failure): it neither makes a step bad nor unsettled
+    unsettled = [r for r in cand.results if r.outcome is Outcome.SUSPICIOUS and r.aspect != "op-latency"]
     if unsettled:
         return (BisectStep(i, build.label, "skip", _reasons(unsettled), date=date, git=git, checks=tuple(unsettled)),
                 base, [r.id for r in unsettled])
