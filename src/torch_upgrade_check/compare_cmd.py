@@ -353,13 +353,15 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         for r in reports.values():
             if r.infra_error:
                 return infra(args, list(reports.values()), out, r.infra_error)
-        record = _recorder(args, device, [*ab_specs, *op_specs], reports, write) if pair is not None else None
-        if record is not None and ab_specs:
-            _measure(settings, ab_specs, pair, launched.pop() if launched else None, thresholds, budget_s, record,
-                     getattr(args, "undecided_policy", "fail"), attributing=not getattr(args, "no_attribution", False))
-        if record is not None and op_specs:
-            optiming.measure(op_specs, pair, timeout_s=settings.timeout_s, say=say, launched=launched.pop() if launched
-                             else None, on_result=lambda base, cand: _said(record(base, cand)))
+        if pair is not None:
+            record = _recorder(args, device, [*ab_specs, *op_specs], reports, write)
+            if ab_specs:
+                _measure(settings, ab_specs, pair, launched.pop() if launched else None, thresholds, budget_s, record,
+                         getattr(args, "undecided_policy", "fail"), attributing=not getattr(args, "no_attribution", False))
+            if op_specs:  # after the A/B: its pairs too are timed alone
+                optiming.measure(op_specs, pair, timeout_s=settings.timeout_s, say=say,
+                                 launched=launched.pop() if launched else None,
+                                 on_result=lambda base, cand: _said(record(base, cand)))
     finally:
         if launched:
             measure.close(*launched.pop())

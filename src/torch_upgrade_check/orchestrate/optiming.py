@@ -4,10 +4,10 @@ single op's regression is named even where the model-level latency passes. It wa
 
 Measured after the A/B checks, as they are: PAIRS fresh baseline/candidate pairs (measure.Pair: the same threads,
 pinned CPUs and environment), every op-latency check in each. In the first pair the baseline records the ops (unless
-cross-version's recording is there) and calibrates each op's calls a sample (SAMPLE_S of its own time); the
-MAX_TIMED ops that take the most of the recorded step (calls times time) are kept. Each pair then measures a warm-up
-round (discarded) and ROUNDS rounds, ABBA, one sample an op a side a round. Bounded: an op's sample lasts about a
-millisecond, so a round of MAX_TIMED ops about 50 ms a side.
+cross-version's recording is there) and calibrates each op's calls a sample (half a millisecond of its own time);
+the MAX_TIMED ops that take the most of the recorded step (calls times time) are kept. Each pair then measures a
+warm-up round (discarded) and ROUNDS rounds, ABBA, an op's figure a side a round being the fastest of 3 samples
+(worker.optiming). Bounded: about 1.5 ms an op a side a round, so a round of MAX_TIMED ops about 75 ms a side.
 """
 
 from __future__ import annotations
