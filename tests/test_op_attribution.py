@@ -61,6 +61,20 @@ def test_a_slower_op_tops_the_table_with_its_share_and_how_sure_it_is() -> None:
     json.dumps(table, allow_nan=False)  # report.json-ready
 
 
+def test_shares_are_of_the_ab_slowdown_where_there_is_one_else_of_the_profiled_forwards_change() -> None:
+    """The profiled wall carries what no op does (preemption between ops): the A/B's own figure is the whole."""
+    base, cand = ([profile(0.10, 0.02, 0.05, jitter=j) for j in JITTERS],
+                  [profile(0.16, 0.08, 0.05, jitter=j) for j in JITTERS])
+    table = attribution.attribute(base, cand, slowdown_ms=0.12)
+    top = table["ops"][0]
+    assert (table["share_of"], table["slowdown_ms"]) == ("ab", 0.12) and top["share"] == pytest.approx(0.5, abs=0.03)
+    assert top["share_low"] == pytest.approx(top["low_ms"] / 0.12, abs=1e-4)
+    for none in (None, 0.0, -0.01):  # an A/B that measured no slowdown: the profiled forward's own change
+        assert attribution.attribute(base, cand, slowdown_ms=none)["share_of"] == "profile"
+    r = CheckResult("mlp", "latency", "cpu", "float32", Outcome.FAILED, metrics={"op_attribution": table})
+    assert "Shares are of the slowdown the A/B measured (120 µs a forward)" in rendered.text_block(r)
+
+
 def test_a_slowdown_above_the_kernels_is_named_as_time_outside_the_ops() -> None:
     """inject.py's kind of slowdown (a Python busy wait around the module call): no op changed."""
     table = attribution.attribute([profile(0.10, 0.02, 0.05, jitter=j) for j in JITTERS],

@@ -405,6 +405,7 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
     for track, cand in slower:
         say(f"{cand.id}: {cand.metrics.get('change')}; profiling both sides' forward op by op in fresh pairs")
         table = attribute.attribute(track.spec, pair, baseline_ms=float(cand.metrics.get("baseline_median") or 0.0),
+                                    candidate_ms=float(cand.metrics.get("candidate_median") or 0.0),
                                     timeout_s=settings.timeout_s, ab_budget_s=budget_s, say=say)
         record(*measure.results(track, settings.max_latency_ms, policy, attribution=table))
 

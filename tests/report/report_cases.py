@@ -327,13 +327,14 @@ def _comparison_attributed() -> list[Report]:
     slower = {**head, ("aten::topk", "[[64, 32000]]"): 0.63}
     jitters = (0.0, 0.01, -0.01, 0.02)
     table = attribution.attribute([_profile(2.05, head, j) for j in jitters],
-                                  [_profile(2.27, slower, j) for j in jitters])
+                                  [_profile(2.27, slower, j) for j in jitters], slowdown_ms=2.05 * 0.11)
     table.update({"calls": 97, "seconds": 14.2, "budget_s": 60.0, "time": "cpu"})
     regressed = _ab("lm_head", "latency", "regression", 2.05, 1.11, p_value=2e-5, spread=0.01, batches=4)
     reason = regressed.reason.replace("2.28 ms; ", f"2.28 ms; {attribution.lead(table)}; ")
     regressed = dataclasses.replace(regressed, reason=reason, metrics={**regressed.metrics, "op_attribution": table})
     flat = attribution.attribute([_profile(3.2, {("aten::mm", "[[256, 512], [512, 512]]"): 2.9}, j) for j in jitters],
-                                 [_profile(3.2, {("aten::mm", "[[256, 512], [512, 512]]"): 2.9}, -j) for j in jitters])
+                                 [_profile(3.2, {("aten::mm", "[[256, 512], [512, 512]]"): 2.9}, -j) for j in jitters],
+                                 slowdown_ms=3.2 * 0.12)
     flat.update({"calls": 62, "seconds": 19.5, "budget_s": 60.0, "time": "cpu"})
     undecided = _ab("transformer_block", "latency", "suspicious", 3.2, 1.12, p_value=0.04, spread=0.09, agreeing=1,
                     more_pairs=3)

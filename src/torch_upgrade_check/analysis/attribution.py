@@ -13,10 +13,14 @@ interval from the Mann-Whitney distribution (`stats.shift_interval`, at least LE
 Mann-Whitney p that the candidate's rounds lie above the baseline's. Each round is a fresh process, so the interval
 holds process-level variation, the largest here (Kalibera & Jones). With 3 rounds a side the 90% interval is the
 range of the 9 differences and p is at best 0.05; 4 rounds give p 0.014 at best. Fewer than 3 rounds a side give no
-interval (said). An op's share is its change over the profiled forward's change (wall per call, the same rounds);
-its interval is the op's interval over that same point figure (the total's own uncertainty is not in it). The
-profiled forward is slower than the plain one (the profiler's cost per op), on both sides alike; the A/B's own
-figures stay the model-level verdict.
+interval (said). An op's share is its change over the slowdown the A/B measured (its medians' difference a forward,
+from many rounds in several fresh pairs, unprofiled), else over the profiled forward's own change (wall per call,
+the same rounds); its interval is the op's interval over that point figure (the slowdown's own uncertainty is not in
+it). Why the A/B's: the profiled wall per forward carries what no op does (a process preempted between ops, the
+profiler's own cost): on the shared 2-core machine (load 4-5), over 10 runs of mlp with gelu 2x and 4x slower
+(benchmarks/op_detector.py), gelu's change read 75%-730% of the profiled forward's and 58%-166% of the A/B's. The
+op's own change is measured under the profiler, whose cost per op is the same on both sides. A profiled forward that is not slower names no op (it did
+not reproduce the change). The A/B's figures stay the model-level verdict.
 """
 
 from __future__ import annotations
@@ -86,15 +90,18 @@ def _figure(b: Sequence[float], c: Sequence[float], fewest: int) -> dict[str, An
 
 
 def attribute(baseline: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]], *, top: int = TOP,
-              fewest: int = FEWEST) -> dict[str, Any]:
+              fewest: int = FEWEST, slowdown_ms: float | None = None) -> dict[str, Any]:
     """The table: the profiled forward's change (`total`) and the `top` ops by change (largest slowdown first), each
-    with medians, change, interval, ratio, p, share of the total and whether it is sure; JSON-ready."""
+    with medians, change, interval, ratio, p, share and whether it is sure; JSON-ready. Shares are of `slowdown_ms`
+    (the A/B's, a forward) where it is positive, else of the profiled forward's change (`share_of` says which)."""
     if not baseline or not candidate:
         return {"rounds": [len(baseline), len(candidate)], "ops": [], "total": None, "level": LEVEL}
     b, c = _series(baseline), _series(candidate)
     ops_by_key = {key_of(op): op for p in (*baseline, *candidate) for op in p.get("ops") or []}
     total = _figure(b[""], c[""], fewest)
     slower = total["change_ms"] > 0
+    by_ab = slowdown_ms is not None and slowdown_ms > 0
+    whole = float(slowdown_ms) if by_ab else total["change_ms"]
     rows = []
     for k in (*ops_by_key, OUTSIDE, OTHER):
         bs, cs = b.get(k) or [0.0] * len(baseline), c.get(k) or [0.0] * len(candidate)
@@ -104,16 +111,17 @@ def attribute(baseline: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping
         op = ops_by_key.get(k)
         row = {"op": op.get("op") if op else k, "shapes": op.get("shapes") or [] if op else [],
                "dtypes": op.get("dtypes") or [] if op else [], **fig}
-        row["share"] = fig["change_ms"] / total["change_ms"] if slower else None
+        row["share"] = fig["change_ms"] / whole if slower else None
         for end in ("low", "high"):
-            row[f"share_{end}"] = fig[f"{end}_ms"] / total["change_ms"] if slower and fig[f"{end}_ms"] is not None else None
+            row[f"share_{end}"] = fig[f"{end}_ms"] / whole if slower and fig[f"{end}_ms"] is not None else None
         row["sure"] = fig["p"] <= SURE_P and fig["low_ms"] is not None and fig["low_ms"] > 0
         rows.append(row)
     rows.sort(key=lambda r: (-r["change_ms"], -r["candidate_ms"]))
     kept = ([r for i, r in enumerate(rows[:top]) if i == 0 or r["share"] >= MIN_SHARE] if slower
             else rows[:min(top, UNSLOWED_TOP)])
     return {"rounds": [len(baseline), len(candidate)], "level": LEVEL, "total": total, "ops_compared": len(ops_by_key),
-            "ops": [_rounded(r) for r in kept], "not_listed": len(rows) - len(kept), "min_share": MIN_SHARE}
+            "ops": [_rounded(r) for r in kept], "not_listed": len(rows) - len(kept), "min_share": MIN_SHARE,
+            "share_of": "ab" if by_ab else "profile", "slowdown_ms": round(whole, 6)}
 
 
 def _rounded(row: dict[str, Any]) -> dict[str, Any]:

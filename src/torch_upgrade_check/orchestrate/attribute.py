@@ -50,10 +50,11 @@ def calls_for(baseline_ms: float) -> int:
     return max(1, min(MAX_CALLS, math.ceil(PROFILE_MS / baseline_ms)))
 
 
-def attribute(spec: CheckSpec, pair: Pair, *, baseline_ms: float, timeout_s: float, ab_budget_s: float,
-              say: Callable[[str], None], rounds: int = ROUNDS) -> dict[str, Any]:
-    """Profile both sides in up to `rounds` fresh pairs and return the table (analysis.attribution.attribute) with
-    what was profiled: rounds, calls, seconds, the time measured (cpu or device) and any error."""
+def attribute(spec: CheckSpec, pair: Pair, *, baseline_ms: float, candidate_ms: float, timeout_s: float,
+              ab_budget_s: float, say: Callable[[str], None], rounds: int = ROUNDS) -> dict[str, Any]:
+    """Profile both sides in up to `rounds` fresh pairs and return the table (analysis.attribution.attribute, shares
+    of the A/B's slowdown: `candidate_ms` - `baseline_ms` a forward) with what was profiled: rounds, calls, seconds,
+    the time measured (cpu or device) and any error."""
     budget = max(BUDGET_S, 3 * ab_budget_s)
     calls = calls_for(baseline_ms)
     ask = replace(spec, params={**spec.params, "profile": True, "calls": calls, "warmup": WARMUP})
@@ -80,7 +81,7 @@ def attribute(spec: CheckSpec, pair: Pair, *, baseline_ms: float, timeout_s: flo
             profiles[side].append(got[side])
             times.add(str(got[side].get("time")))
     seconds = time.monotonic() - started
-    table = attribution.attribute(profiles["b"], profiles["c"])
+    table = attribution.attribute(profiles["b"], profiles["c"], slowdown_ms=candidate_ms - baseline_ms)
     table.update({"calls": calls, "seconds": round(seconds, 2), "budget_s": budget, "time": "/".join(sorted(times)),
                   "method": "torch.profiler self time per forward, per aten op at its input shapes and dtypes; each "
                             "round a fresh baseline/candidate pair, ABBA"})

@@ -25,9 +25,10 @@ def _about(table: Mapping[str, Any]) -> str:
     calls = number(table.get("calls"))
     return (f"each side's forward profiled op by op (torch.profiler, {what} per forward call, "
             f"{f'{calls:g}' if calls else '?'} calls a side a round) in {rounds[0]} fresh process pairs, interleaved; the "
-            f"profiled forward {ms(total.get('baseline_ms'))} → {ms(total.get('candidate_ms'))}. Shares are of that "
-            f"change; intervals cover at least {LEVEL:.0%} (Mann–Whitney, over the rounds); sure: one-sided p ≤ "
-            f"{SURE_P:g}")
+            f"profiled forward {ms(total.get('baseline_ms'))} → {ms(total.get('candidate_ms'))}. Shares are of "
+            + (f"the slowdown the A/B measured ({ms(number(table.get('slowdown_ms')))} a forward)"
+               if table.get("share_of") == "ab" else "that change")
+            + f"; intervals cover at least {LEVEL:.0%} (Mann–Whitney, over the rounds); sure: one-sided p ≤ {SURE_P:g}")
 
 
 def markdown_block(r: CheckResult, run: str) -> str:
