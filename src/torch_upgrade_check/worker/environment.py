@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from torch_upgrade_check.worker import devices, first_line
+from torch_upgrade_check.worker import compiling, devices, first_line
 
 
 def collect() -> dict[str, Any]:
@@ -39,6 +39,7 @@ def collect() -> dict[str, Any]:
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "macos": platform.mac_ver()[0] or None,
         "mps_fallback": os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK"),  # "1": ops MPS lacks run on the CPU, silently
+        "compile_env": compiling.environment(),  # the team's TORCH_COMPILE_*, TORCHINDUCTOR_*, TORCHDYNAMO_* settings
         "cuda_arch_list": _cuda_arches(),
         "packages": _packages(),
     }

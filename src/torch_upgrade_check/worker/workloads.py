@@ -45,11 +45,16 @@ if hasattr(torch.serialization, "add_safe_globals"):  # torch 2.4+; before 2.6 t
     torch.serialization.add_safe_globals([TrainConfig])  # what a training script does for its own classes since 2.6
 
 
+# the batch sizes mlp's compile checks also run, its batch dimension marked dynamic (as a server's varying batches are)
+MLP_BATCHES = (8, 48)
+
+
 def mlp(device: str, dtype: torch.dtype) -> dict[str, Any]:
     model = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.GELU(), nn.Linear(128, 16))
     x = torch.randn(32, 64)
+    other = [(torch.randn(n, 64).to(device, dtype),) for n in MLP_BATCHES]  # drawn last: the weights and x unchanged
     return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection,
-            "checkpoint_extra": TrainConfig()}
+            "checkpoint_extra": TrainConfig(), "dynamic_inputs": other}
 
 
 def cnn(device: str, dtype: torch.dtype) -> dict[str, Any]:
