@@ -3,8 +3,9 @@
 A factory returns `(model, inputs)` or a mapping with `model`, `inputs` and optionally `loss`
 (model output -> scalar, enabling training-step aspects), `tolerances` ({"rtol", "atol"}),
 `reference` (callable on float64 CPU inputs giving the golden output, when the model in float64
-is not the right golden), `skip` ({aspect: reason}; "gradients": forward only) and `checkpoint_extra`
-(an object the checkpoint aspect saves and loads beside the weights). Sizes are
+is not the right golden), `skip` ({aspect: reason}; "gradients": forward only), `checkpoint_extra`
+(an object the checkpoint aspect saves and loads beside the weights) and `dynamic_inputs` (inputs of other sizes: one
+set, or a list of sets, which the compile checks run with the dimensions that differ marked dynamic). Sizes are
 small: the suite must run on a 2-core CPU in minutes.
 """
 
