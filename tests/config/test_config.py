@@ -320,7 +320,7 @@ def test_compile_options_reach_every_check_of_the_workload_and_match_the_json_sc
                     "'triton.cudagraphs': false, epilogue_fusion_first: 1}\n"
                     "  - name: plain\n    factory: m:c\n")
     cfg = load_config(path, explicit=True)
-    served, tuned, plain = cfg.workloads
+    served, _, plain = cfg.workloads
     assert served.compile == CompileOptions("max-autotune-no-cudagraphs", True, False, "inductor")
     assert cfg.options_for("served") == {"compile": {"mode": "max-autotune-no-cudagraphs", "dynamic": True,
                                                      "fullgraph": False, "backend": "inductor"}}

@@ -10,8 +10,8 @@ import contextlib
 import gc
 import re
 import time
-from dataclasses import replace
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -182,14 +182,13 @@ def _compile(spec: CheckSpec, factory: Callable[..., Any], inst: Instance,
     eager = forward_only(inst, inst.model)
     training = inst.loss is not None and "gradients" not in inst.skip
     eager_step = forward_backward(inst) if training else {}
-    dims = compiling.marked(opts, inst)
-    compiling.mark(inst.inputs, dims)
+    dims = compiling.marked(opts, inst)  # compiling.compiled marks them on the example inputs, the sweep on each size's
     asked: dict[str, Any] = {"compile_options": opts, "compile_env": compiling.environment(), "rtol": rtol, "atol": atol,
                              "not_checked": not_checked(inst),
                              **({"dynamic_marked": [f"input{i} dim {d}" for i, d in dims]} if dims else {})}
 
     def attempt(fullgraph: bool) -> tuple[Any, float]:
-        return _first_call(inst, device, compiling.compile_model(inst.model, opts, fullgraph=fullgraph), opts)
+        return _first_call(inst, device, compiling.compiled(spec, inst, fullgraph=fullgraph), opts)
 
     torch._dynamo.reset()
     before = _dynamo_counts(counters)
