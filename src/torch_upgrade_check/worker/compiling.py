@@ -64,10 +64,13 @@ def marked(opts: Mapping[str, Any], inst: Instance) -> list[tuple[int, int]]:
 
 
 def mark(inputs: tuple[Any, ...], dims: list[tuple[int, int]]) -> None:
+    """torch._dynamo.mark_dynamic on each of `dims` of these inputs, but where it is 0 or 1: Dynamo specialises those
+    sizes by design, and a marked one would fail to compile however right the torch."""
     import torch._dynamo
 
     for i, d in dims:
-        torch._dynamo.mark_dynamic(inputs[i], d)
+        if isinstance(inputs[i], torch.Tensor) and inputs[i].shape[d] > 1:
+            torch._dynamo.mark_dynamic(inputs[i], d)
 
 
 def compile_model(model: Any, opts: Mapping[str, Any], *, fullgraph: bool) -> Any:
