@@ -69,7 +69,7 @@ def mark(inputs: tuple[Any, ...], dims: list[tuple[int, int]]) -> None:
     import torch._dynamo
 
     for i, d in dims:
-        if isinstance(inputs[i], torch.Tensor) and inputs[i].shape[d] > 1:
+        if i < len(inputs) and isinstance(inputs[i], torch.Tensor) and inputs[i].dim() > d and inputs[i].shape[d] > 1:
             torch._dynamo.mark_dynamic(inputs[i], d)
 
 
