@@ -220,12 +220,13 @@ def _compile(spec: CheckSpec, factory: Callable[..., Any], inst: Instance,
             backward = {"training_step": False, "training_step_error": error_text(e)}
     after = _dynamo_counts(counters)
     sizes, swept = compiling.sweep(inst, compiled, opts, dims, lambda: int(counters["stats"]["unique_graphs"]))
-    gold_forward, *gold_sizes = forward_golden(factory, inst, inst.dynamic_sweep if sizes else ())
     if training:
         gold = golden(factory, inst)
+        gold_sizes = forward_golden(factory, inst, inst.dynamic_sweep)[1:] if sizes else []
         reference = {**eager, **{k: v for k, v in eager_step.items() if k.startswith("grad:")}}
     else:
-        gold, reference = gold_forward, eager
+        gold, *gold_sizes = forward_golden(factory, inst, inst.dynamic_sweep if sizes else ())
+        reference = eager
     judged, judged_gold, judged_ref = dict(result), dict(gold), dict(reference)
     for other, gold_other, size in zip(inst.dynamic_sweep, gold_sizes, sizes):
         if size["size"] in swept:  # each size's outputs against eager's at that size, named by it
