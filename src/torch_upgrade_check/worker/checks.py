@@ -26,6 +26,7 @@ from torch_upgrade_check.worker import (
     curve,
     ddp,
     devices,
+    environment,
     error_text,
     flexdet,
     fsdp2,
@@ -183,8 +184,8 @@ def _compile(spec: CheckSpec, factory: Callable[..., Any], inst: Instance,
     training = inst.loss is not None and "gradients" not in inst.skip
     eager_step = forward_backward(inst) if training else {}
     dims = compiling.marked(opts, inst)  # compiling.compiled marks them on the example inputs, the sweep on each size's
-    asked: dict[str, Any] = {"compile_options": opts, "compile_env": compiling.environment(), "rtol": rtol, "atol": atol,
-                             "not_checked": not_checked(inst),
+    asked: dict[str, Any] = {"compile_options": opts, "compile_env": environment.compile_settings(), "rtol": rtol,
+                             "atol": atol, "not_checked": not_checked(inst),
                              **({"dynamic_marked": [f"input{i} dim {d}" for i, d in dims]} if dims else {})}
 
     def attempt(fullgraph: bool) -> tuple[Any, float]:

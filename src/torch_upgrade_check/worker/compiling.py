@@ -14,14 +14,13 @@ golden; the candidate loads them and is judged against them by the cross-version
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from torch_upgrade_check.model import COMPILE_ENV_PREFIXES, COMPILE_MODE_OF, CheckSpec
+from torch_upgrade_check.model import COMPILE_MODE_OF, CheckSpec
 from torch_upgrade_check.worker import crossversion, error_text, tensors
 from torch_upgrade_check.worker.instance import Instance
 
@@ -34,16 +33,6 @@ def options(spec: CheckSpec) -> dict[str, Any]:
         given.pop("options", None)
         given["mode"] = COMPILE_MODE_OF.get(spec.device, COMPILE_MODE_OF["cpu"])
     return given
-
-
-# read when the worker starts: Inductor sets some of them itself once imported (TORCHINDUCTOR_CACHE_DIR)
-_SET_AT_START = {k: v for k, v in sorted(os.environ.items()) if k.startswith(COMPILE_ENV_PREFIXES)}
-
-
-def environment() -> dict[str, str]:
-    """The variables that change what torch.compile does (TORCH_COMPILE_*, TORCHINDUCTOR_*, TORCHDYNAMO_*) as the
-    worker was started with them: a team's own settings apply to the checks, and each report says which did."""
-    return dict(_SET_AT_START)
 
 
 def dynamic_dims(inst: Instance) -> list[tuple[int, int]]:
