@@ -81,6 +81,32 @@ def test_batches_reordered_by_persistent_workers_fail_naming_the_batch(tmp_path:
         "forkserver, persistent_workers=True)"), result["reason"]
 
 
+def test_on_emulated_cuda_batches_are_pinned_and_a_worker_that_inits_cuda_after_a_fork_fails(tmp_path: Path,
+                                                                                            torch_python: str) -> None:
+    """Under the CUDA emulation (which refuses CUDA in a child forked from a parent that had initialised it, as torch
+    does): the parent initialises CUDA, every loader pins its batches and passes; a torch whose workers initialise
+    CUDA as they start (vllm-project/speculators#887 on 2.13) fails both fork loaders with the worker's own error,
+    while spawn and forkserver, whose workers start afresh, pass."""
+    for breaks in ([], ["dataloader-worker-inits-cuda"]):
+        python = str(interpreter(torch_python, tmp_path / f"py{len(breaks)}", emulate="cuda", breaks=breaks))
+        proc = run_cli("run", "--python", python, "--device", "cuda", "--only", CHECK, "--out",
+                       str(tmp_path / f"out{len(breaks)}"), "--no-job-summary")
+        assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+        result = results_by_id(load_report(tmp_path / f"out{len(breaks)}"))[CHECK]
+        pinned = [r.get("pinned") for r in result["metrics"]["runs"]]
+        if not breaks:
+            assert result["outcome"] == "passed", result["reason"]
+            assert pinned == [True] * 6 and result["metrics"]["parent_initialised"] == "cuda"
+            assert result["reason"].endswith("after the parent initialised cuda); pin_memory on, batches pinned")
+            continue
+        assert result["outcome"] == "failed", result["reason"]
+        assert [o for _, _, o in outcomes(result)] == ["died", "died", "equal", "equal", "equal", "equal"]
+        assert result["reason"].startswith("fork, persistent_workers=False, pin_memory on: a worker died: "
+                                           "RuntimeError: DataLoader worker"), result["reason"]
+        assert ("the worker's error: RuntimeError: Cannot re-initialize CUDA in forked subprocess" in result["reason"]
+                and "1 more of the 6 loaders failed (fork, persistent_workers=True, pin_memory on)" in result["reason"])
+
+
 def test_compare_of_the_same_torch_finds_the_baselines_batches(tmp_path: Path, torch_python: str) -> None:
     """The baseline saves num_workers=0's orders and first epoch; the candidate's are bitwise the same."""
     proc = run_cli("compare", "--baseline-python", torch_python, "--candidate-python", torch_python, "--device",

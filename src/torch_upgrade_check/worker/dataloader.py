@@ -237,7 +237,8 @@ def leaves(batch: Any, prefix: str = "") -> dict[str, Any]:
     """A batch as {key: leaf}: `x`, `[0]`, `meta.ids`; tensors on the host, numbers and strings as they are, any
     other object by its type and repr."""
     if isinstance(batch, torch.Tensor):
-        return {prefix or "batch": batch.detach() if batch.device.type == "cpu" else tensors.host(batch)}
+        return {prefix or "batch": (batch.detach() if batch.requires_grad else batch) if batch.device.type == "cpu"
+                else tensors.host(batch)}
     if isinstance(batch, Mapping):
         out: dict[str, Any] = {}
         for k, v in batch.items():

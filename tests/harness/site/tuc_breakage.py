@@ -104,10 +104,16 @@ changes float64 too, as a real kernel change does.
 - dataloader-persistent-reorders: from its second epoch on, a DataLoader with persistent_workers=True returns its
   batches two by two swapped (the second of each pair first), as a persistent worker that resumes at the wrong task
   would; every batch is right, and the first epoch and loaders without persistent workers are untouched.
+- dataloader-worker-inits-cuda: a DataLoader worker initialises CUDA as its loop starts (torch.cuda._lazy_init, where
+  CUDA is available: under the CUDA emulation), as 2.13's workers did where the parent had pinned memory
+  (vllm-project/speculators#887: "CUDA error: initialization error" in a forked worker, after pytorch#144687's in
+  2.5): a worker forked from a parent that had initialised CUDA cannot (the emulation refuses it, as torch does);
+  spawned and forkserver workers start afresh and load as before.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -552,6 +558,16 @@ def _fails_at_start(_loop):
     return _worker_loop
 
 
+def _inits_cuda(loop):
+    @functools.wraps(loop)  # pickled by name (spawn, forkserver): the name finds this wrapper in every process
+    def _worker_loop(*args, **kwargs):
+        if torch.cuda.is_available():
+            torch.cuda._lazy_init()
+        return loop(*args, **kwargs)
+
+    return _worker_loop
+
+
 def _persistent_reorders(cls) -> None:
     reset, next_data = cls._reset, cls._next_data
 
@@ -665,6 +681,10 @@ def install(names: str) -> None:
                 import torch.utils.data._utils.worker as worker  # torch imports it: patched before unpickling asks
 
                 worker._worker_loop = _fails_at_start(worker._worker_loop)
+        elif name == "dataloader-worker-inits-cuda":
+            import torch.utils.data._utils.worker as worker
+
+            worker._worker_loop = _inits_cuda(worker._worker_loop)
         elif name == "dataloader-persistent-reorders":
             import torch.utils.data.dataloader as dataloader
 
