@@ -29,6 +29,7 @@ import re
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,13 @@ EPOCHS = 2
 SEED = 0
 BATCH_TIMEOUT_S = 60.0  # DataLoader's timeout: a spawned worker imports torch before its first batch
 WALL_S = 200.0  # every loader together, within the worker's per-check timeout (300 s by default)
+# in this order; fork only where Python does not call it unsafe (macOS: it can crash the child, spawn is the default)
+START_METHODS = ("fork", "spawn", "forkserver")
+
+
+def start_methods() -> list[str]:
+    offered = multiprocessing.get_all_start_methods()
+    return [m for m in START_METHODS if m in offered and not (m == "fork" and sys.platform == "darwin")]
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
     reference = _load(dataset, collate, Loader(0, epochs=EPOCHS), expected, timeout)
     deadline = time.monotonic() + WALL_S
     runs = []
-    for method in multiprocessing.get_all_start_methods():
+    for method in start_methods():
         for persistent in (False, True):
             loader = Loader(WORKERS, method, persistent, pin.ok, EPOCHS if persistent else 1)
             if time.monotonic() > deadline:
@@ -89,7 +97,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
         "items": len(dataset), "batch_size": BATCH, "workers": WORKERS, "reference_epochs": EPOCHS,
         "reference_batches": sum(len(o) for o in reference["orders"]), "parent_initialised": device.name,
         "pin_memory": pin.ok, **({} if pin.ok else {"pin_memory_off": pin.reason}),
-        "start_methods": multiprocessing.get_all_start_methods(), "batch_timeout_s": timeout, "wall_s": WALL_S,
+        "start_methods": start_methods(), "batch_timeout_s": timeout, "wall_s": WALL_S,
         "collate": "default_collate" if inst.collate is None else getattr(inst.collate, "__qualname__", repr(inst.collate)),
         "dataset": type(inst.dataset).__qualname__,
         "runs": runs, "mode": spec.params.get("mode") or "alone",
@@ -159,40 +167,53 @@ def _load(dataset: Any, collate: Callable[[list[Any]], Any], loader: Loader, exp
     if loader.workers:
         options.update(multiprocessing_context=loader.method, persistent_workers=loader.persistent, timeout=timeout)
     data = DataLoader(dataset, batch_sampler=sampler, **options)
-    found: dict[str, Any] = {"batches": 0}
-    batches: list[dict[str, Any]] = []  # num_workers=0's first epoch: what the baseline saves
-    it = None
+    iterators: list[Any] = []
     try:
-        for epoch in range(loader.epochs):
-            it = iter(data)
-            returned = 0
-            for batch in it:
-                got, handed = leaves(batch), sampler.epochs[-1]
-                if loader.pin and "pinned" not in found:
-                    found["pinned"] = _pinned(batch)
-                if not loader.workers:  # the reference itself: num_workers=0 over these indices
-                    expected.made.setdefault(tuple(handed[returned]), got)
-                    batches += [got] if epoch == 0 else []
-                elif returned >= len(handed) and "first_difference" not in found:
-                    found["first_difference"] = {"epoch": epoch + 1, "batch": returned, "key": "",
-                                                 "how": f"more batches than the {len(handed)} the sampler handed out"}
-                elif "first_difference" not in found:
-                    diff = _difference(got, expected(handed[returned]))
-                    if diff:
-                        found["first_difference"] = {"epoch": epoch + 1, "batch": returned, "key": diff[0],
-                                                     "how": diff[1], "indices": handed[returned][:BATCH],
-                                                     **_reordered(got, handed, returned, expected)}
-                returned += 1
-            found["batches"] += returned
-            if returned != len(sampler.epochs[-1]) and "first_difference" not in found:
-                found["first_difference"] = {"epoch": epoch + 1, "batch": returned, "key": "",
-                                             "how": f"the epoch ended after {returned} batches; the sampler handed "
-                                                    f"out {len(sampler.epochs[-1])}"}
+        with warnings.catch_warnings():
+            # Python 3.12+ warns at every fork of a process with threads (this worker has a watchdog thread): a
+            # warning about this process, the same with any torch, not one of the torch under test
+            warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
+                                    category=DeprecationWarning)
+            found, batches = _epochs(data, sampler, loader, expected, iterators)
     finally:
-        shut_down = getattr(it, "_shutdown_workers", None)
+        shut_down = getattr(iterators[-1] if iterators else None, "_shutdown_workers", None)
         if loader.workers and shut_down is not None:
             shut_down()  # persistent workers too: nothing is left running after the check
     return {**found, "orders": sampler.epochs, "first_epoch": batches}
+
+
+def _epochs(data: DataLoader, sampler: _Recorded, loader: Loader, expected: Expected,
+            iterators: list[Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """`loader.epochs` epochs of `data`, each batch compared as it arrives (the last iterator kept in `iterators`, for
+    its workers to be shut down); the first difference, and num_workers=0's first epoch's batches."""
+    found: dict[str, Any] = {"batches": 0}
+    batches: list[dict[str, Any]] = []  # num_workers=0's first epoch: what the baseline saves
+    for epoch in range(loader.epochs):
+        iterators[:] = [iter(data)]
+        returned = 0
+        for batch in iterators[0]:
+            got, handed = leaves(batch), sampler.epochs[-1]
+            if loader.pin and "pinned" not in found:
+                found["pinned"] = _pinned(batch)
+            if not loader.workers:  # the reference itself: num_workers=0 over these indices
+                expected.made.setdefault(tuple(handed[returned]), got)
+                batches += [got] if epoch == 0 else []
+            elif returned >= len(handed) and "first_difference" not in found:
+                found["first_difference"] = {"epoch": epoch + 1, "batch": returned, "key": "",
+                                             "how": f"more batches than the {len(handed)} the sampler handed out"}
+            elif "first_difference" not in found:
+                diff = _difference(got, expected(handed[returned]))
+                if diff:
+                    found["first_difference"] = {"epoch": epoch + 1, "batch": returned, "key": diff[0],
+                                                 "how": diff[1], "indices": handed[returned][:BATCH],
+                                                 **_reordered(got, handed, returned, expected)}
+            returned += 1
+        found["batches"] += returned
+        if returned != len(sampler.epochs[-1]) and "first_difference" not in found:
+            found["first_difference"] = {"epoch": epoch + 1, "batch": returned, "key": "",
+                                         "how": f"the epoch ended after {returned} batches; the sampler handed "
+                                                f"out {len(sampler.epochs[-1])}"}
+    return found, batches
 
 
 def _checked(dataset: Any, collate: Callable[[list[Any]], Any], loader: Loader, expected: Expected, timeout: float,
