@@ -226,6 +226,54 @@ def test_the_candidate_is_held_to_the_baselines_order_and_batches(tmp_path: Path
     assert result.outcome is Outcome.PASSED and "floating tensors of its batches are not bitwise" in result.reason
 
 
+def test_a_worker_that_hangs_dies_or_raises_is_bounded_and_named(torch_python: str) -> None:
+    """In-process, real torch, forked workers (a dataset of the test's own: fork does not pickle it), with DataLoader's
+    timeout at 2 s: a worker that never returns an item times out and is terminated, one killed by a signal is named
+    with DataLoader's own error, one whose item raises is named with the worker's exception."""
+    import os
+    import signal
+    import time
+
+    import torch
+
+    from torch_upgrade_check.analysis.dataloader import problem
+    from torch_upgrade_check.worker import dataloader
+
+    class Faulty(torch.utils.data.Dataset):
+        def __init__(self, fault: str) -> None:
+            self.fault = fault
+
+        def __len__(self) -> int:
+            return 16
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            if torch.utils.data.get_worker_info() is not None:  # in a worker process only
+                if self.fault == "hang":
+                    time.sleep(3600)
+                if self.fault == "die":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                if self.fault == "raise":
+                    raise ValueError(f"item {i} is corrupt")
+            return torch.tensor([i])
+
+    collate = torch.utils.data.default_collate
+    for fault, outcome, said in (("hang", "timed out", "no batch within DataLoader's timeout (a worker hung): "
+                                                        "RuntimeError: DataLoader timed out after 2.0 seconds"),
+                                 ("die", "died", "a worker died: RuntimeError: DataLoader worker (pid"),
+                                 ("raise", "raised", "the loader raised ValueError: Caught ValueError in DataLoader "
+                                                     "worker process ")):
+        dataset = Faulty(fault)
+        expected = dataloader.Expected(dataset, collate)
+        orders = dataloader._load(dataset, collate, dataloader.Loader(0, epochs=2), expected, 2.0)["orders"]
+        began = time.monotonic()
+        result = dataloader._checked(dataset, collate, dataloader.Loader(2, "fork"), expected, 2.0, orders)
+        assert result["outcome"] == outcome and problem(result).startswith(said), (fault, problem(result))
+        assert time.monotonic() - began < 30, fault  # the timeout, then DataLoader's 5 s join before it terminates
+        if fault == "die":
+            assert "killed by signal: Killed" in result["error"], result["error"]
+    assert "… ValueError: item " in problem(result) and problem(result).endswith(" is corrupt"), problem(result)
+
+
 def run_of(method: str = "spawn", persistent: bool = False, **fields: object) -> dict:
     return {"start_method": method, "persistent_workers": persistent, "pin_memory": False, "num_workers": 2,
             "epochs": 2 if persistent else 1, "batches": 8, "outcome": "equal", **fields}

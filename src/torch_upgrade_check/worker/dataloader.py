@@ -82,7 +82,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
     pin = device.pin_memory()
     timeout = BATCH_TIMEOUT_S
     expected = Expected(dataset, collate)
-    reference = _load(dataset, collate, Loader(0, epochs=EPOCHS), expected, timeout)
+    reference = _load(dataset, collate, Loader(0, epochs=EPOCHS), expected, timeout)  # raises: the dataset's own error
     deadline = time.monotonic() + WALL_S
     runs = []
     for method in start_methods():
@@ -94,7 +94,8 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
                 continue
             runs.append(_checked(dataset, collate, loader, expected, timeout, reference["orders"]))
     metrics: dict[str, Any] = {
-        "items": len(dataset), "batch_size": BATCH, "workers": WORKERS, "reference_epochs": EPOCHS,
+        "items": len(dataset), "dataset_items": len(inst.dataset), "batch_size": BATCH, "workers": WORKERS,
+        "reference_epochs": EPOCHS,
         "reference_batches": sum(len(o) for o in reference["orders"]), "parent_initialised": device.name,
         "pin_memory": pin.ok, **({} if pin.ok else {"pin_memory_off": pin.reason}),
         "start_methods": start_methods(), "batch_timeout_s": timeout, "wall_s": WALL_S,
@@ -116,7 +117,8 @@ def _dataset(inst: Instance) -> Any:
     if dataset is None:
         raise Skip("the workload's factory returns no 'dataset': return your training Dataset (map-style) and its "
                    "'collate' (collate_fn) to check them through DataLoader worker processes")
-    if isinstance(dataset, torch.utils.data.IterableDataset) or not hasattr(dataset, "__getitem__"):
+    if isinstance(dataset, torch.utils.data.IterableDataset) or not all(
+            hasattr(dataset, name) for name in ("__getitem__", "__len__")):
         raise Skip(f"the factory's dataset ({type(dataset).__name__}) is not map-style: the dataloader check loads "
                    f"a Dataset with __getitem__ and __len__")
     return dataset if len(dataset) <= MAX_ITEMS else Subset(dataset, range(MAX_ITEMS))
@@ -318,11 +320,15 @@ def _pinned(batch: Any) -> bool | None:
 
 def _error_line(e: BaseException) -> str:
     """The loader's error: its first line and, where DataLoader re-raised a worker's exception ("Caught X in
-    DataLoader worker process 0. Original Traceback …"), the worker's own last line."""
+    DataLoader worker process 0. Original Traceback …"), the worker's own last line; and the error it was raised
+    from, where that says more ("exited unexpectedly" from the signal handler's "is killed by signal: Killed.")."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
     text = f"{type(e).__name__}: {first_line(e)}"
     if len(lines) > 1 and lines[-1] != lines[0]:
         text += f" … {lines[-1]}"
+    cause = e.__cause__
+    if cause is not None and first_line(cause) and first_line(cause) not in text:
+        text += f" (from {type(cause).__name__}: {first_line(cause)})"
     return text[:400]
 
 
