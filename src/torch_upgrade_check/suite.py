@@ -20,6 +20,7 @@ OP_ASPECTS = ("numerics", "cross-backend", "compile", "latency", "memory", "warn
 # process each: seconds); transformer_block does not trace (its graph differs between calls), so has export only
 ARTIFACT_ASPECTS = ("export", "jit")
 FLOAT32_ONLY = ("amp",)  # runs the float32 model under autocast: planned for float32 only
+FIRST_DTYPE_ONLY = ("dataloader",)  # loads the workload's data, whatever the model's dtype: its first dtype only
 LAST = ("warnings",)  # planned after a workload's other aspects: it reports the warnings they raised
 
 
@@ -35,7 +36,8 @@ class Workload:
 
 
 BUILTIN: tuple[Workload, ...] = (
-    Workload("mlp", ("float32",), (*TRAINED_ASPECTS, *ARTIFACT_ASPECTS), "3-layer MLP with GELU, forward and backward"),
+    Workload("mlp", ("float32",), (*TRAINED_ASPECTS, *ARTIFACT_ASPECTS, "dataloader"),
+             "3-layer MLP with GELU, forward and backward; its dataset through DataLoader workers"),
     Workload("cnn", ("float32",), (*TRAINED_ASPECTS, "export"), "small conv net: conv, batch norm, pooling, linear head"),
     Workload(
         "transformer_block",
@@ -98,7 +100,8 @@ def rerun_pattern(workload: str, dtype: str, aspect: str) -> str:
 
 
 def _variants(w: Workload, device: str) -> list[tuple[str, tuple[str, ...]]]:
-    variants = [(dtype, tuple(a for a in w.aspects if dtype == "float32" or a not in FLOAT32_ONLY)) for dtype in w.dtypes]
+    variants = [(dtype, tuple(a for a in w.aspects if (dtype == "float32" or a not in FLOAT32_ONLY)
+                              and (dtype == w.dtypes[0] or a not in FIRST_DTYPE_ONLY))) for dtype in w.dtypes]
     if device == "cuda" and not w.factory and "float32" in w.dtypes and "tf32" not in w.dtypes and "numerics" in w.aspects:
         variants.append(("tf32", ("numerics",)))
     return variants

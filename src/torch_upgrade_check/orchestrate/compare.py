@@ -35,7 +35,8 @@ class Thresholds:
 
 # the baseline saves what the candidate loads: planned per side (cross-version apart: one per workload and dtype)
 TRAINING_ASPECTS = ("checkpoint", "training-curve", "amp")
-PER_SIDE_ASPECTS = (*TRAINING_ASPECTS, *ARTIFACT_ASPECTS)  # deployment artifacts: the baseline's program is loaded
+# deployment artifacts: the baseline's program is loaded; dataloader: the baseline's batches are compared
+PER_SIDE_ASPECTS = (*TRAINING_ASPECTS, "dataloader", *ARTIFACT_ASPECTS)
 SAVED_ASPECTS = ("cross-version", *PER_SIDE_ASPECTS)
 
 
@@ -76,8 +77,8 @@ def cross_version_specs(settings: session.Settings, device: str, store: Path, mo
 
 
 def saved_specs(settings: session.Settings, device: str, store: Path, mode: str) -> list[CheckSpec]:
-    """The checkpoint, training-curve, amp and artifact (export, jit) checks: the baseline's (mode "save") run as
-    alone and keep their files, the candidate's (mode "compare") read the baseline's, once they are complete."""
+    """The checkpoint, training-curve, amp, dataloader and artifact (export, jit) checks: the baseline's (mode "save")
+    run as alone and keep their files, the candidate's (mode "compare") read the baseline's, once they are complete."""
     after = {"after": str(saved_mark(store))} if mode == "compare" else {}
     return [replace(s, params={**s.params, "mode": mode, "store": str(store), **after})
             for s in session.plan(settings, device, aspects=list(PER_SIDE_ASPECTS))]
