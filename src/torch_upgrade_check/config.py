@@ -21,7 +21,7 @@ SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
 # fsdp2 and ddp are left out: they train the built-in transformer_block and never calls a factory.
 WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
-                    "training-curve", "amp", "latency", "memory", "compile-time", "warnings", "export", "jit",
+                    "training-curve", "amp", "dataloader", "latency", "memory", "compile-time", "warnings", "export", "jit",
                     "aoti", "onnx")
 # compile-time is opt-in (--compile-time, or listed here): each sample is a whole cold compile; so are the artifact
 # aspects (export, jit, aoti, onnx): a team lists the artifacts it ships (`jit:` or `onnx:` alone also plans it)

@@ -29,6 +29,8 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "training-curve": (15, 21, "50 steps, twice"),
     "sdpa-backends": (3.0, 3.5, ""),
     "amp": (2.2, 4.1, ""),
+    "dataloader": (10, 24, "6 DataLoaders of 2 workers: fork, spawn, forkserver, persistent workers off and on "
+                           "(spawned workers import torch)"),
     "compile-time": (62, 62, "3 cold compiles of a small MLP, and a warm-up"),
     "warnings": (0.3, 0.5, ""),
     "resolve": (None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),

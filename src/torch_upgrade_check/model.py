@@ -10,7 +10,7 @@ from typing import Any
 STACK_ASPECTS = ("resolve", "imports", "abi", "api")
 ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "compile-mode", "determinism", "deterministic-backward",
            "latency", "memory", "fsdp2", "ddp", "checkpoint", "training-curve", "sdpa-backends",
-           "amp", "compile-time", "warnings", *STACK_ASPECTS)
+           "amp", "dataloader", "compile-time", "warnings", *STACK_ASPECTS)
 DEVICES = ("cpu", "cuda", "mps")
 # what `--fail-on` (and the action's fail-on) can name, and the kind of each failing aspect; the rest is correctness
 FAIL_ON = ("correctness", "latency", "memory", "warnings")

@@ -32,8 +32,8 @@ from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import COMPILE_MODES, DEVICES, DTYPES
 
 W = "version: 1\nworkloads:\n  - name: tiny\n    factory: pkg.models:build\n"  # a good workload to break
-ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, amp, latency, "
-                   "memory, compile-time, warnings, export, jit, aoti, onnx")
+ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, amp, dataloader, "
+                   "latency, memory, compile-time, warnings, export, jit, aoti, onnx")
 
 # (id, file text, the one problem it must give); {file} is the config's path, {root} its folder.
 MALFORMED = [
@@ -222,8 +222,9 @@ def test_defaults(tmp_path: Path) -> None:
     assert (w.aspects, w.dtypes, w.rtol, w.max_latency_ms, w.line) == (DEFAULT_ASPECTS, ("float32",), None, {}, 3)
     planned = cfg.workloads_for_suite()
     assert planned[:-1] == list(suite.BUILTIN)
-    assert planned[-1] == suite.Workload("tiny", ("float32",), suite.TRAINED_ASPECTS, "pkg.models:build (cfg.yml:3)",
-                                         "pkg.models:build")
+    trained = ("numerics", "cross-backend", "compile", "determinism", "checkpoint", "training-curve", "amp", "dataloader",
+               "latency", "memory", "warnings")  # the built-ins' trained aspects, and the dataloader check
+    assert planned[-1] == suite.Workload("tiny", ("float32",), trained, "pkg.models:build (cfg.yml:3)", "pkg.models:build")
     assert CROSS_VERSION in cfg.workloads_for_suite(cross_version=True)[-1].aspects
     assert cfg.tolerances_for("tiny") == {} and cfg.tolerances_for("mlp") == {}
     assert cfg.latency_limits("cpu") == {} and cfg.pytest is None and cfg.python_path == ()
@@ -284,7 +285,9 @@ def test_example_config_loads_and_plans() -> None:
     assert [(w.name, w.factory) for w in cfg.workloads] == [
         ("tiny_classifier", "tinymodels.models:build_classifier"), ("tiny_encoder", "tinymodels.models:build_encoder")]
     specs = suite.plan(cfg.workloads_for_suite(), "cpu")
-    assert len(specs) == 2 * len(suite.TRAINED_ASPECTS) - 1 + 5  # amp: the float32 model under autocast only
+    # amp: the float32 model under autocast only; dataloader: the first dtype only (the data is the same)
+    assert len(specs) == 2 * len(suite.TRAINED_ASPECTS) - 1 + 1 + 5
+    assert [s.id for s in specs if s.aspect == "dataloader"] == ["tiny_classifier[float32]/dataloader"]
     assert {s.id for s in specs} >= {"tiny_classifier[bfloat16]/determinism", "tiny_encoder[float32]/compile"}
     assert cfg.tolerances_for("tiny_encoder") == {"rtol": 1e-3, "atol": 1e-5}
     assert cfg.latency_limits("cuda") == {"tiny_classifier": 20.0}

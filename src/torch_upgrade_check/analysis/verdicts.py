@@ -27,6 +27,9 @@ Rules (thresholds are recorded on each result):
 - fsdp2: each step's reduced gradient shards within FSDP2_GRAD_TOL (of each gradient's RMS) of the unsharded
   model's gradients (a shard that could not be compared fails), each step's loss and the parameters after the
   sharded steps within FSDP2_ATOL or FSDP2_RTOL*|unsharded| (NaN fails).
+- dataloader: every DataLoader with workers (each start method, persistent_workers off and on, pin_memory where the
+  device has it) gave num_workers=0's batches bitwise and in order; in compare num_workers=0's are the baseline's
+  (analysis.dataloader has the rule).
 - fsdp2 and ddp run under torchrun: every rank exited 0 and shut its process group down within the shutdown bound
   (a rank still running then is named, and was killed), then fsdp2's rule (on DDP's all-reduced, whole, gradients).
 """
@@ -39,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from torch_upgrade_check.analysis import artifacts, closeness, compiled, stats
+from torch_upgrade_check.analysis import artifacts, closeness, compiled, dataloader, stats
 from torch_upgrade_check.analysis.closeness import as_float, plural_of, short
 from torch_upgrade_check.model import ARTIFACT_ASPECTS, COMPILE_ASPECTS, CheckResult, CheckSpec, Observation, Outcome
 
@@ -123,6 +126,8 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         outcome, reason, thresholds = _training_curve(m)
     elif spec.aspect == "amp":
         outcome, reason, thresholds = _amp(m)
+    elif spec.aspect == "dataloader":
+        outcome, reason, thresholds = dataloader.judge(m)
     elif spec.aspect == "warnings":
         outcome, thresholds = Outcome.PASSED, {}
         reason = warnings_reason(m.get("warnings") or [])

@@ -43,8 +43,9 @@ class Thresholds:
 
 # the baseline saves what the candidate loads: planned per side (cross-version apart: one per workload and dtype)
 TRAINING_ASPECTS = ("checkpoint", "training-curve", "amp")
-# deployment artifacts: the baseline's program is loaded; compile: the baseline's compiled outputs are compared
-PER_SIDE_ASPECTS = (*TRAINING_ASPECTS, *ARTIFACT_ASPECTS, *COMPILE_ASPECTS)
+# deployment artifacts: the baseline's program is loaded; dataloader: the baseline's batches are compared; compile:
+# the baseline's compiled outputs are compared
+PER_SIDE_ASPECTS = (*TRAINING_ASPECTS, "dataloader", *ARTIFACT_ASPECTS, *COMPILE_ASPECTS)
 SAVED_ASPECTS = ("cross-version", *PER_SIDE_ASPECTS)
 
 
@@ -85,8 +86,9 @@ def cross_version_specs(settings: session.Settings, device: str, store: Path, mo
 
 
 def saved_specs(settings: session.Settings, device: str, store: Path, mode: str) -> list[CheckSpec]:
-    """The checkpoint, training-curve, amp, artifact (export, jit) and compile checks: the baseline's (mode "save")
-    run as alone and keep their files, the candidate's (mode "compare") read the baseline's, once they are complete."""
+    """The checkpoint, training-curve, amp, dataloader, artifact (export, jit) and compile checks: the baseline's (mode
+    "save") run as alone and keep their files, the candidate's (mode "compare") read the baseline's, once they are
+    complete."""
     after = {"after": str(saved_mark(store))} if mode == "compare" else {}
     return [replace(s, params={**s.params, "mode": mode, "store": str(store), **after})
             for s in session.plan(settings, device, aspects=list(PER_SIDE_ASPECTS))]

@@ -73,6 +73,8 @@ _COLUMNS = {
     "fsdp2": (Column("max abs err", "max_abs_err"), Column("world size", "world_size"), Column("backend", "backend")),
     "ddp": (Column("max abs err", "max_abs_err"), Column("world size", "world_size"), Column("backend", "backend"),
             Column("torchrun exit", "torchrun_exit")),
+    "dataloader": (Column("loaders", "runs", "count"), Column("workers", "workers"),
+                   Column("reference batches", "reference_batches"), Column("pin_memory", "pin_memory")),
 }
 # The value a table sorts by (largest first, after the outcome) and a matrix cell shows; max abs err by default.
 _PRIMARY = {"latency": Column("median", "median_ms", "ms"), "memory": Column("peak", "peak_bytes", "bytes"),

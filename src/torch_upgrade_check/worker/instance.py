@@ -20,7 +20,7 @@ from torch_upgrade_check.worker import tensors
 from torch_upgrade_check.worker.workloads import BUILTIN
 
 FACTORY_KEYS = ("model", "inputs", "loss", "tolerances", "reference", "skip", "checkpoint_extra", "dynamic_shapes",
-                "dynamic_inputs")
+                "dynamic_inputs", "dataset", "collate")
 
 
 class Skip(Exception):
@@ -46,6 +46,9 @@ class Instance:
     dynamic_inputs: tuple[Any, ...] | None = None  # the first set of other sizes (export and aoti run it)
     # every set of other sizes the factory gave (`dynamic_inputs`: one set, or a list of sets): compile's size sweep
     dynamic_sweep: tuple[tuple[Any, ...], ...] = ()
+    # what the training job loads through a DataLoader (the dataloader aspect): a map-style Dataset and its collate_fn
+    dataset: Any = None
+    collate: Callable[[list[Any]], Any] | None = None
     # the device's allocated bytes just before it was built, alone there (checks.memory_'s zero); None: not read
     allocated_before: int | None = None
 
@@ -86,7 +89,8 @@ def build(factory: Callable[..., Any], device: str, dtype: torch.dtype, seed: in
                         tolerances=dict(made.get("tolerances") or {}), reference=made.get("reference"),
                         skip=dict(made.get("skip") or {}), checkpoint_extra=made.get("checkpoint_extra"),
                         dynamic_shapes=made.get("dynamic_shapes"),
-                        dynamic_sweep=_input_sets(made["dynamic_inputs"]) if "dynamic_inputs" in made else ())
+                        dynamic_sweep=_input_sets(made["dynamic_inputs"]) if "dynamic_inputs" in made else (),
+                        dataset=made.get("dataset"), collate=made.get("collate"))
     elif isinstance(made, (tuple, list)) and len(made) == 2:
         inst = Instance(model=made[0], inputs=_as_tuple(made[1]))
     else:

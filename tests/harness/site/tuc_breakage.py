@@ -110,10 +110,23 @@ changes float64 too, as a real kernel change does.
   torchrun jobs whose ranks hang or leak at shutdown do (pytorch#198305, #161860, #193951: a rank stuck in the
   process group's teardown, CUDA IPC with expandable segments); rank 0 and every training step are untouched.
   torchrun's ranks run this interpreter's sitecustomize too: they inherit its PYTHONPATH and TUC_BREAK.
+- dataloader-spawn-worker-fails: a DataLoader worker process started by spawn raises as its loop starts
+  (torch.utils.data's _worker_loop, patched in spawned processes only: their command line runs spawn_main), as workers
+  that could not initialise CUDA did on 2.11 and 2.13 (NVIDIA/recsys-examples#352, vllm-project/speculators#887);
+  fork and forkserver workers, and num_workers=0, load as before. Spawned processes run this sitecustomize too.
+- dataloader-persistent-reorders: from its second epoch on, a DataLoader with persistent_workers=True returns its
+  batches two by two swapped (the second of each pair first), as a persistent worker that resumes at the wrong task
+  would; every batch is right, and the first epoch and loaders without persistent workers are untouched.
+- dataloader-worker-inits-cuda: a DataLoader worker initialises CUDA as its loop starts (torch.cuda._lazy_init, where
+  CUDA is available: under the CUDA emulation), as 2.13's workers did where the parent had pinned memory
+  (vllm-project/speculators#887: "CUDA error: initialization error" in a forked worker, after pytorch#144687's in
+  2.5): a worker forked from a parent that had initialised CUDA cannot (the emulation refuses it, as torch does);
+  spawned and forkserver workers start afresh and load as before.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -585,6 +598,47 @@ def _hangs_on_rank_1(destroy):
     return destroy_process_group
 
 
+def _fails_at_start(_loop):
+    def _worker_loop(*args, **kwargs):
+        raise RuntimeError("initialization error: this DataLoader worker cannot start (dataloader-spawn-worker-fails)")
+
+    return _worker_loop
+
+
+def _inits_cuda(loop):
+    @functools.wraps(loop)  # pickled by name (spawn, forkserver): the name finds this wrapper in every process
+    def _worker_loop(*args, **kwargs):
+        if torch.cuda.is_available():
+            torch.cuda._lazy_init()
+        return loop(*args, **kwargs)
+
+    return _worker_loop
+
+
+def _persistent_reorders(cls) -> None:
+    reset, next_data = cls._reset, cls._next_data
+
+    def _reset(self, loader, first_iter=False):
+        self.tuc_epochs, self.tuc_held = getattr(self, "tuc_epochs", 0) + 1, None
+        return reset(self, loader, first_iter)
+
+    def _next_data(self):
+        if not self._persistent_workers or self.tuc_epochs < 2:
+            return next_data(self)
+        if self.tuc_held is not None:
+            held, self.tuc_held = self.tuc_held, None
+            return held
+        first = next_data(self)
+        try:
+            second = next_data(self)
+        except StopIteration:
+            return first
+        self.tuc_held = first
+        return second
+
+    cls._reset, cls._next_data = _reset, _next_data
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -675,6 +729,19 @@ def install(names: str) -> None:
             import torch.distributed as dist
 
             dist.destroy_process_group = _hangs_on_rank_1(dist.destroy_process_group)
+        elif name == "dataloader-spawn-worker-fails":
+            if "spawn_main" in " ".join(getattr(sys, "orig_argv", sys.argv)):
+                import torch.utils.data._utils.worker as worker  # torch imports it: patched before unpickling asks
+
+                worker._worker_loop = _fails_at_start(worker._worker_loop)
+        elif name == "dataloader-worker-inits-cuda":
+            import torch.utils.data._utils.worker as worker
+
+            worker._worker_loop = _inits_cuda(worker._worker_loop)
+        elif name == "dataloader-persistent-reorders":
+            import torch.utils.data.dataloader as dataloader
+
+            _persistent_reorders(dataloader._MultiProcessingDataLoaderIter)
         elif name == "fsdp2-shards-dim-1":
             tuc_hooks.once_imported("torch.distributed.fsdp", _shards_dim_1)
         elif name == "remove-private-attr":
