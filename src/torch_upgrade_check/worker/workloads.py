@@ -3,10 +3,11 @@
 A factory returns `(model, inputs)` or a mapping with `model`, `inputs` and optionally `loss`
 (model output -> scalar, enabling training-step aspects), `tolerances` ({"rtol", "atol"}),
 `reference` (callable on float64 CPU inputs giving the golden output, when the model in float64
-is not the right golden), `skip` ({aspect: reason}; "gradients": forward only) and `checkpoint_extra`
-(an object the checkpoint aspect saves and loads beside the weights), `dataset` (a map-style torch Dataset the
-training job loads through a DataLoader: the dataloader aspect) and `collate` (its collate_fn; default_collate
-without one). Sizes are small: the suite must run on a 2-core CPU in minutes.
+is not the right golden), `skip` ({aspect: reason}; "gradients": forward only), `checkpoint_extra`
+(an object the checkpoint aspect saves and loads beside the weights), `dynamic_inputs` (inputs of other sizes: one
+set, or a list of sets, which the compile checks run with the dimensions that differ marked dynamic), `dataset` (a
+map-style torch Dataset the training job loads through a DataLoader: the dataloader aspect) and `collate` (its
+collate_fn; default_collate without one). Sizes are small: the suite must run on a 2-core CPU in minutes.
 """
 
 from __future__ import annotations
@@ -62,11 +63,16 @@ class IndexedItems(torch.utils.data.Dataset):
         return {"x": x, "y": torch.tensor(i % 16), "index": i}
 
 
+# the batch sizes mlp's compile checks also run, its batch dimension marked dynamic (as a server's varying batches are)
+MLP_BATCHES = (8, 48)
+
+
 def mlp(device: str, dtype: torch.dtype) -> dict[str, Any]:
     model = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.GELU(), nn.Linear(128, 16))
     x = torch.randn(32, 64)
+    other = [(torch.randn(n, 64).to(device, dtype),) for n in MLP_BATCHES]  # drawn last: the weights and x unchanged
     return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection,
-            "checkpoint_extra": TrainConfig(), "dataset": IndexedItems()}
+            "checkpoint_extra": TrainConfig(), "dynamic_inputs": other, "dataset": IndexedItems()}
 
 
 def cnn(device: str, dtype: torch.dtype) -> dict[str, Any]:

@@ -24,6 +24,19 @@ changes float64 too, as a real kernel change does.
   them (as the CUDA RNG state's size changed in 2.1, breaking resume from older checkpoints).
 - compiled-backward-5pct: nn.functional.gelu's gradient is 5% too large in a compiled backward only (as an
   Inductor or AOTAutograd miscompile of a backward is); eager, its forward and every float64 are exact.
+- max-autotune-asserts: Inductor raises an internal AssertionError while compiling whenever max_autotune is on (mode
+  max-autotune or max-autotune-no-cudagraphs, or options {max_autotune: true}), as an Inductor assert that fires on
+  one path only did (an fp8 assert reached only through the FX graph cache, pytorch#187484); the default mode
+  compiles as before, and eager is untouched.
+- recompile-at-size-N (such as recompile-at-size-48): in compiled code nn.functional.gelu branches on whether its
+  input's first dimension is N, so Dynamo guards on that size: a model compiled with that dimension dynamic recompiles
+  when it reaches N (torch.compile(dynamic=True): a graph specialised to N), and one whose dimension was marked
+  dynamic (torch._dynamo.mark_dynamic) fails to compile there, as a mark_dynamic model that stopped compiling on 2.8
+  did (pytorch#157921); every output is exact, eager and compiled.
+- linear-1e-3: nn.functional.linear's output is x(1+1e-3) in every dtype but float64, eagerly and compiled alike
+  (Dynamo traces the change into the graph), as a GEMM library update changes the kernel both paths call; float64,
+  the golden's dtype, is exact. A compiled model judged against its own eager cannot see it; against the baseline's
+  compiled outputs it fails.
 - compile-slower: Inductor's compile_fx takes 50% longer (it sleeps half its own time; TUC_COMPILE_SLOWER=1.0 sleeps
   all of it), as cold compiles did in 2.9 (about +40%); what it compiles is unchanged. compile_fx is most of a
   cold compile, not all of it: matmul's whole cold compile measured 1.3x at 50%.
@@ -320,6 +333,40 @@ def _slower_compile() -> None:
     # not imported here: Inductor's config decides its compile threads on import, and this runs before the worker
     # pins its CPUs, so the broken side alone would compile through a pool of processes sharing one CPU
     tuc_hooks.once_imported("torch._inductor.compile_fx", slower)
+
+
+def _asserts_under_max_autotune() -> None:
+    def patch(module) -> None:
+        original = module.compile_fx
+
+        def compile_fx(*args, **kwargs):
+            from torch._inductor import config
+
+            if config.max_autotune or (kwargs.get("config_patches") or {}).get("max_autotune"):
+                raise AssertionError("expected a template choice for this GEMM under max_autotune, found none")
+            return original(*args, **kwargs)
+
+        module.compile_fx = compile_fx
+
+    # not imported here, as compile-slower's: Inductor's config sizes its compile threads on import
+    tuc_hooks.once_imported("torch._inductor.compile_fx", patch)
+
+
+def _guards_on_size(gelu, size: int):
+    def gelu_(x, *args, **kwargs):
+        if torch.compiler.is_compiling() and x.dim() and x.shape[0] == size:  # Dynamo guards on this comparison
+            x = x + 0
+        return gelu(x, *args, **kwargs)
+
+    return gelu_
+
+
+def _scaled_output(fn, factor: float):
+    def scaled(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return out if out.dtype == torch.float64 else out * factor
+
+    return scaled
 
 
 def _autocast_disabled(autocast) -> None:
@@ -628,6 +675,12 @@ def install(names: str) -> None:
             F.gelu = _compiled_backward_wrong(F.gelu)
         elif name == "compile-slower":
             _slower_compile()
+        elif name == "max-autotune-asserts":
+            _asserts_under_max_autotune()
+        elif name.startswith("recompile-at-size-") and name.removeprefix("recompile-at-size-").isdigit():
+            F.gelu = _guards_on_size(F.gelu, int(name.removeprefix("recompile-at-size-")))
+        elif name == "linear-1e-3":
+            F.linear = _scaled_output(F.linear, 1 + 1e-3)
         elif name == "autocast-disabled":
             _autocast_disabled(torch.amp.autocast_mode.autocast)
         elif name == "gradscaler-misses-inf":
