@@ -59,7 +59,7 @@ ENV_DIFF = (("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA runti
             ("compute capability", "cuda_device.compute_capability"), ("TF32 / float32 precision flags (default)",
             "cuda_device.fp32_precision_default"), ("macOS", "macos"), ("MPS built", "mps_built"),
             ("MPS usable", "probes.mps.available"), ("Python", "python"), ("CPU threads", "threads"),
-            ("OMP_WAIT_POLICY", "omp_wait_policy"))
+            ("OMP_WAIT_POLICY", "omp_wait_policy"), ("torch.compile settings (environment)", "compile_env"))
 _TITLES = {"latency": "Latency", "memory": "Peak memory", "compile-time": "Cold compile time"}
 _MEDIAN_KEYS = {"latency": "median_ms", "memory": "peak_bytes", "compile-time": "median_ms"}  # where a single run keeps its median
 _TORCH_ROWS = ("torch", "torch git")  # what always changes in a comparison; anything else is news
