@@ -19,8 +19,8 @@ the same rounds); its interval is the op's interval over that point figure (the 
 it). Why the A/B's: the profiled wall per forward carries what no op does (a process preempted between ops, the
 profiler's own cost): on the shared 2-core machine (load 4-5), over 10 runs of mlp with gelu 2x and 4x slower
 (benchmarks/op_detector.py), gelu's change read 75%-730% of the profiled forward's and 58%-166% of the A/B's. The
-op's own change is measured under the profiler, whose cost per op is the same on both sides. A profiled forward that is not slower names no op (it did
-not reproduce the change). The A/B's figures stay the model-level verdict.
+op's own change is measured under the profiler, whose cost per op is the same on both sides. A profiled forward that
+is not slower names no op (it did not reproduce the change). The A/B's figures stay the model-level verdict.
 """
 
 from __future__ import annotations
