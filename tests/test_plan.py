@@ -11,10 +11,11 @@ def test_builtin_suite_covers_every_aspect_and_the_named_workloads() -> None:
     # cross-version and the stack's checks are planned by compare, beside the built-in aspects; compile-time is
     # opt-in (--compile-time), aoti for your workloads only (a compile takes a minute), and onnx too (it needs an
     # optional extra in the environment under test, and a team declares the exporter its code calls); artifact is a
-    # file the team ships (config `artifacts:`); ddp is opt-in (--ddp: a torchrun, 25 s of CPU)
+    # file the team ships (config `artifacts:`); ddp is opt-in (--ddp: a torchrun, 25 s of CPU); op-latency is
+    # compare's, beside each latency check
     assert {s.aspect for s in suite.plan(suite.BUILTIN, "cpu")} == set(ASPECTS) - {"cross-version", "compile-time",
                                                                                     "aoti", "onnx", "artifact", "ddp",
-                                                                                    *STACK_ASPECTS}
+                                                                                    "op-latency", *STACK_ASPECTS}
     with_ddp = [suite.with_ddp(w) for w in suite.BUILTIN]
     assert {s.id for s in suite.plan(with_ddp, "cpu", ["ddp"])} == {"transformer_block[float32]/ddp"}
     timed = [suite.with_compile_time(w) for w in suite.BUILTIN]

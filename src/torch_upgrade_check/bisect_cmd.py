@@ -49,6 +49,7 @@ NOT_FORWARDED = {
     "index_url": "forwarded, or the nightly channel's index", "fleet": "refused by bisect",
     "list": "refused by bisect", "help": "argparse's",
     "scan": "not a bisect flag: the api check names the file:line; the step that dropped a name is not sought",
+    "no_attribution": "every step passes it: a step needs its verdict, not where a slower forward's time went",
 }
 GITHUB_COMPARE = "https://github.com/pytorch/pytorch/compare/{good}...{bad}"
 
@@ -169,7 +170,7 @@ def _side(role: str, build: listing.Build) -> list[str]:
 def _compare_argv(args: argparse.Namespace, good: listing.Build, build: listing.Build, folder: Path,
                   index_url: str, only: Sequence[str]) -> list[str]:
     argv = ["compare", *_side("baseline", good), *_side("candidate", build), "--out", str(folder),
-            "--no-job-summary", "--fail-on", args.fail_on]
+            "--no-job-summary", "--no-attribution", "--fail-on", args.fail_on]
     argv += [x for pattern in only for x in ("--only", pattern)]
     if args.index_url or index_url:
         argv += ["--index-url", args.index_url or index_url]
@@ -229,7 +230,8 @@ def _compare(args: argparse.Namespace, good: listing.Build, build: listing.Build
             return (BisectStep(i, build.label, "skip", f"could not be judged: none of the selected checks ran (log: {log})",
                                date=date, git=git), base, [])
         return BisectStep(i, build.label, "bad", _reasons(failing), date=date, git=git, checks=tuple(failing)), base, []
-    unsettled = [r for r in cand.results if r.outcome is Outcome.SUSPICIOUS]
+    # op-latency warns by design (a slower op it names is never a failure): it neither makes a step bad nor unsettled
+    unsettled = [r for r in cand.results if r.outcome is Outcome.SUSPICIOUS and r.aspect != "op-latency"]
     if unsettled:
         return (BisectStep(i, build.label, "skip", _reasons(unsettled), date=date, git=git, checks=tuple(unsettled)),
                 base, [r.id for r in unsettled])

@@ -159,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "its torch pin (default: the working tree)")
     cmp.add_argument("--candidate-python", metavar="PATH", help="a prepared interpreter for the candidate, instead of SPEC")
     cmp.add_argument("--baseline-python", metavar="PATH", help="a prepared interpreter for the baseline, instead of SPEC")
+    cmp.add_argument("--no-attribution", action="store_true",
+                     help="do not profile both sides' forward op by op after a latency check ends regression or "
+                          "undecided (where the time went: about 4 fresh process pairs, up to 60 s a check)")
     _add_scan_arg(cmp)
     _add_install_args(cmp)
     _add_run_args(cmp)

@@ -31,7 +31,17 @@ from torch_upgrade_check.commands import (
 )
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import apiscan, compare, device_choice, measure, provision, session, store
+from torch_upgrade_check.orchestrate import (
+    apiscan,
+    attribute,
+    compare,
+    device_choice,
+    measure,
+    optiming,
+    provision,
+    session,
+    store,
+)
 from torch_upgrade_check.orchestrate.live import LiveWorker
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import write_reports
@@ -244,6 +254,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     corr, last = compare.correctness_specs(settings, device), compare.warnings_specs(settings, device)
     ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))
     saved_dir = out / "baseline-outputs"  # emptied above
+    op_specs = compare.op_latency_specs(settings, device, saved_dir) if has_baseline else []
     side_specs: dict[str, list[CheckSpec]] = {"candidate": list(corr)}
     if has_baseline:
         side_specs = {"baseline": [*compare.cross_version_specs(settings, device, saved_dir, "save"),
@@ -253,7 +264,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     else:  # the candidate alone, as `run` plans it
         side_specs["candidate"] += [*session.plan(settings, device, aspects=list(compare.PER_SIDE_ASPECTS)), *last,
                                     *ab_specs]
-    planned = [*side_specs["candidate"], *(ab_specs if has_baseline else [])]
+    planned = [*side_specs["candidate"], *(ab_specs if has_baseline else []), *op_specs]
     stack_ids = stack_cmd.planned_ids(args, settings.only)
     if not stack_ids:
         session.require_checks(planned, settings, reports["candidate"].results)
@@ -314,7 +325,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if has_baseline:
         phase_one = {"baseline": baseline_side, **phase_one}
     pair = None
-    if has_baseline and ab_specs:
+    if has_baseline and (ab_specs or op_specs):
         warm = ("memory",) if device == "cpu" and any(s.aspect == "memory" for s in ab_specs) else ()
         pair = measure.Pair(pythons["baseline"], pythons["candidate"], out / "logs", settings.threads,
                             tuple(settings.python_path), measure.pinned_cpus(settings.threads or 1), warm,
@@ -343,8 +354,14 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
             if r.infra_error:
                 return infra(args, list(reports.values()), out, r.infra_error)
         if pair is not None:
-            _measure(args, settings, device, ab_specs, pair, launched.pop() if launched else None, thresholds,
-                     budget_s, reports, write)
+            record = _recorder(args, device, [*ab_specs, *op_specs], reports, write)
+            if ab_specs:
+                _measure(settings, ab_specs, pair, launched.pop() if launched else None, thresholds, budget_s, record,
+                         getattr(args, "undecided_policy", "fail"), attributing=not getattr(args, "no_attribution", False))
+            if op_specs:  # after the A/B: its pairs too are timed alone
+                optiming.measure(op_specs, pair, timeout_s=settings.timeout_s, say=say,
+                                 launched=launched.pop() if launched else None,
+                                 on_result=lambda base, cand: _said(record(base, cand)))
     finally:
         if launched:
             measure.close(*launched.pop())
@@ -361,34 +378,60 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return finish(args, list(reports.values()), out, out / "report.json", time.monotonic() - started)
 
 
-def _measure(args: argparse.Namespace, settings: session.Settings, device: str, ab_specs: list[CheckSpec],
-             pair: measure.Pair, launched: tuple[LiveWorker, LiveWorker] | None, thresholds: compare.Thresholds,
-             budget_s: float, reports: dict[str, Report], write: Callable[[], None]) -> None:
-    """The latency, memory and compile-time A/B, each result written to both sides' reports as it is decided."""
+def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measure.Pair,
+             launched: tuple[LiveWorker, LiveWorker] | None, thresholds: compare.Thresholds, budget_s: float,
+             record: Callable[..., CheckResult | None], policy: str, *, attributing: bool = True) -> None:
+    """The latency, memory and compile-time A/B, each result written to both sides' reports as it is decided; then,
+    `attributing`, each regressed or undecided latency check's forward profiled op by op (orchestrate.attribute)."""
     kinds = [a for a in compare.AB_ASPECTS if any(s.aspect == a for s in ab_specs)]
     cold = (f", a compile-time check {measure.COMPILE_BUDGET_ROUNDS} of its rounds, {budget_s * measure.COMPILE_BUDGET_FACTOR:g}"
             f"-{budget_s * measure.COMPILE_BUDGET_MOST:g} s" if "compile-time" in kinds else "")
     say(f"{', '.join(kinds)}: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "
         f"pair of workers ({settings.threads} CPU threads each; up to {budget_s:g} s a check{cold})")
-    repro_of = {s.id: repro(args, device, s) for s in ab_specs}
+    finished = [0]
+    slower: list[tuple[measure.Track, CheckResult]] = []
+
+    def on_track(track: measure.Track) -> None:
+        base, cand = measure.results(track, settings.max_latency_ms, policy)
+        record(base, cand)
+        finished[0] += 1
+        say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
+        if attributing and attribute.wanted(cand):
+            slower.append((track, cand))
+
+    measure.measure(ab_specs, pair, thresholds.by_aspect(), timeout_s=settings.timeout_s, budget_s=budget_s, say=say,
+                    on_track=on_track, launched=launched)
+    # after every A/B check is decided (its own pairs closed): where each slower forward's time went, op by op
+    for track, cand in slower:
+        say(f"{cand.id}: {cand.metrics.get('change')}; profiling both sides' forward op by op in fresh pairs")
+        table = attribute.attribute(track.spec, pair, baseline_ms=float(cand.metrics.get("baseline_median") or 0.0),
+                                    candidate_ms=float(cand.metrics.get("candidate_median") or 0.0),
+                                    timeout_s=settings.timeout_s, ab_budget_s=budget_s, say=say)
+        record(*measure.results(track, settings.max_latency_ms, policy, attribution=table))
+
+
+def _recorder(args: argparse.Namespace, device: str, specs: list[CheckSpec], reports: dict[str, Report],
+              write: Callable[[], None]) -> Callable[..., CheckResult | None]:
+    """Both reports' results of `specs`, not-run until recorded (a run killed meanwhile shows them so), then as
+    `record(baseline_result, candidate_result)` gives them (again, to replace them); returns the candidate's."""
+    repro_of = {s.id: repro(args, device, s) for s in specs}
     pending = {role: {s.id: CheckResult(s.workload, s.aspect, s.device, s.dtype, Outcome.NOT_RUN,
-                                        reason="not started", repro=repro_of[s.id]) for s in ab_specs}
+                                        reason="not started", repro=repro_of[s.id]) for s in specs}
                for role in ("baseline", "candidate")}
     done = {role: reports[role].results for role in pending}
-    finished = [0]
 
-    def record(base: CheckResult | None = None, cand: CheckResult | None = None) -> None:
+    def record(base: CheckResult | None = None, cand: CheckResult | None = None) -> CheckResult | None:
         for role, result in (("baseline", base), ("candidate", cand)):
             if result is not None:
                 pending[role][result.id] = replace(result, repro=repro_of[result.id])
             reports[role] = replace(reports[role], results=(*done[role], *pending[role].values()))
         write()
+        return cand
 
-    def on_track(track: measure.Track) -> None:
-        base, cand = measure.results(track, settings.max_latency_ms, getattr(args, "undecided_policy", "fail"))
-        record(base, cand)
-        finished[0] += 1
-        say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
+    record()
+    return record
 
-    record()  # a run killed during the A/B rounds shows them as not-run
-    measure.measure(ab_specs, pair, thresholds.by_aspect(), timeout_s=settings.timeout_s, budget_s=budget_s, say=say, on_track=on_track, launched=launched)
+
+def _said(result: CheckResult | None) -> None:
+    if result is not None:
+        say(f"{result.outcome.value.upper():<10} {result.id:<44} {result.reason[:160]}")

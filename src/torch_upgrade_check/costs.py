@@ -22,6 +22,8 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "determinism": (0.2, 0.3, ""),
     "deterministic-backward": (None, None, "CUDA only: not measured here"),
     "latency": (2.1, 6.0, ""),
+    "op-latency": (0.9, 10, "compare only: the recorded ops timed on both sides, in 2 fresh process pairs the checks "
+                            "share; the one that records first the most"),
     "memory": (0.3, 0.8, ""),
     "fsdp2": (46, 46, "torchrun and 2 processes (gloo)"),
     "ddp": (12, 12, "opt-in (--ddp): torchrun and 2 processes (gloo), 25 s of CPU"),

@@ -9,13 +9,13 @@ from typing import Any
 # compare's checks of the team's stack (stack_cmd.py): planned by compare beside the suite, never by a workload
 STACK_ASPECTS = ("resolve", "imports", "abi", "api")
 ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "compile-mode", "determinism", "deterministic-backward",
-           "latency", "memory", "fsdp2", "ddp", "checkpoint", "training-curve", "sdpa-backends",
+           "latency", "op-latency", "memory", "fsdp2", "ddp", "checkpoint", "training-curve", "sdpa-backends",
            "amp", "dataloader", "compile-time", "warnings", *STACK_ASPECTS)
 DEVICES = ("cpu", "cuda", "mps")
 # what `--fail-on` (and the action's fail-on) can name, and the kind of each failing aspect; the rest is correctness
 FAIL_ON = ("correctness", "latency", "memory", "warnings")
-FAIL_KINDS = {"latency": "latency", "compile-time": "latency", "memory": "memory", "fleet-memory": "memory",
-              "warnings": "warnings"}
+FAIL_KINDS = {"latency": "latency", "compile-time": "latency", "op-latency": "latency", "memory": "memory",
+              "fleet-memory": "memory", "warnings": "warnings"}
 # tf32: float32 tensors computed with TF32 tensor-core math (CUDA, compute capability 8.0+); every other
 # float32 check runs in IEEE float32.
 DTYPES = ("float32", "float16", "bfloat16", "float64", "tf32")

@@ -309,6 +309,61 @@ def _comparison_regression() -> list[Report]:
     return _as_compare([baseline, candidate], "2.12.0", "2.13.0")
 
 
+def _profile(wall: float, ops: dict[tuple[str, str], float], jitter: float) -> dict[str, Any]:
+    """One side's profile of a round (worker.opprofile's shape): ms per forward call, per op at its inputs."""
+    rows = [{"op": op, "shapes": json.loads(shapes), "dtypes": ["float32"] * len(json.loads(shapes)),
+             "ms": round(ms * (1 + jitter), 6), "count": 1.0} for (op, shapes), ms in ops.items()]
+    return {"calls": 97, "wall_ms": round(wall * (1 + jitter), 6), "time": "cpu", "ops": rows, "other_ms": 0.0}
+
+
+def _comparison_attributed() -> list[Report]:
+    """A latency regression attributed to one op (aten::topk at the team's shapes, as pytorch/pytorch#167462), an
+    undecided one whose profiled forwards did not reproduce it, and op-latency naming the same op (suspicious) and
+    passing elsewhere: the figures come from the real analysis (attribution, optiming) on hand-made inputs."""
+    from torch_upgrade_check.analysis import attribution, optiming
+
+    head = {("aten::addmm", "[[32000], [64, 1024], [1024, 32000]]"): 1.2, ("aten::softmax", "[[64, 32000]]"): 0.3,
+            ("aten::topk", "[[64, 32000]]"): 0.42}
+    slower = {**head, ("aten::topk", "[[64, 32000]]"): 0.63}
+    jitters = (0.0, 0.01, -0.01, 0.02)
+    table = attribution.attribute([_profile(2.05, head, j) for j in jitters],
+                                  [_profile(2.27, slower, j) for j in jitters], slowdown_ms=2.05 * 0.11)
+    table.update({"calls": 97, "seconds": 14.2, "budget_s": 60.0, "time": "cpu"})
+    regressed = _ab("lm_head", "latency", "regression", 2.05, 1.11, p_value=2e-5, spread=0.01, batches=4)
+    reason = regressed.reason.replace("2.28 ms; ", f"2.28 ms; {attribution.lead(table)}; ")
+    regressed = dataclasses.replace(regressed, reason=reason, metrics={**regressed.metrics, "op_attribution": table})
+    flat = attribution.attribute([_profile(3.2, {("aten::mm", "[[256, 512], [512, 512]]"): 2.9}, j) for j in jitters],
+                                 [_profile(3.2, {("aten::mm", "[[256, 512], [512, 512]]"): 2.9}, -j) for j in jitters],
+                                 slowdown_ms=3.2 * 0.12)
+    flat.update({"calls": 62, "seconds": 19.5, "budget_s": 60.0, "time": "cpu"})
+    undecided = _ab("transformer_block", "latency", "suspicious", 3.2, 1.12, p_value=0.04, spread=0.09, agreeing=1,
+                    more_pairs=3)
+    undecided = dataclasses.replace(undecided, metrics={**undecided.metrics, "change": "undecided", "op_attribution": flat},
+                                    reason=undecided.reason.replace("suspicious:", "undecided:").replace(
+                                        "3.58 ms; ", f"3.58 ms; {attribution.lead(flat)}; "))
+
+    def op_latency(workload: str, ops: dict[str, tuple[str, float, float]]) -> CheckResult:
+        timed = {key: {"op": op, "inputs": [key.partition("(")[2].rstrip(")")], "count": 2,
+                       "pairs": [[(b * (1 + j), c * (1 - j)) for j in (0.0, 0.01, -0.01, 0.02, 0.0, -0.02, 0.01, 0.0)]
+                                 for _ in range(2)]} for key, (op, b, c) in ops.items()}
+        j = optiming.judge(timed)
+        outcome = Outcome.SUSPICIOUS if j.state == "slower" else Outcome.PASSED
+        return check(workload, "op-latency", outcome, reason=j.reason, details=j.details, duration_s=3.1,
+                     metrics={"ops": j.rows, "slower_ops": [optiming.label(r) for r in j.flagged], "pairs": 2,
+                              "rounds": 8}, thresholds={"op_latency_factor": optiming.FACTOR})
+
+    ops = op_latency("lm_head", {"aten.topk.default(float32[64, 32000])": ("aten.topk.default", 0.41, 0.62),
+                                 "aten.addmm.default(float32[64, 1024])": ("aten.addmm.default", 1.2, 1.21)})
+    ops_ok = op_latency("transformer_block", {"aten.mm.default(float32[256, 512])": ("aten.mm.default", 2.9, 2.91)})
+    baseline = report(_latency("lm_head", 2.05), _latency("transformer_block", 3.2),
+                      check("lm_head", "op-latency", reason="the reference: 2 distinct ops of its recorded forward "
+                                                             "and backward timed"),
+                      check("transformer_block", "op-latency", reason="the reference: 1 distinct op timed"),
+                      label="2.12.0", role="baseline", environment=BASE_ENV)
+    candidate = report(regressed, undecided, ops, ops_ok, label="2.13.0", role="candidate", environment=CAND_ENV)
+    return _as_compare([baseline, candidate], "2.12.0", "2.13.0")
+
+
 def cases() -> dict[str, list[Report]]:
     """Every golden case: name -> the reports rendered together."""
     bf16 = [tensor("output", 8_000, 1.9, 0.029, mismatched=12, rmse=0.0061, floor_rmse=0.0042),
@@ -353,6 +408,7 @@ def cases() -> dict[str, list[Report]]:
         "matrix": _matrix(),
         "comparison_clean": _comparison_clean(),
         "comparison_regression": _comparison_regression(),
+        "comparison_attributed": _comparison_attributed(),
     }
 
 

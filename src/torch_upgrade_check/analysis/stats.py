@@ -123,6 +123,49 @@ def hl_interval(d: Sequence[float], alpha: float) -> tuple[float, float]:
     return walsh[count - 1], walsh[len(walsh) - count]
 
 
+@functools.cache
+def _rank_sum_counts(m: int, n: int) -> tuple[int, ...]:
+    """counts[u] = how many of the C(m+n, m) equally likely orderings of two untied samples (m x's, n y's) give the
+    Mann-Whitney count U = u of pairs with y above x. The largest value is a y (above all m x's: U gains m) or an x."""
+    if m == 0 or n == 0:
+        return (1,)
+    counts = [0] * (m * n + 1)
+    for u, c in enumerate(_rank_sum_counts(m, n - 1)):
+        counts[u + m] += c
+    for u, c in enumerate(_rank_sum_counts(m - 1, n)):
+        counts[u] += c
+    return tuple(counts)
+
+
+def mann_whitney_p(x: Sequence[float], y: Sequence[float]) -> float:
+    """Exact one-sided Mann-Whitney p-value that `y` lies above `x` (two independent samples, e.g. the per-process
+    figures of each side): P(U >= observed) under exchangeability, a tie counted half and the observed U rounded
+    down (conservative). With m and n values the smallest p is 1 / C(m+n, m): 0.05 at 3 and 3, 0.014 at 4 and 4."""
+    if not x or not y:
+        return 1.0
+    u = sum(1.0 if b > a else 0.5 if b == a else 0.0 for a in x for b in y)
+    counts = _rank_sum_counts(len(x), len(y))
+    return sum(counts[math.floor(u + 1e-9):]) / sum(counts)
+
+
+def shift_interval(x: Sequence[float], y: Sequence[float], alpha: float) -> tuple[float, float]:
+    """Distribution-free interval for the shift of `y` over `x` (two independent samples), missing on each side with
+    probability <= alpha: [D_(C), D_(mn+1-C)] of the m*n sorted differences y_j - x_i, C the largest count with
+    P(U <= C - 1) <= alpha under the Mann-Whitney null (the two-sample counterpart of hl_interval). Too few values to
+    reach alpha give (-inf, inf). Its centre, the median difference, is the two-sample Hodges-Lehmann estimate."""
+    if not x or not y:
+        return math.nan, math.nan
+    diffs = sorted(b - a for a in x for b in y)
+    counts = _rank_sum_counts(len(x), len(y))
+    total, below, c = sum(counts), 0, 0
+    while c < len(counts) and (below + counts[c]) / total <= alpha:
+        below += counts[c]
+        c += 1
+    if c == 0:
+        return -math.inf, math.inf
+    return diffs[c - 1], diffs[len(diffs) - c]
+
+
 def normal_quantile(p: float) -> float:
     """The standard normal quantile (Acklam's rational approximation, |error| < 1.2e-9)."""
     if not 0 < p < 1:

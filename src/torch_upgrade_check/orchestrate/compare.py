@@ -85,6 +85,19 @@ def cross_version_specs(settings: session.Settings, device: str, store: Path, mo
     return specs
 
 
+def op_latency_specs(settings: session.Settings, device: str, store: Path) -> list[CheckSpec]:
+    """One op-latency check beside each latency check (its workload and dtype): the baseline's recorded ops timed on
+    both sides (orchestrate.optiming). `--only` selects it by its own id, workload or aspect (`op-latency`)."""
+    from torch_upgrade_check.suite import _matches
+
+    specs = []
+    for s in session.plan(replace(settings, only=()), device, aspects=["latency"]):
+        spec = CheckSpec(s.workload, "op-latency", device, s.dtype, s.factory, {**s.params, "store": str(store)})
+        if not settings.only or any(_matches(p, spec) for p in settings.only):
+            specs.append(spec)
+    return specs
+
+
 def saved_specs(settings: session.Settings, device: str, store: Path, mode: str) -> list[CheckSpec]:
     """The checkpoint, training-curve, amp, dataloader, artifact (export, jit) and compile checks: the baseline's (mode
     "save") run as alone and keep their files, the candidate's (mode "compare") read the baseline's, once they are

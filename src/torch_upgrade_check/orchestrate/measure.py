@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from torch_upgrade_check.analysis import ab, stats
+from torch_upgrade_check.analysis import attribution as attributed
 from torch_upgrade_check.analysis.verdicts import decide, format_bytes, format_ms, latency_limit
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
 from torch_upgrade_check.orchestrate.live import LiveWorker
@@ -111,7 +112,7 @@ class Pair:
     # ISA probes: ~15 s of g++ a process here) is then built once a side instead of once a pair.
     cache_dir: Path | None = None
 
-    def launch(self, batch: int, aspects: Collection[str] = ("latency", "memory", "compile-time")
+    def launch(self, batch: int | str, aspects: Collection[str] = ("latency", "memory", "compile-time")
                ) -> tuple[LiveWorker, LiveWorker]:
         """Start both workers now (they import torch side by side); `start` then measures with them. They ready
         what the batch's `aspects` need of `warm`."""
@@ -134,7 +135,7 @@ class Pair:
         return b, c
 
     @contextlib.contextmanager
-    def start(self, batch: int, aspects: Collection[str], launched: tuple[LiveWorker, LiveWorker] | None = None
+    def start(self, batch: int | str, aspects: Collection[str], launched: tuple[LiveWorker, LiveWorker] | None = None
               ) -> Iterator[tuple[LiveWorker, LiveWorker]]:
         b, c = launched or self.launch(batch, aspects)
         try:
@@ -351,10 +352,12 @@ def outcome_of(d: ab.Decision, undecided: str = UNDECIDED[0]) -> Outcome:
     return Outcome.SUSPICIOUS if d.state == "undecided" else Outcome.PASSED
 
 
-def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECIDED[0]) -> tuple[CheckResult, CheckResult]:
+def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECIDED[0],
+            attribution: dict | None = None) -> tuple[CheckResult, CheckResult]:
     """The baseline's and the candidate's results of one A/B check. An `undecided` check fails when its point
     estimate is beyond the threshold and significant at the run's confidence (ab.Decision.beyond) and `undecided`
-    is "fail" (the default); otherwise it warns."""
+    is "fail" (the default); otherwise it warns. `attribution` (orchestrate.attribute's table of where a slower
+    forward's time went) is kept in the candidate's metrics and its top op leads the reason after the medians."""
     spec = t.spec
     if t.failed is not None:
         return (decide(spec, t.failed[0], max_latency_ms=max_latency_ms),
@@ -386,9 +389,12 @@ def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECID
         over_limit = False
         fmt = format_bytes
     outcome = outcome_of(d, undecided)
+    if attribution is not None:
+        cand_m["op_attribution"] = attribution
     reason = explain(d, t.threshold, fmt, {"latency": "latency", "compile-time": "cold compile time"}.get(spec.aspect,
                                                                                                         "peak memory"),
-                     budget_s=t.budget, undecided=undecided)
+                     budget_s=t.budget, undecided=undecided,
+                     lead=attributed.lead(attribution) if attribution is not None else "")
     h = t.host_decision
     if h is not None:  # memory: host RAM judged alike; the worse of the two decides
         hb, hc = t.host_samples["b"], t.host_samples["c"]
@@ -416,11 +422,13 @@ def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECID
 
 
 def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what: str, *, budget_s: float = math.nan,
-            undecided: str = UNDECIDED[0]) -> str:
+            undecided: str = UNDECIDED[0], lead: str = "") -> str:
     """One line a reviewer understands: "regression: latency 1.14× slower (95% CI 1.09–1.19), confirmed in 3 of 3
     fresh process pairs; threshold 1.10×". A significant change that the threshold rules out as a
     regression reads "slower, within the 10% threshold" (or faster), not "unchanged": the JSON keeps the
-    state for gating, the words say what was measured."""
+    state for gating, the words say what was measured. `lead` (the op a slower forward's time went to) follows the
+    medians: the state and the size stay first, where every reader and test of the reason looks for them, and the op
+    comes before the statistics, within the table cell's first 160 characters."""
     if math.isnan(d.ratio):
         return f"{d.state}: {d.why}"
     up, down = ("slower", "faster") if what in TIMED_WORDS else ("more", "less")
@@ -452,5 +460,6 @@ def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what:
                      if undecided == "fail" else
                      "; passes under --undecided pass though its estimate is beyond the threshold and significant "
                      "at the run's confidence")
+    medians += f"; {lead}" if lead else ""
     return (f"{state}: {what} {size}{interval}, {medians}; {d.why}; threshold {1 + threshold:.2f}×, "
             f"{d.rounds} rounds in {d.batches} process pair{'s' if d.batches != 1 else ''}{more}")

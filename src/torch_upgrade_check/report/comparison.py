@@ -24,6 +24,7 @@ from torch_upgrade_check.report import (
     CHANGES,
     FAILING,
     TIME_UNITS,
+    attribution,
     best_unit,
     clip,
     number,
@@ -150,7 +151,9 @@ def _ab_tables(aspect: str, candidate: tuple[Report, str], baseline: Report | No
         cells = [md(visible(r.id)), _scaled(base, factor), _scaled(cand, factor), _ratio_cell(r.metrics), _pairs_cell(r)]
         if _needs_attention(r):
             line = row_line([*cells, _explained(r)])
-            shown.append((r, failing_row(line, r, run, failing=r.outcome in FAILING)))
+            row = failing_row(line, r, run, failing=r.outcome in FAILING)
+            # where a slower forward's time went, op by op: open, first under the table that holds the check
+            shown.append((r, replace(row, lead=attribution.markdown_block(r, run))))
         else:
             other.append((r, Row(row_line([*cells, _verdict_cell(r)]), False)))
     tables: tuple[list[Table], list[Table]] = ([], [])

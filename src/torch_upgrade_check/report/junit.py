@@ -12,6 +12,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 from torch_upgrade_check.model import CheckResult, Outcome, Report
 from torch_upgrade_check.report import (
     FAILING,
+    attribution,
     clip,
     deciding,
     finite_seconds,
@@ -150,7 +151,7 @@ def _case(result: CheckResult, *, informs: bool) -> TestCase:
 
 
 def _body(result: CheckResult) -> str:
-    parts = [result.reason, result.details.strip("\n")]
+    parts = [result.reason, attribution.text_block(result), result.details.strip("\n")]
     if result.thresholds:
         parts.append("thresholds: " + ", ".join(f"{k}={_value(v)}" for k, v in result.thresholds.items()))
     if result.repro:

@@ -84,6 +84,7 @@ class Row:
     key: bool  # a failing row: kept before all others when the budget is short
     repro: str = ""  # lines for the table's "Reproduce" block
     detail: str = ""  # a <details> block explaining the failure
+    lead: str = ""  # shown open right under the table, before "Reproduce" (a slower forward's ops: what to read first)
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,7 @@ def render_tables(tables: Sequence[Table], plan: Sequence[tuple[int, int]]) -> s
             failing = sum(r.key for r in hidden)
             also = f" ({failing} of them failing)" if failing else ""
             text += f"… {len(hidden)} more rows{also} not shown to stay under the size limit; see report.json\n\n"
+        text += "".join(r.lead for r in kept[:extras])
         repro = "".join(r.repro for r in kept[:extras])
         if repro:
             text += "**Reproduce**\n\n" + fenced(repro.rstrip("\n"), "sh") + "\n"
@@ -220,17 +222,17 @@ def plan(tables: Sequence[Table], room: int) -> list[tuple[int, int]]:
     key = [sum(r.key for r in t.rows) for t in tables]
     everywhere = range(len(tables))
     if fill(lines, everywhere, lambda i: key[i], lambda r: size(r.line)) and fill(
-        extras, everywhere, lambda i: lines[i], lambda r: size(r.repro + r.detail)
+        extras, everywhere, lambda i: lines[i], lambda r: size(r.lead + r.repro + r.detail)
     ):
         # then the other rows, and last the details of those that have them (a suspicious row's whole reason)
         if fill(lines, by_tier, lambda i: len(tables[i].rows), lambda r: size(r.line)):
-            fill(extras, by_tier, lambda i: lines[i], lambda r: size(r.repro + r.detail))
+            fill(extras, by_tier, lambda i: lines[i], lambda r: size(r.lead + r.repro + r.detail))
     return list(zip(lines, extras))
 
 
 def truncation_notice(tables: Sequence[Table], plan: Sequence[tuple[int, int]]) -> str:
     rows = sum(len(t.rows) - lines for t, (lines, _) in zip(tables, plan))
-    extras = sum(1 for t, (_, extras) in zip(tables, plan) for r in t.rows[extras:] if r.repro or r.detail)
+    extras = sum(1 for t, (_, extras) in zip(tables, plan) for r in t.rows[extras:] if r.lead or r.repro or r.detail)
     dropped = [f"{rows} more rows"] if rows else []
     dropped += [f"the repro and details of {extras} checks"] if extras else []
     if not dropped:

@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
         from torch_upgrade_check.model import CheckSpec
         from torch_upgrade_check.worker import environment, instance
 
-        if "memory" in plan.get("warm", []):
+        if {"memory", "profiler"} & set(plan.get("warm", [])):  # the CPU profiler: peak memory, op profiles
             from torch_upgrade_check.worker import memory
 
             try:  # before the pinning below: two workers pinned to one CPU would pay it in turn

@@ -32,6 +32,8 @@ from torch_upgrade_check.worker import (
     flexdet,
     fsdp2,
     onnxexport,
+    opprofile,
+    optiming,
     sdpa_backends,
     shipped,
     tensors,
@@ -74,7 +76,10 @@ def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = No
         inst = _instance(spec, factory, device, cache)
         if spec.aspect in inst.skip:
             raise Skip(inst.skip[spec.aspect])
-        metrics = ASPECTS[spec.aspect](spec, factory, inst, device)
+        if spec.params.get("profile"):  # compare's attribution of a latency change: the forward, op by op
+            metrics = opprofile.run(spec, inst, device)
+        else:
+            metrics = ASPECTS[spec.aspect](spec, factory, inst, device)
     return {**metrics, **({"precision": flags} if flags else {})}
 
 
@@ -497,6 +502,7 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "determinism": determinism,
     "deterministic-backward": flexdet.run,
     "latency": latency,
+    "op-latency": lambda spec, factory, inst, device: optiming.run(spec, inst, device),
     "memory": memory_,
     "warnings": warnings_,
     "checkpoint": checkpoint.run,

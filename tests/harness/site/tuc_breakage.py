@@ -40,6 +40,10 @@ changes float64 too, as a real kernel change does.
 - compile-slower: Inductor's compile_fx takes 50% longer (it sleeps half its own time; TUC_COMPILE_SLOWER=1.0 sleeps
   all of it), as cold compiles did in 2.9 (about +40%); what it compiles is unchanged. compile_fx is most of a
   cold compile, not all of it: matmul's whole cold compile measured 1.3x at 50%.
+- OP-slower (gelu, topk, …): the aten op's CPU kernel runs 4 times a call (TUC_OP_SLOWER=N: N times), through
+  torch.library: the original kernel (torch.library.get_kernel), so every output is exact and only that op is
+  slower, as a release whose kernel for one op lost its vectorised path is (topk +51%, pytorch/pytorch#167462;
+  scatter_reduce 15-58x, #183812). The built-in mlp's forward measured 2.2x slower with gelu 4x here.
 - autocast-disabled: torch.autocast no longer offers its dtype here: it warns "…the target dtype is not
   supported. Disabling autocast." and the model runs in float32 (as bfloat16 autocast on MPS before 2.5
   and float16 on the CPU before 2.x did): nothing fails, the job only loses mixed precision.
@@ -228,6 +232,24 @@ def _every_dtype(op: str) -> None:
     with warnings.catch_warnings():  # torch warns that a kernel is overridden: a real release would not
         warnings.simplefilter("ignore")
         lib.impl(op, kernel, "CPU")
+
+
+def _slower_op(op: str) -> None:
+    import warnings
+
+    times = max(1, int(os.environ.get("TUC_OP_SLOWER") or 4))
+    original = torch.library.get_kernel(f"aten::{op}", "CPU")
+    lib = torch.library.Library("aten", "IMPL")
+    _LIBRARIES.append(lib)
+
+    def kernel(keyset, *args, **kwargs):
+        for _ in range(times - 1):  # the same work again, its result dropped: the op alone is slower
+            original.call_boxed(keyset, *args, **kwargs)
+        return original.call_boxed(keyset, *args, **kwargs)
+
+    with warnings.catch_warnings():  # torch warns that a kernel is overridden: a real release would not
+        warnings.simplefilter("ignore")
+        lib.impl(op, kernel, "CPU", with_keyset=True)
 
 
 def _uniform_from_another_stream() -> None:
@@ -681,6 +703,8 @@ def install(names: str) -> None:
             F.gelu = _guards_on_size(F.gelu, int(name.removeprefix("recompile-at-size-")))
         elif name == "linear-1e-3":
             F.linear = _scaled_output(F.linear, 1 + 1e-3)
+        elif name.endswith("-slower"):
+            _slower_op(name.removesuffix("-slower"))
         elif name == "autocast-disabled":
             _autocast_disabled(torch.amp.autocast_mode.autocast)
         elif name == "gradscaler-misses-inf":

@@ -1,0 +1,200 @@
+"""Where a latency change lives, op by op (issue 35 items 1 and 2): the pure parts, on hand-made profiles and timings.
+
+The end-to-end tests (a torch whose gelu kernel is slower, and its A/A) are in tests/test_compare_e2e.py."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from torch_upgrade_check.analysis import attribution, optiming, stats
+from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
+from torch_upgrade_check.orchestrate import attribute, compare, session
+from torch_upgrade_check.orchestrate import optiming as op_timing
+from torch_upgrade_check.report import attribution as rendered
+from torch_upgrade_check.report.junit import _body
+from torch_upgrade_check.suite import BUILTIN
+
+GELU, ADDMM = ("aten::gelu", [[32, 128]]), ("aten::addmm", [[128], [32, 64], [64, 128]])
+
+
+def profile(wall: float, gelu: float, addmm: float, *, jitter: float = 0.0, extra: dict | None = None) -> dict:
+    ops = [{"op": name, "shapes": shapes, "dtypes": ["float32"] * len(shapes), "ms": ms * (1 + jitter), "count": 1.0}
+           for (name, shapes), ms in ((GELU, gelu), (ADDMM, addmm))]
+    ops += [{"op": k, "shapes": [], "dtypes": [], "ms": v, "count": 1.0} for k, v in (extra or {}).items()]
+    return {"calls": 50, "wall_ms": wall * (1 + jitter), "time": "cpu", "ops": ops, "other_ms": 0.0}
+
+
+JITTERS = (0.0, 0.01, -0.01, 0.02)
+
+
+def test_mann_whitney_and_the_shift_interval_are_exact_at_small_samples() -> None:
+    assert stats._rank_sum_counts(3, 3) == (1, 1, 2, 3, 3, 3, 3, 2, 1, 1) and sum(stats._rank_sum_counts(4, 4)) == 70
+    assert stats.mann_whitney_p([1, 2, 3], [4, 5, 6]) == pytest.approx(1 / 20)  # the smallest p at 3 and 3
+    assert stats.mann_whitney_p([1, 2, 3, 4], [5, 6, 7, 8]) == pytest.approx(1 / 70)
+    assert stats.mann_whitney_p([4, 5, 6], [1, 2, 3]) == 1.0
+    assert stats.mann_whitney_p([1, 2, 3], [1, 2, 3]) > 0.5  # ties count half, rounded towards no evidence
+    # 3 and 3 at 5% a side: the whole range of the 9 differences; 4 and 4: the second from each end of 16
+    assert stats.shift_interval([1, 2, 3], [4, 5, 6], 0.05) == (1, 5)
+    assert stats.shift_interval([1, 2, 3, 4], [5, 6, 7, 8], 0.05) == (2, 6)
+    assert stats.shift_interval([1, 2], [3, 4], 0.05) == (-math.inf, math.inf)  # too few to reach the level
+
+
+def test_a_slower_op_tops_the_table_with_its_share_and_how_sure_it_is() -> None:
+    table = attribution.attribute([profile(0.10, 0.02, 0.05, jitter=j) for j in JITTERS],
+                                  [profile(0.16, 0.08, 0.05, jitter=j) for j in JITTERS])
+    top = table["ops"][0]
+    assert (top["op"], top["shapes"], top["dtypes"]) == ("aten::gelu", [[32, 128]], ["float32"])
+    assert top["ratio"] == pytest.approx(4.0, rel=0.02) and top["share"] == pytest.approx(1.0, abs=0.05)
+    assert top["low_ms"] < top["change_ms"] < top["high_ms"] and top["low_ms"] > 0
+    assert top["share_low"] <= top["share"] <= top["share_high"]
+    assert top["p"] == pytest.approx(1 / 70, abs=1e-6) and top["sure"] is True
+    assert len(top["baseline_rounds_ms"]) == len(top["candidate_rounds_ms"]) == 4
+    # addmm did not change: under 1% of the change, so not listed; the pseudo-row of time outside the ops neither
+    assert [r["op"] for r in table["ops"]] == ["aten::gelu"] and table["not_listed"] == 2
+    assert table["total"]["change_ms"] == pytest.approx(0.06, rel=0.05) and table["rounds"] == [4, 4]
+    line = attribution.lead(table)
+    assert line.startswith("most of it in aten::gelu [32, 128] float32: 20.1 µs → 80.4 µs a forward (4.00×), 100% of "
+                           "the slowdown (90% interval ") and line.endswith("p 0.014, sure)"), line
+    json.dumps(table, allow_nan=False)  # report.json-ready
+
+
+def test_shares_are_of_the_ab_slowdown_where_there_is_one_else_of_the_profiled_forwards_change() -> None:
+    """The profiled wall carries what no op does (preemption between ops): the A/B's own figure is the whole."""
+    base, cand = ([profile(0.10, 0.02, 0.05, jitter=j) for j in JITTERS],
+                  [profile(0.16, 0.08, 0.05, jitter=j) for j in JITTERS])
+    table = attribution.attribute(base, cand, slowdown_ms=0.12)
+    top = table["ops"][0]
+    assert (table["share_of"], table["slowdown_ms"]) == ("ab", 0.12) and top["share"] == pytest.approx(0.5, abs=0.03)
+    assert top["share_low"] == pytest.approx(top["low_ms"] / 0.12, abs=1e-4)
+    for none in (None, 0.0, -0.01):  # an A/B that measured no slowdown: the profiled forward's own change
+        assert attribution.attribute(base, cand, slowdown_ms=none)["share_of"] == "profile"
+    r = CheckResult("mlp", "latency", "cpu", "float32", Outcome.FAILED, metrics={"op_attribution": table})
+    assert "Shares are of the slowdown the A/B measured (120 µs a forward)" in rendered.text_block(r)
+
+
+def test_a_slowdown_above_the_kernels_is_named_as_time_outside_the_ops() -> None:
+    """inject.py's kind of slowdown (a Python busy wait around the module call): no op changed."""
+    table = attribution.attribute([profile(0.10, 0.02, 0.05, jitter=j) for j in JITTERS],
+                                  [profile(0.20, 0.02, 0.05, jitter=j) for j in JITTERS])
+    assert table["ops"][0]["op"] == attribution.OUTSIDE and table["ops"][0]["share"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_an_op_only_one_side_runs_is_new_and_ops_are_keyed_by_their_shapes() -> None:
+    table = attribution.attribute([profile(0.10, 0.02, 0.05, jitter=j) for j in JITTERS],
+                                  [profile(0.13, 0.02, 0.05, jitter=j, extra={"aten::_new_kernel": 0.03})
+                                   for j in JITTERS])
+    top = table["ops"][0]
+    assert top["op"] == "aten::_new_kernel" and top["ratio"] is None and top["baseline_ms"] == 0
+    assert "(new)" in attribution.op_line(top, table["total"])
+
+
+def test_too_few_rounds_give_figures_without_intervals_and_say_so() -> None:
+    table = attribution.attribute([profile(0.10, 0.02, 0.05), profile(0.1, 0.02, 0.05, jitter=0.01)],
+                                  [profile(0.16, 0.08, 0.05), profile(0.16, 0.08, 0.05, jitter=0.01)])
+    top = table["ops"][0]
+    assert top["low_ms"] is None and top["share_low"] is None and top["sure"] is False
+    assert "no interval: fewer than 3 rounds a side" in attribution.op_line(top, table["total"])
+
+
+def test_a_profile_that_does_not_reproduce_the_slowdown_names_no_op() -> None:
+    table = attribution.attribute([profile(0.10, 0.02, 0.05, jitter=j) for j in JITTERS],
+                                  [profile(0.10, 0.02, 0.05, jitter=-j) for j in JITTERS])
+    assert all(r["share"] is None for r in table["ops"]) and len(table["ops"]) == attribution.UNSLOWED_TOP
+    assert attribution.lead(table).startswith("the profiled forwards did not reproduce the slowdown")
+    assert attribution.lead(attribution.attribute([], [])) == "no op profile to attribute the change to"
+
+
+def test_the_table_renders_first_for_the_summary_and_in_the_junit_body() -> None:
+    table = attribution.attribute([profile(0.10, 0.02, 0.05, jitter=j) for j in JITTERS],
+                                  [profile(0.16, 0.08, 0.05, jitter=j) for j in JITTERS])
+    table["error"] = "the candidate's profile in round 5 failed: timeout: timed out"
+    r = CheckResult("mlp", "latency", "cpu", "float32", Outcome.FAILED, reason="regression: latency 1.6× slower",
+                    metrics={"change": "regression", "op_attribution": table})
+    block = rendered.markdown_block(r, "cpu candidate")
+    assert block.startswith("**Where the time went: mlp\\[float32\\]\\/latency on cpu candidate**")
+    assert "| aten\\:\\:gelu | \\[32\\, 128\\] float32 | 20\\.1 µs | 80\\.4 µs | 4.00× |" in block
+    assert "round 5 failed" in block and "2 more ops not listed, each under 1% of the change" in block
+    body = _body(r)
+    assert body.index("regression: latency") < body.index("where the time went") < body.index("- aten::gelu [32, 128]")
+    plain = CheckResult("mlp", "latency", "cpu", "float32", Outcome.PASSED)
+    assert rendered.markdown_block(plain, "cpu") == "" and rendered.text_block(plain) == ""
+
+
+def test_only_regressed_or_undecided_profiled_aspects_are_attributed_and_calls_are_bounded() -> None:
+    def result(aspect: str, change: str) -> CheckResult:
+        return CheckResult("mlp", aspect, "cpu", "float32", Outcome.FAILED, metrics={"change": change})
+
+    assert attribute.wanted(result("latency", "regression")) and attribute.wanted(result("latency", "undecided"))
+    assert not attribute.wanted(result("latency", "unchanged")) and not attribute.wanted(result("memory", "regression"))
+    assert attribute.calls_for(0.06) == attribute.MAX_CALLS and attribute.calls_for(500.0) == 1
+    assert attribute.calls_for(1.0) == 50 and attribute.calls_for(math.nan) == 1
+
+
+def rounds(base: float, cand: float, n: int = 8, wobble: float = 0.02) -> list[tuple[float, float]]:
+    return [(base * (1 + wobble * ((i % 3) - 1)), cand * (1 - wobble * ((i % 4) - 1.5) / 2)) for i in range(n)]
+
+
+def timed(**ops: list[list[tuple[float, float]]]) -> dict:
+    return {k: {"op": k, "inputs": ["float32[32, 128]"], "count": 2, "pairs": pairs} for k, pairs in ops.items()}
+
+
+def test_op_latency_names_an_op_every_pair_reads_slower_beyond_the_factor() -> None:
+    j = optiming.judge(timed(**{"aten.gelu.default": [rounds(0.011, 0.044)] * 2,
+                                "aten.addmm.default": [rounds(0.02, 0.0201)] * 2}))
+    assert j.state == "slower" and [r["op"] for r in j.flagged] == ["aten.gelu.default"]
+    assert j.reason.startswith("aten.gelu.default float32[32, 128] 4.0") and "1 of 2 ops timed" in j.reason
+    assert "in 2 fresh process pairs" in j.reason and "warns" in j.reason and j.details.startswith("aten.gelu.default")
+    row = j.flagged[0]
+    assert row["ci_low"] > optiming.FACTOR and len(row["pair_ratios"]) == 2 and row["rounds"] == 16
+
+
+@pytest.mark.parametrize(("case", "pairs"), [
+    ("one pair of two only", [rounds(0.011, 0.044), rounds(0.011, 0.0115)]),
+    ("one pair in all", [rounds(0.011, 0.044)]),
+    ("below the factor", [rounds(0.011, 0.0132)] * 2),  # 1.2x, significant, under 1.25x
+    ("under a microsecond a call", [rounds(0.0005, 0.0012)] * 2),  # 2.4x of a view's dispatch
+])
+def test_op_latency_does_not_name_an_op_short_of_any_rule(case: str, pairs: list) -> None:
+    j = optiming.judge(timed(**{"aten.t.default": pairs}))
+    assert j.state == "unchanged" and not j.flagged, case
+    assert j.reason.startswith("1 op timed at the baseline's shapes") and "none slower beyond 1.25×" in j.reason
+
+
+def test_op_latency_corrects_for_the_number_of_ops_judged() -> None:
+    """Four rounds a pair all slower give p = 2^-8 = 0.0039: enough for one op at 1%, not for one of fifty."""
+    slow = [rounds(0.011, 0.044, n=4)] * 2
+    assert optiming.judge(timed(**{"aten.gelu.default": slow})).state == "slower"
+    many = {"aten.gelu.default": slow, **{f"aten.op{i}.default": [rounds(0.01, 0.01, n=4)] * 2 for i in range(49)}}
+    assert optiming.judge(timed(**many)).state == "unchanged"
+    assert optiming.judge({}).state == "nothing"
+
+
+def test_op_latency_results_warn_at_most_and_say_what_was_not_timed() -> None:
+    spec = CheckSpec("mlp", "op-latency", "cpu", "float32", params={"store": "/tmp/out/baseline-outputs"})
+    track = op_timing.OpTrack(spec, keys=["g"], ops=timed(g=[rounds(0.011, 0.044)] * 2),
+                              not_timed={"c": "changes its inputs (not timed)"}, recorded={"ops_recorded": 46})
+    base, cand = op_timing.results(track)
+    assert (base.outcome, cand.outcome) == (Outcome.PASSED, Outcome.SUSPICIOUS) and cand.fail_kind == "correctness"
+    assert cand.metrics["slower_ops"] == ["g float32[32, 128]"] and "1 not timed" in cand.reason
+    assert cand.thresholds["op_latency_factor"] == optiming.FACTOR and "46 calls recorded" in base.reason
+    assert str(op_timing.ops_file(spec)) == "/tmp/out/baseline-outputs/mlp-float32-cpu.ops.pt"  # cross-version's
+    skipped = op_timing.results(op_timing.OpTrack(spec, skipped="the baseline's aten ops could not be recorded"))
+    assert [r.outcome for r in skipped] == [Outcome.SKIPPED, Outcome.SKIPPED]
+    crashed = op_timing.OpTrack(spec, failed=(Observation(spec.id, "crash", message="the worker crashed: SIGSEGV"),
+                                              Observation(spec.id, "skipped", message="the other side failed first")))
+    assert [r.outcome for r in op_timing.results(crashed)] == [Outcome.ERROR, Outcome.SKIPPED]
+
+
+def test_op_latency_is_planned_beside_each_latency_check_and_only_selects_by_its_own_name(tmp_path) -> None:
+    def ids(*only: str) -> list[str]:
+        settings = session.Settings(workloads=BUILTIN, only=only, out=tmp_path)
+        return [s.id for s in compare.op_latency_specs(settings, "cpu", tmp_path)]
+
+    latency = [s.id for s in session.plan(session.Settings(workloads=BUILTIN, out=tmp_path), "cpu", aspects=["latency"])]
+    assert ids() == [i.replace("/latency", "/op-latency") for i in latency]
+    assert ids("mlp[float32]/latency") == [] and ids("latency") == []
+    assert ids("mlp[float32]/op-latency") == ids("op-latency")[:1] == ["mlp[float32]/op-latency"]
+    assert ids("mlp") == ["mlp[float32]/op-latency"]
