@@ -28,6 +28,9 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "sdpa-backends": (3.0, 3.5, ""),
     "amp": (2.2, 4.1, ""),
     "compile-time": (62, 62, "3 cold compiles of a small MLP, and a warm-up"),
+    "compile-cache": (4.0, 27, "a cold compile and a second process's warm one; matmul's the least, a small MLP's C++ "
+                               "kernels the most (2026-12-04)"),
+    "compiled-latency": (1.5, 4.5, "one compile a worker (not timed), then as latency (2026-12-04)"),
     "warnings": (0.3, 0.5, ""),
     "resolve": (None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
     "imports": (None, None, "your stack: one process a top-level module"),
@@ -40,8 +43,8 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "onnx": (9.4, 9.4, "dynamo=True, the first of a worker (imports of the exporter); the legacy exporter 0.1 s"),
     "artifact": (0.1, 0.2, "a checkpoint or a .pt2 program already imported"),
 }
-COMPARE_NOTE = ("in compare each check runs on both sides, and latency, memory and compile-time are measured A/B "
-                "within --ab-budget a check")
+COMPARE_NOTE = ("in compare each check runs on both sides, and latency, compiled-latency, memory and compile-time are "
+                "measured A/B within --ab-budget a check")
 
 
 def estimate(aspect: str) -> str:

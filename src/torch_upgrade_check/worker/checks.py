@@ -19,6 +19,7 @@ from torch_upgrade_check.worker import (
     amp,
     artifacts,
     checkpoint,
+    compilecache,
     crossversion,
     curve,
     ddp,
@@ -32,6 +33,9 @@ from torch_upgrade_check.worker import (
     tensors,
     warned,
 )
+from torch_upgrade_check.worker.compiled import compiled_model, graphs_compiled
+from torch_upgrade_check.worker.compiled import fresh_inductor_cache as _fresh_inductor_cache
+from torch_upgrade_check.worker.compiled import step as _compiled_step
 from torch_upgrade_check.worker.devices import DTYPES
 from torch_upgrade_check.worker.instance import (
     Instance,
@@ -250,15 +254,6 @@ def _first_call(inst: Instance, device: devices.Device, compiled: Any) -> tuple[
     return compiled, time.perf_counter() - start
 
 
-def _compiled_step(inst: Instance, compiled: Any) -> dict[str, torch.Tensor]:
-    """The gradients of the workload's loss through the compiled model (its backward is compiled too)."""
-    leaves = grad_leaves(inst)
-    with torch.enable_grad():
-        out = compiled(*inst.inputs)
-        grads = torch.autograd.grad(inst.loss(out), [t for _, t in leaves], allow_unused=True)  # type: ignore[misc]
-    return {f"grad:{name}": g.detach() for (name, _), g in zip(leaves, grads) if g is not None}
-
-
 def compile_time(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
     """Cold compile time: torch.compile's first forward with Dynamo reset and a fresh, empty Inductor cache (on
     disk and in memory), so that nothing compiled before helps; `samples` such compiles (compare's A/B asks
@@ -306,17 +301,6 @@ def _warm_compiler(fresh: Callable[[], Any], device: devices.Device) -> dict[str
             device.synchronize()
     torch._dynamo.reset()
     return {"samples_ms": [(time.perf_counter() - start) * 1000.0], "inner_loops": 1, "warm_up": "tiny"}
-
-
-def _fresh_inductor_cache() -> Callable[[], Any]:
-    """torch's own context manager for a temporary, empty Inductor cache (fresh_cache; before torch 2.7
-    fresh_inductor_cache)."""
-    from torch._inductor import utils
-
-    fresh = getattr(utils, "fresh_cache", None) or getattr(utils, "fresh_inductor_cache", None)
-    if fresh is None:
-        raise Skip(f"torch {torch.__version__} has no fresh Inductor cache to compile cold in")
-    return fresh
 
 
 def _dynamo_counts(counters: Any) -> dict[str, Any]:
@@ -370,12 +354,58 @@ def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
     """
     if isinstance(inst.model, torch.nn.Module):
         inst.model.eval()
+    return _forward_latency(spec, inst, device, inst.model)
+
+
+def compiled_latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device
+                     ) -> dict[str, Any]:
+    """The compiled model's forward latency, timed as `latency` times eager's. The model is compiled once an instance
+    (compare's A/B rounds reuse it), its first, compiling call outside the timed calls (`compile_s`, with Dynamo's
+    imports; `compiled_s`: what this request spent compiling, which compare's budget leaves out). Dynamo is reset
+    before a compile (its recompile limit is shared by every model in the worker); where anything compiled in this
+    worker since this model's last samples (another check's compile, a reset that makes it compile again), one call
+    untimed first; where it still compiled while it was timed, it is timed again. A model that compiled no graph
+    raises: its samples would be eager's."""
+    start = time.perf_counter()
+    import torch._dynamo  # a worker's first: seconds, the compile's
+
+    if isinstance(inst.model, torch.nn.Module):
+        inst.model.eval()
+    entry = inst.compiled.get("compiled-latency")
+    if entry is None:
+        torch._dynamo.reset()
+        entry = {"model": compiled_model(inst, spec), "seen": None}
+    compiled_s = 0.0  # what this call spent compiling (compare's budget leaves it out, as compile-time's warm-ups)
+    if graphs_compiled() != entry["seen"]:  # new, or something compiled in this worker since its last samples
+        before = graphs_compiled()
+        with torch.no_grad():
+            entry["model"](*inst.inputs)
+        device.synchronize()
+        compiled_s = time.perf_counter() - start
+        if "compile_s" not in entry:
+            entry.update(compile_s=compiled_s, graphs=graphs_compiled() - before)
+            inst.compiled["compiled-latency"] = entry
+        if not entry["graphs"]:
+            raise RuntimeError("torch.compile compiled no graph of this model (it ran eagerly): its samples would be "
+                               "eager latency's")
+    seen = graphs_compiled()
+    metrics = _forward_latency(spec, inst, device, entry["model"])
+    again = graphs_compiled() != seen
+    if again:
+        metrics = _forward_latency(spec, inst, device, entry["model"])
+    entry["seen"] = graphs_compiled()
+    return {**metrics, "compile_s": entry["compile_s"], "compiled_s": compiled_s, "graphs_compiled": entry["graphs"],
+            **({"timed_again": "it compiled again while timed"} if again else {})}
+
+
+def _forward_latency(spec: CheckSpec, inst: Instance, device: devices.Device, model: Callable[..., Any]
+                     ) -> dict[str, Any]:
     params = spec.params
     budget_s = float(params.get("latency_budget_s") or 1.0)
     min_samples, max_samples = 5, 30
     if params.get("samples"):  # a fixed batch: one round of compare's interleaved A/B measurement
         min_samples = max_samples = int(params["samples"])
-    model, inputs = inst.model, inst.inputs
+    inputs = inst.inputs
 
     def timed(loops: int) -> float:
         device.synchronize()
@@ -445,6 +475,8 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "determinism": determinism,
     "deterministic-backward": flexdet.run,
     "latency": latency,
+    "compiled-latency": compiled_latency,
+    "compile-cache": compilecache.run,
     "memory": memory_,
     "warnings": warnings_,
     "checkpoint": checkpoint.run,
