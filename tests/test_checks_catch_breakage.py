@@ -66,13 +66,13 @@ def test_every_compile_check_compiles_however_many_share_a_forward(tmp_path: Pat
 
 
 def compared(baseline: str, candidate: str, out: Path, *only: str, extra: tuple[str, ...] = (),
-             cwd: Path | None = None) -> tuple[int, dict[str, dict]]:
+             cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[int, dict[str, dict]]:
     """`compare` of two interpreters: its exit code and the candidate's results by id."""
     args = ["compare", "--baseline-python", baseline, "--candidate-python", candidate, "--device", "cpu",
             "--threads", "1", "--out", str(out), "--no-job-summary", *extra]
     for o in only:
         args += ["--only", o]
-    proc = run_cli(*args, cwd=cwd)
+    proc = run_cli(*args, cwd=cwd, env=env)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     reports = load_report(out)["reports"]
     assert [r["role"] for r in reports] == ["baseline", "candidate"]
@@ -146,6 +146,91 @@ def test_a_graph_break_new_in_the_candidate_fails_compile_unless_the_workload_al
     assert "the post-grad graphs first differ at graph 1, node " in strict["reason"], strict["reason"]
     assert diff["baseline"] != diff["candidate"] and strict["metrics"]["post_grad_graphs"]
     assert "allowed by the workload's allow-graph-breaks" in lenient["reason"]
+
+
+DYNAMIC_MODEL = """import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class Scaled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(16))
+        self.v = nn.Parameter(torch.randn(16, 4))
+
+    def forward(self, x):
+        return F.gelu(x * self.w).matmul(self.v)  # no nn.Linear
+
+
+def build():
+    return {"model": Scaled(), "inputs": (torch.randn(32, 16),), "loss": lambda out: out.square().sum(),
+            "dynamic_inputs": [(torch.randn(8, 16),), (torch.randn(48, 16),)]}
+"""
+# mlp's compile (its batch dimension marked dynamic: batches 32, 8 and 48) and compile-mode (max-autotune-no-cudagraphs
+# on the CPU), and a team's workload compiled with dynamic=True over batches 32, 8 and 48
+COMPILED = ("mlp[float32]/compile", "mlp[float32]/compile-mode", "dyn[float32]/compile")
+
+
+def compile_project(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dyn_model.py").write_text(DYNAMIC_MODEL)
+    (folder / "torch-upgrade-check.yml").write_text(
+        "version: 1\nsuite: [mlp]\npython-path: [.]\nworkloads:\n"
+        "  - {name: dyn, factory: 'dyn_model:build', aspects: [compile], compile: {dynamic: true}}\n")
+    return folder
+
+
+def test_compile_as_teams_ship_it_passes_the_same_torch_on_both_sides(tmp_path: Path, torch_python: str) -> None:
+    """The A/A of issue 33's compile checks: a mode (compile-mode), mark_dynamic over mlp's batches and dynamic=True
+    over a team's, and the candidate's compiled outputs against the baseline's; the team's TORCHINDUCTOR_* setting
+    applies and each side records it."""
+    folder = compile_project(tmp_path)
+    code, cand = compared(torch_python, torch_python, tmp_path / "out", *COMPILED, cwd=folder,
+                          env={"TORCHINDUCTOR_FREEZING": "0"})
+    assert code == 0 and {c: r["outcome"] for c, r in cand.items()} == dict.fromkeys(COMPILED, "passed"), \
+        {c: r["reason"] for c, r in cand.items()}
+    reports = load_report(tmp_path / "out")["reports"]
+    assert all(r["environment"]["compile_env"].get("TORCHINDUCTOR_FREEZING") == "0" for r in reports)
+    mlp, mode, dyn = (cand[c] for c in COMPILED)
+    assert mlp["metrics"]["dynamic_marked"] == ["input0 dim 0"] and mlp["metrics"]["compile_options"] == {}
+    assert [(s["size"], s["graphs"]) for s in mlp["metrics"]["dynamic_sizes"]] == [("[8, 64]", 0), ("[48, 64]", 0)]
+    assert mode["metrics"]["compile_options"] == {"mode": "max-autotune-no-cudagraphs"}
+    assert mode["reason"].startswith("torch.compile(model, mode='max-autotune-no-cudagraphs'): all 9 tensors")
+    assert dyn["metrics"]["compile_options"] == {"dynamic": True} and "dynamic_marked" not in dyn["metrics"]
+    assert "2 other sizes (dynamic=True): no recompile" in dyn["reason"]
+    for r in (mlp, mode, dyn):
+        assert "against baseline 2.13.0" in r["reason"] and r["metrics"]["vs_baseline"]["tensors"] >= 3, r["reason"]
+        assert r["metrics"]["compile_env"].get("TORCHINDUCTOR_FREEZING") == "0"
+
+
+def test_compile_fails_where_a_team_compiles_a_broken_torch(tmp_path: Path, torch_python: str) -> None:
+    """Three breaks the default compile of static inputs in one version does not see: an Inductor assert only under
+    max_autotune (compile-mode); a size that specialises a dynamic dimension (mark_dynamic: it no longer compiles
+    there; dynamic=True: a recompile the baseline did not have); a change to eager and compiled alike (linear-1e-3),
+    which compile against its own eager passes and the baseline's compiled outputs fail."""
+    from torch_upgrade_check.analysis import closeness
+
+    folder = compile_project(tmp_path)
+    broken = str(interpreter(torch_python, tmp_path / "py",
+                             breaks=["max-autotune-asserts", "recompile-at-size-48", "linear-1e-3"]))
+    code, cand = compared(torch_python, broken, tmp_path / "out", *COMPILED, cwd=folder)
+    mlp, mode, dyn = (cand[c] for c in COMPILED)
+    assert code == 1 and [mlp["outcome"], mode["outcome"], dyn["outcome"]] == ["failed"] * 3, \
+        {c: r["reason"] for c, r in cand.items()}
+    assert mode["reason"].startswith("torch.compile(model, mode='max-autotune-no-cudagraphs') raises "
+                                     "BackendCompilerFailed: backend='inductor' raised: AssertionError: expected a "
+                                     "template choice"), mode["reason"]
+    assert mlp["reason"].startswith("the compiled model raises at size [48, 64]: ConstraintViolationError: "), mlp["reason"]
+    assert "specialized it to be a constant (48)" in mlp["reason"]
+    assert dyn["reason"].startswith("new in the candidate: recompiled at size [48, 16] (1 graph, baseline 2.13.0"), \
+        dyn["reason"]
+    # linear-1e-3: against its own eager (and at the size that ran) mlp's compile passes; against the baseline's fails
+    m = mlp["metrics"]
+    assert closeness.judge(m, "compile", "float32")[0].value == "passed"
+    assert closeness.judge(m["vs_baseline"], "cross-version", "float32")[0].value == "failed"
+    assert "the compiled outputs differ from baseline 2.13.0" in mlp["reason"] and "worst grad:" in mlp["reason"]
+    assert closeness.judge(dyn["metrics"]["vs_baseline"], "cross-version", "float32")[0].value == "passed"  # no Linear
 
 
 CHECKPOINT_MODEL = """import torch

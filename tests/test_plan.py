@@ -34,14 +34,21 @@ def test_only_matches_ids_workloads_aspects_and_globs() -> None:
 
     assert ids("mlp[float32]/latency") == ["mlp[float32]/latency"]
     # warnings last: it reports what the others raised
-    assert ids("mlp") == [f"mlp[float32]/{a}" for a in (*suite.TRAINED_ASPECTS[:-1], "compiled-latency",
-                                                         *suite.ARTIFACT_ASPECTS, "warnings")]
+    assert ids("mlp") == [f"mlp[float32]/{a}" for a in (*suite.TRAINED_ASPECTS[:-1], *suite.MODE, "compiled-latency",
+                                                         *suite.ARTIFACT_ASPECTS, "dataloader", "warnings")]
     assert set(ids("latency")) == {s.id for s in suite.plan(suite.BUILTIN, "cpu") if s.aspect == "latency"}
     # two of the four also have deterministic-backward
     assert all(i.startswith("flex_attention") for i in ids("flex*")) and len(ids("flex*")) == 4 * 7 + 2
     # warnings reports what the workload's other checks raised: it comes after them
     assert ids("flex_attention_causal")[-1] == "flex_attention_causal[float32]/warnings"
-    assert ids("matmul[bfloat16]/*") == [f"matmul[bfloat16]/{a}" for a in suite.OP_ASPECTS]
+    assert ids("matmul[bfloat16]/*") == [f"matmul[bfloat16]/{a}" for a in (*suite.OP_ASPECTS[:-1], *suite.MODE, "warnings")]
+    # compile-mode is an aspect of its own: `compile` names the default one only, `compile*` both; its id is the same on
+    # every device (the mode differs: the check's reason and metrics say which)
+    assert ids("compile-mode") == ["mlp[float32]/compile-mode", *(f"matmul[{d}]/compile-mode" for d in
+                                                                  ("float32", "float16", "bfloat16"))]
+    assert "mlp[float32]/compile-mode" not in ids("compile") and "mlp[float32]/compile-mode" in ids("mlp[float32]/compile*")
+    assert ids(suite.rerun_pattern("mlp", "float32", "compile-mode")) == ["mlp[float32]/compile-mode"]
+    assert [s.id for s in suite.plan(suite.BUILTIN, "cuda", ["compile-mode"])] == ids("compile-mode")
     assert ids("no-such-thing") == []
 
 

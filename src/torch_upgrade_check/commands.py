@@ -44,7 +44,8 @@ def parse_latency_limits(items: Sequence[str]) -> dict[str, float]:
 
 
 def parse_workloads(items: Sequence[str]) -> list[suite.Workload]:
-    """`NAME=module:function` -> user workloads, run through every model aspect (and cross-version) in float32."""
+    """`NAME=module:function` -> user workloads, run through every model aspect (and cross-version, and dataloader where
+    the factory returns a dataset) in float32."""
     workloads, problems = [], []
     for item in items:
         name, _, factory = item.partition("=")
@@ -54,7 +55,8 @@ def parse_workloads(items: Sequence[str]) -> list[suite.Workload]:
         elif name in suite.BUILTIN_NAMES or any(w.name == name for w in workloads):
             problems.append(f"--workload name {name!r} is already taken; choose another name")
         else:
-            workloads.append(suite.Workload(name.strip(), ("float32",), (*suite.TRAINED_ASPECTS, "cross-version"),
+            workloads.append(suite.Workload(name.strip(), ("float32",),
+                                            (*suite.TRAINED_ASPECTS, "dataloader", "cross-version"),
                                             factory=factory.strip()))
     if problems:
         raise UsageError(*problems)

@@ -13,7 +13,7 @@ import yaml
 
 from torch_upgrade_check import suite
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.model import DEVICES, DTYPES
+from torch_upgrade_check.model import COMPILE_MODES, DEVICES, DTYPES
 from torch_upgrade_check.values import flag, milliseconds, percent, steps, threads, timeout, tolerance, undecided
 
 DEFAULT_PATH = Path("torch-upgrade-check.yml")
@@ -21,8 +21,8 @@ SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
 # fsdp2 and ddp are left out: they train the built-in transformer_block and never calls a factory.
 WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
-                    "training-curve", "amp", "latency", "memory", "compile-time", "compile-cache", "compiled-latency",
-                    "warnings", "export", "jit", "aoti", "onnx")
+                    "training-curve", "amp", "dataloader", "latency", "memory", "compile-time", "compile-cache",
+                    "compiled-latency", "warnings", "export", "jit", "aoti", "onnx")
 # compile-time is opt-in (--compile-time, or listed here): each sample is a whole cold compile; so are compile-cache
 # (a cold compile and a second process's warm one) and compiled-latency (a compile in every A/B worker), for a team
 # that ships its model compiled; and the artifact aspects (export, jit, aoti, onnx): a team lists the artifacts it
@@ -35,7 +35,8 @@ TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytes
             "threads", "ab-budget", "undecided", "fleet", "artifacts")
 THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression", "max-compile-time-regression")
 WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks",
-                 "training-steps", "jit", "onnx")
+                 "training-steps", "jit", "onnx", "compile")
+COMPILE_KEYS = ("mode", "dynamic", "fullgraph", "backend", "options")  # torch.compile's own keyword arguments
 JIT_MODES = ("script", "trace")
 ONNX_EXPORTERS = ("dynamo", "legacy", "default")
 ARTIFACT_KEYS = ("name", "file", "kind", "factory", "inputs")
@@ -65,6 +66,24 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class CompileOptions:
+    """A workload's `compile:`: torch.compile's arguments as the team's code passes them. None (and ""): not given,
+    torch.compile's default; `options` is Inductor's config (torch.compile(options=...)), as (key, value) pairs."""
+
+    mode: str = ""
+    dynamic: bool | None = None
+    fullgraph: bool | None = None
+    backend: str = ""
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def params(self) -> dict[str, Any]:
+        """What the worker reads (spec.params["compile"]): the keys given, JSON-ready."""
+        given = {"mode": self.mode, "dynamic": self.dynamic, "fullgraph": self.fullgraph, "backend": self.backend,
+                 "options": dict(self.options)}
+        return {k: v for k, v in given.items() if v not in (None, "", {})}
+
+
+@dataclass(frozen=True)
 class UserWorkload:
     """One entry of `workloads:`. `max_latency_ms` maps device -> ms; `line` is where it starts in the file."""
 
@@ -79,6 +98,7 @@ class UserWorkload:
     training_steps: int | None = None  # training-curve's steps (default: worker.curve.DEFAULT_STEPS)
     jit: str = ""  # "script" or "trace": how the jit aspect builds its TorchScript program (declared: jit is planned)
     onnx: str = ""  # "dynamo", "legacy" or "default": the exporter torch.onnx.export is called with (declared: planned)
+    compile: CompileOptions = CompileOptions()  # how its compile check (and compiled uses) call torch.compile
     line: int = 0
 
 
@@ -174,7 +194,8 @@ class Config:
             return {}
         return {**({"allow_graph_breaks": True} if w.allow_graph_breaks else {}),
                 **({"steps": w.training_steps} if w.training_steps else {}),
-                **({"jit": w.jit} if w.jit else {}), **({"onnx": w.onnx} if w.onnx else {})}
+                **({"jit": w.jit} if w.jit else {}), **({"onnx": w.onnx} if w.onnx else {}),
+                **({"compile": w.compile.params()} if w.compile.params() else {})}
 
     def latency_limits(self, device: str) -> dict[str, float]:
         """workload name -> max median latency in ms on `device`, for analysis.verdicts.decide(max_latency_ms=...).
@@ -421,7 +442,58 @@ class _Checker:
             fields.update(self._declared(keys["onnx"], f"{key}.onnx", "onnx", ONNX_EXPORTERS, "dynamo (dynamo=True), "
                                          "legacy (dynamo=False) or default (no dynamo= argument)",
                                          fields.get("aspects", DEFAULT_ASPECTS)))
+        if "compile" in keys:
+            fields["compile"] = self._compile(keys["compile"], f"{key}.compile")
         return UserWorkload(line=line, **fields)
+
+    def _compile(self, node: yaml.Node, key: str) -> CompileOptions:
+        """`compile: {mode, dynamic, fullgraph, backend, options}`, checked as far as no torch is needed: a backend's
+        name and Inductor's option names are the torch under test's to accept (its error is the check's reason)."""
+        keys = self.mapping(node, key, COMPILE_KEYS, "{mode: max-autotune-no-cudagraphs, dynamic: true}")
+        if keys is None:
+            return CompileOptions()
+        fields: dict[str, Any] = {}
+        if "mode" in keys:
+            mode = self.scalar(keys["mode"])
+            if not isinstance(mode, str) or mode not in COMPILE_MODES:
+                self.error(keys["mode"], f"{key}.mode must be one of {', '.join(COMPILE_MODES)} (torch.compile's "
+                                         f"modes), got {self.got(keys['mode'])}{_suggest(mode, COMPILE_MODES)}")
+            else:
+                fields["mode"] = mode
+        for flag_key in ("dynamic", "fullgraph"):
+            if flag_key in keys:
+                fields[flag_key] = self.value(flag, keys[flag_key], f"{key}.{flag_key}")
+        if "backend" in keys:
+            backend = self.scalar(keys["backend"])
+            if not isinstance(backend, str) or not backend.strip():
+                self.error(keys["backend"], f"{key}.backend must be the name of a torch.compile backend like inductor, "
+                                            f"aot_eager or eager, got {self.got(keys['backend'])}")
+            else:
+                fields["backend"] = backend.strip()
+        if "options" in keys:
+            fields["options"] = self._compile_options(keys["options"], f"{key}.options")
+            if "mode" in keys:
+                self.error(keys["options"], f"{key}: give mode or options, not both (torch.compile refuses the two "
+                                            f"together); put what the mode sets in options, like {{max_autotune: true}}")
+        return CompileOptions(**fields)
+
+    def _compile_options(self, node: yaml.Node, key: str) -> tuple[tuple[str, Any], ...]:
+        if not isinstance(node, yaml.MappingNode):
+            self.error(node, f"{key} must be a mapping of Inductor options like {{max_autotune: true, "
+                             f"epilogue_fusion: false}}, got {self.got(node)}")
+            return ()
+        found: list[tuple[str, Any]] = []
+        for k, v in node.value:
+            name, value = self.scalar(k), self.scalar(v)
+            if not isinstance(name, str) or not name.strip():
+                self.error(k, f"{key}: each option must be named, like max_autotune, got {self.got(k)}")
+            elif name in dict(found):
+                self.error(k, f"{key}: option '{name}' appears twice; keep one")
+            elif not isinstance(v, yaml.ScalarNode) or value is None:
+                self.error(v, f"{key}.{name} must be a number, text, true or false, got {self.got(v)}")
+            else:
+                found.append((name, value))
+        return tuple(found)
 
     def _declared(self, node: yaml.Node, key: str, aspect: str, modes: tuple[str, ...], meaning: str,
                   aspects: tuple[str, ...]) -> dict[str, Any]:

@@ -17,6 +17,8 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "cross-backend": (None, None, "needs an accelerator: not measured here (skipped on a CPU)"),
     "cross-version": (0.2, 14, "compare only; the first of a worker the most"),
     "compile": (7.3, 28, "Inductor compiles of the forward and the training step; FlexAttention's take the most"),
+    "compile-mode": (0.1, 1.2, "mlp and matmul compiled again in the device's mode, after their compile check (measured "
+                               "alone, 2026-12-04, Inductor's cache empty)"),
     "determinism": (0.2, 0.3, ""),
     "deterministic-backward": (None, None, "CUDA only: not measured here"),
     "latency": (2.1, 6.0, ""),
@@ -27,6 +29,8 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "training-curve": (15, 21, "50 steps, twice"),
     "sdpa-backends": (3.0, 3.5, ""),
     "amp": (2.2, 4.1, ""),
+    "dataloader": (10, 24, "6 DataLoaders of 2 workers: fork, spawn, forkserver, persistent workers off and on "
+                           "(spawned workers import torch)"),
     "compile-time": (62, 62, "3 cold compiles of a small MLP, and a warm-up"),
     "compile-cache": (4.0, 27, "a cold compile and a second process's warm one; matmul's the least, a small MLP's C++ "
                                "kernels the most (2026-12-04)"),

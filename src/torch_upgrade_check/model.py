@@ -8,9 +8,9 @@ from typing import Any
 
 # compare's checks of the team's stack (stack_cmd.py): planned by compare beside the suite, never by a workload
 STACK_ASPECTS = ("resolve", "imports", "abi", "api")
-ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "determinism", "deterministic-backward", "latency",
-           "memory", "fsdp2", "ddp", "checkpoint", "training-curve", "sdpa-backends",
-           "amp", "compile-time", "compile-cache", "compiled-latency", "warnings", *STACK_ASPECTS)
+ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "compile-mode", "determinism", "deterministic-backward",
+           "latency", "memory", "fsdp2", "ddp", "checkpoint", "training-curve", "sdpa-backends",
+           "amp", "dataloader", "compile-time", "compile-cache", "compiled-latency", "warnings", *STACK_ASPECTS)
 DEVICES = ("cpu", "cuda", "mps")
 # what `--fail-on` (and the action's fail-on) can name, and the kind of each failing aspect; the rest is correctness
 FAIL_ON = ("correctness", "latency", "memory", "warnings")
@@ -25,6 +25,15 @@ DTYPES = ("float32", "float16", "bfloat16", "float64", "tf32")
 # artifact, worker.shipped: a file the team ships, loaded with default arguments; in compare the baseline's outputs)
 ARTIFACT_ASPECTS = ("export", "jit", "aoti", "onnx", "artifact")
 ASPECTS += ARTIFACT_ASPECTS
+# the checks of torch.compile against eager: `compile` as the workload's `compile:` options say (built-ins: the
+# defaults); `compile-mode` (built-ins) the same in the mode teams ship for speed on the device (COMPILE_MODE_OF)
+COMPILE_ASPECTS = ("compile", "compile-mode")
+# torch.compile's modes (torch._inductor.list_mode_options), as a workload's `compile: {mode: ...}` names them
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# compile-mode's mode per device: CUDA graphs where there is CUDA, else autotuning without them
+COMPILE_MODE_OF = {"cuda": "reduce-overhead", "cpu": "max-autotune-no-cudagraphs", "mps": "max-autotune-no-cudagraphs"}
+# the environment variables that change what torch.compile does: each run records the ones set (report environment)
+COMPILE_ENV_PREFIXES = ("TORCH_COMPILE_", "TORCHINDUCTOR_", "TORCHDYNAMO_")
 
 
 class Outcome(str, enum.Enum):

@@ -30,8 +30,8 @@ thresholds:
   # max-compile-time-regression: 25%   # compare --compile-time: the same for cold compiles
 
 # Your own models. A factory returns (model, inputs) or a mapping {model, inputs, loss, tolerances,
-# checkpoint_extra, dynamic_shapes, dynamic_inputs}; if it takes device= and dtype= keyword arguments it is called
-# with them.
+# checkpoint_extra, dynamic_shapes, dynamic_inputs (inputs of other sizes: one set, or a list of sets)}; if it takes
+# device= and dtype= keyword arguments it is called with them.
 workloads: []
 #  - name: my_model
 #    factory: mypkg.models:build_my_model   # MODULE:FUNCTION, imported in the worker
@@ -42,6 +42,7 @@ workloads: []
 #    max-latency-ms: {cpu: 80, cuda: 4, mps: 12}
 #    allow-graph-breaks: false              # true: compare accepts graph breaks new in the candidate
 #    training-steps: 50                     # steps of training-curve
+#    compile: {mode: max-autotune-no-cudagraphs, dynamic: true}   # how your code calls torch.compile
 
 # Your own tests, run with the torch under test; their results join the report.
 # pytest:

@@ -23,6 +23,11 @@ OP_ASPECTS = ("numerics", "cross-backend", "compile", "compile-cache", "latency"
 # process each: seconds); transformer_block does not trace (its graph differs between calls), so has export only
 ARTIFACT_ASPECTS = ("export", "jit")
 FLOAT32_ONLY = ("amp",)  # runs the float32 model under autocast: planned for float32 only
+# compile-mode: compile again in the mode teams ship for speed (model.COMPILE_MODE_OF), for the built-ins whose compile
+# is cheap (a compile of the forward and the training step: a few seconds on a 2-core CPU); FlexAttention's alone take
+# half a minute
+MODE = ("compile-mode",)
+FIRST_DTYPE_ONLY = ("dataloader",)  # loads the workload's data, whatever the model's dtype: its first dtype only
 LAST = ("warnings",)  # planned after a workload's other aspects: it reports the warnings they raised
 
 
@@ -38,8 +43,9 @@ class Workload:
 
 
 BUILTIN: tuple[Workload, ...] = (
-    Workload("mlp", ("float32",), (*TRAINED_ASPECTS, "compiled-latency", *ARTIFACT_ASPECTS),
-             "3-layer MLP with GELU, forward and backward"),
+    Workload("mlp", ("float32",), (*TRAINED_ASPECTS, *MODE, "compiled-latency", *ARTIFACT_ASPECTS, "dataloader"),
+             "3-layer MLP with GELU, forward and backward; compiled with its batch dimension dynamic (batches 32, 8, "
+             "48); its dataset through DataLoader workers"),
     Workload("cnn", ("float32",), (*TRAINED_ASPECTS, "export"), "small conv net: conv, batch norm, pooling, linear head"),
     Workload(
         "transformer_block",
@@ -55,7 +61,7 @@ BUILTIN: tuple[Workload, ...] = (
     Workload("flex_attention_sliding_window", ("float32",), (*MODEL_ASPECTS, "deterministic-backward"),
              "FlexAttention, causal sliding window; deterministic compiled backward on CUDA"),
     Workload("flex_attention_alibi", ("float32",), MODEL_ASPECTS, "FlexAttention, ALiBi score_mod"),
-    Workload("matmul", ("float32", "float16", "bfloat16"), OP_ASPECTS, "dense matmul"),
+    Workload("matmul", ("float32", "float16", "bfloat16"), (*OP_ASPECTS, *MODE), "dense matmul"),
 )
 
 BUILTIN_NAMES = tuple(w.name for w in BUILTIN)
@@ -102,7 +108,8 @@ def rerun_pattern(workload: str, dtype: str, aspect: str) -> str:
 
 
 def _variants(w: Workload, device: str) -> list[tuple[str, tuple[str, ...]]]:
-    variants = [(dtype, tuple(a for a in w.aspects if dtype == "float32" or a not in FLOAT32_ONLY)) for dtype in w.dtypes]
+    variants = [(dtype, tuple(a for a in w.aspects if (dtype == "float32" or a not in FLOAT32_ONLY)
+                              and (dtype == w.dtypes[0] or a not in FIRST_DTYPE_ONLY))) for dtype in w.dtypes]
     if device == "cuda" and not w.factory and "float32" in w.dtypes and "tf32" not in w.dtypes and "numerics" in w.aspects:
         variants.append(("tf32", ("numerics",)))
     return variants

@@ -15,6 +15,7 @@ from torch_upgrade_check import cli, suite
 from torch_upgrade_check.config import (
     ARTIFACT_KEYS,
     ARTIFACT_KINDS,
+    COMPILE_KEYS,
     CROSS_VERSION,
     DEFAULT_ASPECTS,
     PYTEST_KEYS,
@@ -28,11 +29,11 @@ from torch_upgrade_check.config import (
     load_config,
 )
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.model import DEVICES, DTYPES
+from torch_upgrade_check.model import COMPILE_MODES, DEVICES, DTYPES
 
 W = "version: 1\nworkloads:\n  - name: tiny\n    factory: pkg.models:build\n"  # a good workload to break
-ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, amp, latency, "
-                   "memory, compile-time, compile-cache, compiled-latency, warnings, export, jit, aoti, onnx")
+ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, amp, dataloader, "
+                   "latency, memory, compile-time, compile-cache, compiled-latency, warnings, export, jit, aoti, onnx")
 
 # (id, file text, the one problem it must give); {file} is the config's path, {root} its folder.
 MALFORMED = [
@@ -91,7 +92,30 @@ MALFORMED = [
      "{file}:3: workloads must be a list of mappings like [{name: tiny, factory: mypkg.models:build}], got a mapping"),
     ("workload-key-typo", W + "    aspect: [numerics]\n",
      "{file}:5: workloads[0]: unknown key 'aspect' (did you mean 'aspects'?); allowed keys: name, factory, aspects, "
-     "dtypes, rtol, atol, max-latency-ms, allow-graph-breaks, training-steps, jit, onnx"),
+     "dtypes, rtol, atol, max-latency-ms, allow-graph-breaks, training-steps, jit, onnx, compile"),
+    ("compile-text", W + "    compile: max-autotune\n",
+     "{file}:5: workloads[0].compile must be a mapping like {mode: max-autotune-no-cudagraphs, dynamic: true}, "
+     "got 'max-autotune'"),
+    ("compile-key-typo", W + "    compile: {fullgrap: true}\n",
+     "{file}:5: workloads[0].compile: unknown key 'fullgrap' (did you mean 'fullgraph'?); allowed keys: mode, dynamic, "
+     "fullgraph, backend, options"),
+    ("compile-mode-typo", W + "    compile: {mode: max-autotune-no-cudagraph}\n",
+     "{file}:5: workloads[0].compile.mode must be one of default, reduce-overhead, max-autotune, "
+     "max-autotune-no-cudagraphs (torch.compile's modes), got 'max-autotune-no-cudagraph' "
+     "(did you mean 'max-autotune-no-cudagraphs'?)"),
+    ("compile-dynamic-text", W + "    compile: {dynamic: sometimes}\n",
+     "{file}:5: workloads[0].compile.dynamic must be true or false, got 'sometimes'"),
+    ("compile-backend-empty", W + "    compile: {backend: ''}\n",
+     "{file}:5: workloads[0].compile.backend must be the name of a torch.compile backend like inductor, aot_eager or "
+     "eager, got ''"),
+    ("compile-mode-and-options", W + "    compile: {mode: max-autotune, options: {max_autotune: true}}\n",
+     "{file}:5: workloads[0].compile: give mode or options, not both (torch.compile refuses the two together); put "
+     "what the mode sets in options, like {max_autotune: true}"),
+    ("compile-options-list", W + "    compile: {options: [max_autotune]}\n",
+     "{file}:5: workloads[0].compile.options must be a mapping of Inductor options like {max_autotune: true, "
+     "epilogue_fusion: false}, got a list"),
+    ("compile-option-value-list", W + "    compile:\n      options:\n        max_autotune: [1]\n",
+     "{file}:7: workloads[0].compile.options.max_autotune must be a number, text, true or false, got a list"),
     ("aspect-typo", W + "    aspects: [numerics, determinsm]\n",
      f"{{file}}:5: workloads[0].aspects: unknown aspect 'determinsm' (did you mean 'determinism'?); "
      f"allowed: {ALLOWED_ASPECTS}"),
@@ -198,8 +222,9 @@ def test_defaults(tmp_path: Path) -> None:
     assert (w.aspects, w.dtypes, w.rtol, w.max_latency_ms, w.line) == (DEFAULT_ASPECTS, ("float32",), None, {}, 3)
     planned = cfg.workloads_for_suite()
     assert planned[:-1] == list(suite.BUILTIN)
-    assert planned[-1] == suite.Workload("tiny", ("float32",), suite.TRAINED_ASPECTS, "pkg.models:build (cfg.yml:3)",
-                                         "pkg.models:build")
+    trained = ("numerics", "cross-backend", "compile", "determinism", "checkpoint", "training-curve", "amp", "dataloader",
+               "latency", "memory", "warnings")  # the built-ins' trained aspects, and the dataloader check
+    assert planned[-1] == suite.Workload("tiny", ("float32",), trained, "pkg.models:build (cfg.yml:3)", "pkg.models:build")
     assert CROSS_VERSION in cfg.workloads_for_suite(cross_version=True)[-1].aspects
     assert cfg.tolerances_for("tiny") == {} and cfg.tolerances_for("mlp") == {}
     assert cfg.latency_limits("cpu") == {} and cfg.pytest is None and cfg.python_path == ()
@@ -260,7 +285,9 @@ def test_example_config_loads_and_plans() -> None:
     assert [(w.name, w.factory) for w in cfg.workloads] == [
         ("tiny_classifier", "tinymodels.models:build_classifier"), ("tiny_encoder", "tinymodels.models:build_encoder")]
     specs = suite.plan(cfg.workloads_for_suite(), "cpu")
-    assert len(specs) == 2 * len(suite.TRAINED_ASPECTS) - 1 + 5  # amp: the float32 model under autocast only
+    # amp: the float32 model under autocast only; dataloader: the first dtype only (the data is the same)
+    assert len(specs) == 2 * len(suite.TRAINED_ASPECTS) - 1 + 1 + 5
+    assert [s.id for s in specs if s.aspect == "dataloader"] == ["tiny_classifier[float32]/dataloader"]
     assert {s.id for s in specs} >= {"tiny_classifier[bfloat16]/determinism", "tiny_encoder[float32]/compile"}
     assert cfg.tolerances_for("tiny_encoder") == {"rtol": 1e-3, "atol": 1e-5}
     assert cfg.latency_limits("cuda") == {"tiny_classifier": 20.0}
@@ -283,6 +310,34 @@ def test_zero_tolerances_load_and_match_the_json_schema(tmp_path: Path) -> None:
         jsonschema.validate(negative, json.loads(SCHEMA.read_text()))
 
 
+def test_compile_options_reach_every_check_of_the_workload_and_match_the_json_schema(tmp_path: Path) -> None:
+    """`compile:` is how the team calls torch.compile: what is given reaches the worker as spec.params["compile"] (a
+    key not given is left to torch.compile's default); a workload without it compiles as torch.compile's defaults."""
+    from torch_upgrade_check.config import CompileOptions
+
+    path = tmp_path / "torch-upgrade-check.yml"
+    path.write_text("version: 1\nsuite: none\nworkloads:\n"
+                    "  - name: served\n    factory: m:a\n    compile: {mode: max-autotune-no-cudagraphs, dynamic: true, "
+                    "fullgraph: false, backend: inductor}\n"
+                    "  - name: tuned\n    factory: m:b\n    compile:\n      options: {max_autotune: true, "
+                    "'triton.cudagraphs': false, epilogue_fusion_first: 1}\n"
+                    "  - name: plain\n    factory: m:c\n")
+    cfg = load_config(path, explicit=True)
+    served, _, plain = cfg.workloads
+    assert served.compile == CompileOptions("max-autotune-no-cudagraphs", True, False, "inductor")
+    assert cfg.options_for("served") == {"compile": {"mode": "max-autotune-no-cudagraphs", "dynamic": True,
+                                                     "fullgraph": False, "backend": "inductor"}}
+    assert cfg.options_for("tuned") == {"compile": {"options": {"max_autotune": True, "triton.cudagraphs": False,
+                                                                "epilogue_fusion_first": 1}}}
+    assert plain.compile == CompileOptions() and cfg.options_for("plain") == {}
+    validate_against_schema(path)
+    jsonschema = pytest.importorskip("jsonschema")
+    both = yaml.safe_load(path.read_text())
+    both["workloads"][1]["compile"]["mode"] = "max-autotune"  # torch.compile refuses mode with options
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(both, json.loads(SCHEMA.read_text()))
+
+
 def test_json_schema_lists_what_the_loader_accepts() -> None:
     schema = json.loads(SCHEMA.read_text())
     props = schema["properties"]
@@ -292,6 +347,8 @@ def test_json_schema_lists_what_the_loader_accepts() -> None:
     assert tuple(workload["aspects"]["items"]["enum"]) == WORKLOAD_ASPECTS
     assert tuple(workload["dtypes"]["items"]["enum"]) == DTYPES
     assert tuple(workload["max-latency-ms"]["oneOf"][1]["properties"]) == DEVICES
+    assert tuple(workload["compile"]["properties"]) == COMPILE_KEYS
+    assert tuple(workload["compile"]["properties"]["mode"]["enum"]) == COMPILE_MODES
     assert tuple(schema["$defs"]["builtin"]["enum"]) == suite.BUILTIN_NAMES
     shipped = props["artifacts"]["items"]["properties"]
     assert tuple(shipped) == ARTIFACT_KEYS and tuple(shipped["kind"]["enum"]) == tuple(ARTIFACT_KINDS)

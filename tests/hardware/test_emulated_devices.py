@@ -78,6 +78,20 @@ def test_the_emulation_enforces_each_backends_constraints(tmp_path: Path, torch_
             out["unsynced_s"] = time.perf_counter() - t0
             torch.cuda.synchronize()
             out["synced_s"] = time.perf_counter() - t0
+            import os
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # CUDA was initialised above: a forked child cannot start it again
+                try:
+                    torch.zeros(1, device=kind)
+                    said = "ran"
+                except RuntimeError as e:
+                    said = str(e)
+                os.write(w, said.encode())
+                os._exit(0)
+            os.waitpid(pid, 0)
+            out["forked"] = os.read(r, 1000).decode()
+            out["pinned"] = [torch.ones(2).pin_memory().is_pinned(), torch.ones(2).is_pinned()]
         else:
             torch.mps.empty_cache()
             before = torch.mps.driver_allocated_memory()
@@ -106,6 +120,7 @@ def test_the_emulation_enforces_each_backends_constraints(tmp_path: Path, torch_
     assert "mix of the legacy and new APIs" in cuda["mixed_apis"]  # ATen's getter, asked at the matmul as cuBLAS does
     assert cuda["peak_growth"] == 4 * 2**20
     assert cuda["unsynced_s"] < 0.05 < 0.1 < cuda["synced_s"]  # 5 kernels of 20 ms are paid at synchronize
+    assert cuda["forked"].startswith("Cannot re-initialize CUDA in forked subprocess") and cuda["pinned"] == [True, False]
 
 
 @pytest.mark.parametrize("float64", ["raise", "zeros"])

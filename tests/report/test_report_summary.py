@@ -272,6 +272,15 @@ def test_environment_diff_says_which_package_changes_the_teams_requirements_made
     assert ["package torchvision (your requirements changed it)", "0.28.0", "0.29.1"] in table
 
 
+def test_environment_diff_shows_torch_compile_settings_that_differ_between_the_sides() -> None:
+    # a team's TORCHINDUCTOR_* setting on one side only changes what its compile checks compiled: the diff names it
+    base, cand = CASES["comparison_clean"]
+    settings = {"baseline": {}, "candidate": {"TORCHINDUCTOR_MAX_AUTOTUNE": "1"}}
+    reports = [dataclasses.replace(r, environment={**r.environment, "compile_env": settings[r.role]}) for r in (base, cand)]
+    table = next(t for t in _tables(_html(render_summary(reports))) if t[0] == ["component", "baseline", "candidate"])
+    assert ["torch.compile settings (environment)", "—", "TORCHINDUCTOR_MAX_AUTOTUNE 1"] in table, table
+
+
 def test_a_baseline_whose_own_checks_crashed_leaves_cross_version_open_and_says_so() -> None:
     # the baseline's torchvision cannot load on this runner: its workloads crash, the candidate's cross-version checks
     # are skipped; the verdict is the candidate's, and what needs attention names the open questions and why

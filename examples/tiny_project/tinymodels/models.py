@@ -17,8 +17,26 @@ class TinyClassifier(nn.Module):
         return self.net(x)
 
 
+class Readings(torch.utils.data.Dataset):
+    """The classifier's training data: reading i is made from i alone, so a DataLoader worker process makes the
+    same one as the training script. A module-level class: spawn and forkserver workers import it by name."""
+
+    def __len__(self) -> int:
+        return 40
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        features = torch.arange(16, dtype=torch.float32).mul(i % 5).remainder(7)
+        return features, i % 3
+
+
+def collate_readings(items: list[tuple[torch.Tensor, int]]) -> dict[str, torch.Tensor]:
+    """The training loop's batches: the readings stacked, their labels as a tensor."""
+    return {"x": torch.stack([x for x, _ in items]), "label": torch.tensor([y for _, y in items])}
+
+
 def build_classifier(device: str = "cpu", dtype: torch.dtype = torch.float32) -> dict:
-    """Takes device and dtype, so the runner builds it in place; the loss enables gradients and determinism."""
+    """Takes device and dtype, so the runner builds it in place; the loss enables gradients and determinism; the
+    dataset and collate are what the training job loads through a DataLoader (the dataloader check)."""
     model = TinyClassifier().to(device, dtype)
     x = torch.randn(8, 16, device=device, dtype=dtype)
     targets = torch.arange(8, device=device) % 3
@@ -27,6 +45,8 @@ def build_classifier(device: str = "cpu", dtype: torch.dtype = torch.float32) ->
         "inputs": (x,),
         # cross_entropy in float32 whatever the dtype under test, so the loss itself adds no rounding
         "loss": lambda out: nn.functional.cross_entropy(out.float(), targets),
+        "dataset": Readings(),
+        "collate": collate_readings,
     }
 
 

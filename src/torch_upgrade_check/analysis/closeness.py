@@ -135,3 +135,7 @@ def short(value: Any) -> str:
     """A metric in three significant digits, or as it is when it is not a number."""
     v = as_float(value)
     return f"{v:.3g}" if not math.isnan(v) else str(value)
+
+
+def plural_of(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")

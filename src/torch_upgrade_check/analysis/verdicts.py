@@ -1,10 +1,12 @@
 """Observation -> CheckResult: the pass/fail rules of every aspect, with one-line reasons (pure).
 
 Rules (thresholds are recorded on each result):
-- numerics, cross-backend, cross-version, compile: closeness to the fp64 CPU golden, tensor by tensor
+- numerics, cross-backend, cross-version, compile, compile-mode: closeness to the fp64 CPU golden, tensor by tensor
   (analysis.closeness has the rule); cross-version's golden is the baseline's, and its own fp64 golden
-  differing from the baseline's beyond float64's tolerances fails it too. compile also fails when torch.compile compiled no graph: a
-  model that ran eagerly compared eager with eager.
+  differing from the baseline's beyond float64's tolerances fails it too. compile and compile-mode (analysis.compiled)
+  also fail when torch.compile compiled no graph (a model that ran eagerly compared eager with eager), does not
+  compile, or raises at one of the workload's dynamic sizes; in compare also by the cross-version rule against the
+  baseline's compiled outputs.
 - determinism, deterministic-backward: two seeded training steps bitwise equal.
 - latency, compiled-latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
 - compile-cache: a fresh process compiling from the cold compile's Inductor caches neither crashes nor gives other
@@ -27,6 +29,9 @@ Rules (thresholds are recorded on each result):
 - fsdp2: each step's reduced gradient shards within FSDP2_GRAD_TOL (of each gradient's RMS) of the unsharded
   model's gradients (a shard that could not be compared fails), each step's loss and the parameters after the
   sharded steps within FSDP2_ATOL or FSDP2_RTOL*|unsharded| (NaN fails).
+- dataloader: every DataLoader with workers (each start method, persistent_workers off and on, pin_memory where the
+  device has it) gave num_workers=0's batches bitwise and in order; in compare num_workers=0's are the baseline's
+  (analysis.dataloader has the rule).
 - fsdp2 and ddp run under torchrun: every rank exited 0 and shut its process group down within the shutdown bound
   (a rank still running then is named, and was killed), then fsdp2's rule (on DDP's all-reduced, whole, gradients).
 """
@@ -39,9 +44,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from torch_upgrade_check.analysis import artifacts, closeness, compilecache, stats
-from torch_upgrade_check.analysis.closeness import as_float, short
-from torch_upgrade_check.model import ARTIFACT_ASPECTS, CheckResult, CheckSpec, Observation, Outcome
+from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, dataloader, stats
+from torch_upgrade_check.analysis.closeness import as_float, plural_of, short
+from torch_upgrade_check.model import ARTIFACT_ASPECTS, COMPILE_ASPECTS, CheckResult, CheckSpec, Observation, Outcome
 
 FSDP2_ATOL = 1e-5
 FSDP2_RTOL = 1e-4
@@ -94,25 +99,15 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         return CheckResult(outcome=Outcome.ERROR, reason=obs.message, details=obs.traceback, metrics=dict(obs.metrics),
                            **base)
     m = dict(obs.metrics)
-    if spec.aspect in ("numerics", "cross-backend", "cross-version", "compile"):
+    if spec.aspect in ("numerics", "cross-backend", "cross-version"):
         outcome, reason, thresholds = closeness.judge(m, spec.aspect, spec.dtype)
         changed = closeness.fp64_change(m) if spec.aspect == "cross-version" else ""
         if changed:
             reason = f"{changed}; {reason}" if outcome is Outcome.PASSED else f"{reason}; {changed}"
             outcome = Outcome.FAILED
-        if spec.aspect == "compile" and m.get("graph_breaks"):
-            reason += (f"; {plural_of(int(m['graph_breaks']), 'graph break')}: "
-                       f"{'; '.join(m.get('graph_break_reasons') or ['no reason recorded'])[:200]}")
-        if spec.aspect == "compile" and m.get("training_step_error"):
-            reason += f"; forward only: the compiled training step raised {str(m['training_step_error'])[:160]}"
-        if spec.aspect == "compile" and m.get("fullgraph_error"):
-            reason += f"; fullgraph=True fails: {str(m['fullgraph_error'])[:160]}"
-        if spec.aspect == "compile" and spec.params.get("allow_graph_breaks"):
-            thresholds = {**thresholds, "allow_graph_breaks": True}
-        if spec.aspect == "compile" and m.get("graphs_compiled") == 0:
-            why = "; ".join(m.get("dynamo_fallbacks") or []) or "no reason recorded by Dynamo"
-            outcome, reason = Outcome.FAILED, (f"torch.compile compiled no graph: the model ran eagerly, so compiled "
-                                               f"was compared with eager itself ({why})")
+    elif spec.aspect in COMPILE_ASPECTS:
+        outcome, reason, thresholds = compiled.judge(m, spec.dtype,
+                                                     allow_graph_breaks=bool(spec.params.get("allow_graph_breaks")))
     elif spec.aspect in ("determinism", "deterministic-backward"):
         outcome, reason, thresholds = _bitwise(spec.aspect, m)
     elif spec.aspect in ("latency", "compiled-latency"):
@@ -137,6 +132,8 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         outcome, reason, thresholds = _training_curve(m)
     elif spec.aspect == "amp":
         outcome, reason, thresholds = _amp(m)
+    elif spec.aspect == "dataloader":
+        outcome, reason, thresholds = dataloader.judge(m)
     elif spec.aspect == "warnings":
         outcome, thresholds = Outcome.PASSED, {}
         reason = warnings_reason(m.get("warnings") or [])
@@ -412,10 +409,6 @@ def warning_entry(w: Mapping[str, Any]) -> str:
 
 def warnings_details(found: list[Mapping[str, Any]]) -> str:
     return "\n".join(warning_entry(w) for w in found)
-
-
-def plural_of(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _bitwise(aspect: str, m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:

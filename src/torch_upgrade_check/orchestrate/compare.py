@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from torch_upgrade_check.analysis.verdicts import decide, plural_of, warning_entry, warning_line, warnings_reason
-from torch_upgrade_check.model import ARTIFACT_ASPECTS, CheckResult, CheckSpec, Observation, Outcome, Report
+from torch_upgrade_check.model import (
+    ARTIFACT_ASPECTS,
+    COMPILE_ASPECTS,
+    CheckResult,
+    CheckSpec,
+    Observation,
+    Outcome,
+    Report,
+)
 from torch_upgrade_check.orchestrate import session
 
 AB_ASPECTS = ("latency", "compiled-latency", "memory", "compile-time")
@@ -36,7 +44,9 @@ class Thresholds:
 
 # the baseline saves what the candidate loads: planned per side (cross-version apart: one per workload and dtype)
 TRAINING_ASPECTS = ("checkpoint", "training-curve", "amp")
-PER_SIDE_ASPECTS = (*TRAINING_ASPECTS, *ARTIFACT_ASPECTS)  # deployment artifacts: the baseline's program is loaded
+# deployment artifacts: the baseline's program is loaded; dataloader: the baseline's batches are compared; compile:
+# the baseline's compiled outputs are compared
+PER_SIDE_ASPECTS = (*TRAINING_ASPECTS, "dataloader", *ARTIFACT_ASPECTS, *COMPILE_ASPECTS)
 SAVED_ASPECTS = ("cross-version", *PER_SIDE_ASPECTS)
 
 
@@ -77,8 +87,9 @@ def cross_version_specs(settings: session.Settings, device: str, store: Path, mo
 
 
 def saved_specs(settings: session.Settings, device: str, store: Path, mode: str) -> list[CheckSpec]:
-    """The checkpoint, training-curve, amp and artifact (export, jit) checks: the baseline's (mode "save") run as
-    alone and keep their files, the candidate's (mode "compare") read the baseline's, once they are complete."""
+    """The checkpoint, training-curve, amp, dataloader, artifact (export, jit) and compile checks: the baseline's (mode
+    "save") run as alone and keep their files, the candidate's (mode "compare") read the baseline's, once they are
+    complete."""
     after = {"after": str(saved_mark(store))} if mode == "compare" else {}
     return [replace(s, params={**s.params, "mode": mode, "store": str(store), **after})
             for s in session.plan(settings, device, aspects=list(PER_SIDE_ASPECTS))]
@@ -155,7 +166,7 @@ def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collect
     raised = {side: {_key(w) for r in report.results if r.aspect == "warnings" for w in r.metrics.get("warnings") or []}
               for side, report in (("baseline", baseline), ("candidate", candidate))}
     judges = {"warnings": lambda b, r: _new_warnings(b, r, baseline.label, "warnings" in fail_on, raised),
-              "compile": lambda b, r: _new_graph_breaks(b, r, baseline.label),
+              **dict.fromkeys(COMPILE_ASPECTS, lambda b, r: _new_graph_breaks(b, r, baseline.label)),
               "sdpa-backends": lambda b, r: _new_default_backend(b, r, baseline.label),
               "compile-cache": lambda b, r: _cache_no_longer_used(b, r, baseline.label)}
     results = []
@@ -192,13 +203,15 @@ def _new_warnings(before: CheckResult, after: CheckResult, label: str, failing: 
 
 
 def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> CheckResult:
-    """A graph break or a recompile the baseline did not have turns compiled code back into slow eager code."""
+    """A graph break or a recompile the baseline did not have turns compiled code back into slow eager code; so does
+    a recompile at one of the workload's dynamic sizes (each size's graphs against the baseline's at that size)."""
     m, b = after.metrics, before.metrics
     breaks, was = int(m.get("graph_breaks") or 0), int(b.get("graph_breaks") or 0)
     graphs, graphs_was = int(m.get("graphs_compiled") or 0), int(b.get("graphs_compiled") or 0)
     lost_fullgraph = b.get("fullgraph") is True and m.get("fullgraph") is False
     lost_step = b.get("training_step") is True and m.get("training_step") is False
-    if breaks <= was and graphs <= graphs_was and not lost_fullgraph and not lost_step:
+    recompiled = _new_recompiles(b, m)
+    if breaks <= was and graphs <= graphs_was and not lost_fullgraph and not lost_step and not recompiled:
         return after  # the same number of breaks with other words for them is not news
     new_reasons = [x for x in m.get("graph_break_reasons") or [] if x not in (b.get("graph_break_reasons") or [])]
     found = []
@@ -213,6 +226,11 @@ def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> Ch
         found.append(f"{graphs} graphs compiled, baseline {graphs_was} (a new break or a recompile)")
     if lost_step:
         found.append(f"the compiled training step raises {str(m.get('training_step_error'))[:160]}")
+    if recompiled:
+        found.append("recompiled at " + ", ".join(f"size {size} ({plural_of(n, 'graph')}, baseline {label}: {n_was})"
+                                                  for size, n, n_was in recompiled[:3]))
+    cost = ("each recompile is a compile in the middle of serving or training, and past the recompile limit the model "
+            "runs eagerly" if recompiled and len(found) == 1 else "the compiled model runs partly eager")
     metrics = {**m, "baseline_graph_breaks": was, "baseline_graphs_compiled": graphs_was, "new_graph_break_reasons": new_reasons}
     diff = first_graph_difference(b.get("post_grad_graphs"), m.get("post_grad_graphs"))
     if diff:
@@ -223,8 +241,16 @@ def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> Ch
         return replace(after, metrics=metrics, reason=f"{after.reason}; new in the candidate, allowed by the "
                                                       f"workload's allow-graph-breaks: {'; '.join(found)}")
     return replace(after, outcome=Outcome.FAILED, metrics=metrics,
-                   reason=f"new in the candidate: {'; '.join(found)} (the compiled model runs partly eager; set "
-                          f"allow-graph-breaks: true on the workload to accept it)")
+                   reason=f"new in the candidate: {'; '.join(found)} ({cost}; set allow-graph-breaks: true on the "
+                          f"workload to accept it)")
+
+
+def _new_recompiles(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[tuple[str, int, int]]:
+    """(size, graphs compiled there, the baseline's) for each dynamic size where the candidate compiled more graphs
+    than the baseline did (a size the baseline did not run counts as none there)."""
+    was = {s.get("size"): int(s.get("graphs") or 0) for s in before.get("dynamic_sizes") or []}
+    return [(str(s.get("size")), int(s.get("graphs") or 0), was.get(s.get("size"), 0))
+            for s in after.get("dynamic_sizes") or [] if int(s.get("graphs") or 0) > was.get(s.get("size"), 0)]
 
 
 def first_graph_difference(before: Any, after: Any) -> dict[str, str] | None:

@@ -58,7 +58,7 @@ ENV_DIFF = (("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA runti
             ("compute capability", "cuda_device.compute_capability"), ("TF32 / float32 precision flags (default)",
             "cuda_device.fp32_precision_default"), ("macOS", "macos"), ("MPS built", "mps_built"),
             ("MPS usable", "probes.mps.available"), ("Python", "python"), ("CPU threads", "threads"),
-            ("OMP_WAIT_POLICY", "omp_wait_policy"))
+            ("OMP_WAIT_POLICY", "omp_wait_policy"), ("torch.compile settings (environment)", "compile_env"))
 _TITLES = {"latency": "Latency", "compiled-latency": "Compiled latency", "memory": "Peak memory",
            "compile-time": "Cold compile time"}
 # where a single run keeps its median

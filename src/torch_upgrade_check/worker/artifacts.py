@@ -40,7 +40,7 @@ import torch
 
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import crossversion, first_line, tensors
-from torch_upgrade_check.worker.instance import Instance, Skip, build, copy_to, forward_only, tolerances
+from torch_upgrade_check.worker.instance import Instance, Skip, forward_golden, forward_only, tolerances
 
 FRESH_PROCESS_TIMEOUT_S = 300.0
 SUFFIX = {"export": ".pt2", "jit": ".pt", "aoti": ".pt2"}
@@ -180,14 +180,8 @@ def against_eager(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, 
     compile rule): the metrics analysis.artifacts judges. Programs named ...OTHER ran on `other` inputs."""
     result = {f"{name}:{k}": v for name, outs in results.items() for k, v in outs.items()}
     reference = {f"{name}:{k}": v for name, outs in references.items() for k, v in outs.items()}
-    gold_inst = build(factory, "cpu", torch.float64)
-    copy_to(inst, gold_inst, torch.float64)
-    gold = forward_only(gold_inst, gold_inst.reference or gold_inst.model)
-    if other:
-        wide = tuple(tensors.host(x, torch.float64 if x.is_floating_point() else None) if isinstance(x, torch.Tensor)
-                     else x for x in other)
-        gold_other = forward_only(replace(gold_inst, inputs=wide), gold_inst.reference or gold_inst.model)
-    golden = {f"{name}:{k}": v for name in results for k, v in (gold_other if name.endswith(OTHER) else gold).items()}
+    gold, *gold_others = forward_golden(factory, inst, (other,) if other else ())
+    golden = {f"{name}:{k}": v for name in results for k, v in (gold_others[0] if name.endswith(OTHER) else gold).items()}
     rtol, atol = tolerances(spec, inst)
     compared = tensors.compare(result, golden, reference=reference, rtol=rtol, atol=atol, dtype=spec.dtype)
     return {"programs": sorted(results), "rtol": rtol, "atol": atol, **compared}

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -20,11 +22,14 @@ from torch_upgrade_check.worker import (
     artifacts,
     checkpoint,
     compilecache,
+    compiling,
     crossversion,
     curve,
+    dataloader,
     ddp,
     devices,
-    first_line,
+    environment,
+    error_text,
     flexdet,
     fsdp2,
     onnxexport,
@@ -33,9 +38,8 @@ from torch_upgrade_check.worker import (
     tensors,
     warned,
 )
-from torch_upgrade_check.worker.compiled import compiled_model, graphs_compiled
-from torch_upgrade_check.worker.compiled import fresh_inductor_cache as _fresh_inductor_cache
-from torch_upgrade_check.worker.compiled import step as _compiled_step
+from torch_upgrade_check.worker.compiling import fresh_cache as _fresh_inductor_cache
+from torch_upgrade_check.worker.compiling import graphs_compiled
 from torch_upgrade_check.worker.devices import DTYPES
 from torch_upgrade_check.worker.instance import (
     Instance,
@@ -43,6 +47,7 @@ from torch_upgrade_check.worker.instance import (
     build,
     copy_to,
     forward_backward,
+    forward_golden,
     forward_only,
     golden,
     grad_leaves,
@@ -139,68 +144,110 @@ def cross_backend(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, 
 
 
 def compile_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
-    """torch.compile (Inductor) vs eager: the forward, then (for workloads with a loss) the training step's forward
-    and backward; the first calls' times are reported as compile times.
+    """torch.compile vs eager, compiled as the workload's `compile:` options say (worker.compiling; built-ins:
+    torch.compile's defaults, compile-mode in the device's mode): the forward, then (for workloads with a loss) the
+    training step's forward and backward; the first calls' times are reported as compile times.
 
-    The model is compiled with fullgraph=True first, as a team that relies on one graph does; where that raises
-    (a graph break, a frame Dynamo cannot trace), the error is kept and it is compiled again as torch.compile's
-    default does, breaks and all, which is what is then judged and counted. Dynamo is reset first (its
-    per-function recompile limit is shared by every check in this worker), and what it compiled is counted: a
-    model that ran eagerly must never pass as compiled.
+    Unless the options set fullgraph, the model is compiled with fullgraph=True first, as a team that relies on one
+    graph does; where that raises (a graph break, a frame Dynamo cannot trace), the error is kept and it is compiled
+    again without it, breaks and all, which is what is then judged and counted (fullgraph: true in the options makes
+    that error a failure; false compiles without it at once). A model that does not compile at all is a failure,
+    recorded as `compile_error`. Dynamo is reset first (its per-function recompile limit is shared by every check in
+    this worker), and what it compiled is counted: a model that ran eagerly must never pass as compiled.
+
+    With the factory's dynamic_inputs, each other size then runs through the compiled model (compiling.sweep): the
+    graphs compiled for each size (a recompile) are counted, what raises is kept, and the outputs are judged against
+    eager's at that size. In compare the baseline saves its compiled outputs and gradients, and the candidate, from
+    the baseline's weights and inputs, is judged against them too (`vs_baseline`, the cross-version rule).
     """
+    saved = compiling.load_baseline(spec, inst)
     with _post_grad_graphs() as graphs:
-        metrics = _compile(spec, factory, inst, device)
-    return {**metrics, "post_grad_graphs": graphs}
+        metrics, result, gold = _compile(spec, factory, inst, device)
+    metrics["post_grad_graphs"] = graphs
+    if result and spec.params.get("mode") == "save":
+        compiling.save(spec, inst, result, gold)
+    elif result and saved is not None:
+        metrics["vs_baseline"] = compiling.against_baseline(result, saved, rtol=metrics["rtol"], atol=metrics["atol"],
+                                                            dtype=spec.dtype)
+    elif spec.params.get("mode") == "compare":
+        metrics["vs_baseline_missing"] = ("the baseline saved no compiled outputs (its compile check failed there, or "
+                                          "did not run)" if saved is None else "nothing compiled here to compare")
+    return metrics
 
 
-def _compile(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
+def _compile(spec: CheckSpec, factory: Callable[..., Any], inst: Instance,
+             device: devices.Device) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The compile check's metrics, and its compiled outputs (with gradients) and their fp64 golden, for compare's
+    files ({} when nothing compiled)."""
     import torch._dynamo
     from torch._dynamo.utils import counters
 
+    opts = compiling.options(spec)
     rtol, atol = tolerances(spec, inst)
     eager = forward_only(inst, inst.model)
     training = inst.loss is not None and "gradients" not in inst.skip
     eager_step = forward_backward(inst) if training else {}
+    dims = compiling.marked(opts, inst)  # compiling.compiled marks them on the example inputs, the sweep on each size's
+    asked: dict[str, Any] = {"compile_options": opts, "compile_env": environment.compile_settings(), "rtol": rtol,
+                             "atol": atol, "not_checked": not_checked(inst),
+                             **({"dynamic_marked": [f"input{i} dim {d}" for i, d in dims]} if dims else {})}
+
+    def attempt(fullgraph: bool) -> tuple[Any, float]:
+        return _first_call(inst, device, compiling.compiled(spec, inst, fullgraph=fullgraph), opts)
+
     torch._dynamo.reset()
     before = _dynamo_counts(counters)
     fullgraph_error = ""
     try:
-        compiled, compile_time = _first_call(inst, device, torch.compile(inst.model, fullgraph=True))
-    except Exception as e:
-        fullgraph_error = f"{type(e).__name__}: {first_line(e)}"[:300]
-        torch._dynamo.reset()
-        before = _dynamo_counts(counters)  # what the failed attempt counted is not this compile's
-        compiled, compile_time = _first_call(inst, device, torch.compile(inst.model))
-    result = forward_only(inst, compiled)
+        try:
+            compiled, compile_time = attempt(opts.get("fullgraph") is not False)
+        except Exception as e:
+            if opts.get("fullgraph") is False:
+                raise
+            fullgraph_error = error_text(e)
+            torch._dynamo.reset()
+            before = _dynamo_counts(counters)  # what the failed attempt counted is not this compile's
+            compiled, compile_time = attempt(False)
+    except Exception as e:  # it does not compile at all: a finding, not an error of the check
+        return ({**asked, "compile_error": error_text(e), "fullgraph": False,
+                 **({"fullgraph_error": fullgraph_error} if fullgraph_error else {})}, {}, {})
+    result = compiling.outputs(compiled, inst.inputs, opts)
     backward: dict[str, Any] = {}
     if training:
         device.synchronize()
         start = time.perf_counter()
         try:
-            result = {**result, **_compiled_step(inst, compiled)}
+            result = {**result, **compiling.step(inst, compiled, opts)}
             device.synchronize()
             backward = {"compile_backward_time_s": time.perf_counter() - start, "training_step": True}
         except Exception as e:  # e.g. an autograd.Function whose backward Dynamo cannot trace: the forward is judged
             training = False
-            backward = {"training_step": False, "training_step_error": f"{type(e).__name__}: {first_line(e)}"[:300]}
+            backward = {"training_step": False, "training_step_error": error_text(e)}
     after = _dynamo_counts(counters)
+    sizes, swept = compiling.sweep(inst, compiled, opts, dims, graphs_compiled)
     if training:
         gold = golden(factory, inst)
+        gold_sizes = forward_golden(factory, inst, inst.dynamic_sweep)[1:] if sizes else []
         reference = {**eager, **{k: v for k, v in eager_step.items() if k.startswith("grad:")}}
     else:
-        gold_inst = build(factory, "cpu", torch.float64)
-        copy_to(inst, gold_inst, torch.float64)
-        gold = forward_only(gold_inst, gold_inst.reference or gold_inst.model)
+        gold, *gold_sizes = forward_golden(factory, inst, inst.dynamic_sweep if sizes else ())
         reference = eager
-    metrics = tensors.compare(result, gold, reference=reference, rtol=rtol, atol=atol, dtype=spec.dtype)
+    judged, judged_gold, judged_ref = dict(result), dict(gold), dict(reference)
+    for other, gold_other, size in zip(inst.dynamic_sweep, gold_sizes, sizes):
+        if size["size"] in swept:  # each size's outputs against eager's at that size, named by it
+            name = f"size {size['size']}:"
+            judged.update({name + k: v for k, v in swept[size["size"]].items()})
+            judged_gold.update({name + k: v for k, v in gold_other.items()})
+            judged_ref.update({name + k: v for k, v in forward_only(replace(inst, inputs=other), inst.model).items()})
+    metrics = tensors.compare(judged, judged_gold, reference=judged_ref, rtol=rtol, atol=atol, dtype=spec.dtype)
     breaks = {k: v - before["breaks"].get(k, 0) for k, v in after["breaks"].items() if v > before["breaks"].get(k, 0)}
     fallbacks = {k for k, v in after["fallbacks"].items() if v > before["fallbacks"].get(k, 0)}
     graphs = after["graphs"] - before["graphs"]
-    return {**metrics, "compile_time_s": compile_time, **backward, "rtol": rtol, "atol": atol,
-            "not_checked": not_checked(inst),
-            "fullgraph": not fullgraph_error, **({"fullgraph_error": fullgraph_error} if fullgraph_error else {}),
-            "graphs_compiled": graphs, "graph_breaks": sum(breaks.values()),
-            "graph_break_reasons": sorted(breaks)[:5], "dynamo_fallbacks": sorted(fallbacks)[:5]}
+    return ({**metrics, **asked, "compile_time_s": compile_time, **backward,
+             "fullgraph": not fullgraph_error, **({"fullgraph_error": fullgraph_error} if fullgraph_error else {}),
+             "graphs_compiled": graphs, "graph_breaks": sum(breaks.values()),
+             "graph_break_reasons": sorted(breaks)[:5], "dynamo_fallbacks": sorted(fallbacks)[:5],
+             **({"dynamic_sizes": sizes} if sizes else {})}, result, gold)
 
 
 # the post-grad graphs kept per compile check: enough to name where two torches' graphs first differ, small
@@ -233,7 +280,7 @@ def _post_grad_graphs() -> Iterator[list[list[str]]]:
 
 def _node_line(node: Any) -> str:
     """`call_function aten.mm.default float32[32, 128]`: placeholders and outputs by kind only (their names are
-    Inductor's numbering, which differs between releases without meaning anything)."""
+    Inductor's numbering, which differs between releases without meaning anything), a dynamic size as `s`."""
     if node.op in ("placeholder", "output", "get_attr"):
         target = ""
     else:
@@ -242,14 +289,15 @@ def _node_line(node: Any) -> str:
     val = node.meta.get("val")
     shape = (f" {str(val.dtype).removeprefix('torch.')}{list(val.shape)}"
              if isinstance(val, torch.Tensor) else "")
+    shape = re.sub(r"\b([su])\d+\b", r"\1", shape)  # a dynamic size's symbol: numbered differently by each release
     return " ".join(part for part in (node.op, target, shape.strip()) if part)
 
 
-def _first_call(inst: Instance, device: devices.Device, compiled: Any) -> tuple[Any, float]:
+def _first_call(inst: Instance, device: devices.Device, compiled: Any, opts: dict[str, Any]) -> tuple[Any, float]:
     """The compiled model and how long its first (compiling) forward took."""
     device.synchronize()
     start = time.perf_counter()
-    forward_only(inst, compiled)
+    compiling.outputs(compiled, inst.inputs, opts)
     device.synchronize()
     return compiled, time.perf_counter() - start
 
@@ -374,7 +422,7 @@ def compiled_latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instanc
     entry = inst.compiled.get("compiled-latency")
     if entry is None:
         torch._dynamo.reset()
-        entry = {"model": compiled_model(inst, spec), "seen": None}
+        entry = {"model": compiling.compiled(spec, inst), "seen": None}
     compiled_s = 0.0  # what this call spent compiling (compare's budget leaves it out, as compile-time's warm-ups)
     if graphs_compiled() != entry["seen"]:  # new, or something compiled in this worker since its last samples
         before = graphs_compiled()
@@ -470,6 +518,7 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "numerics": numerics,
     "cross-backend": cross_backend,
     "compile": compile_,
+    "compile-mode": compile_,
     "compile-time": compile_time,
     "cross-version": crossversion.run,
     "determinism": determinism,
@@ -483,6 +532,7 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "training-curve": curve.run,
     "sdpa-backends": sdpa_backends.run,
     "amp": amp.run,
+    "dataloader": dataloader.run,
     "export": artifacts.run,
     "jit": artifacts.run,
     "aoti": artifacts.run,

@@ -6,7 +6,8 @@ FX graph cache and AOTAutograd's cache that an earlier process wrote, and an upg
 Inductor assertion that fires only on a graph loaded from the FX graph cache, pytorch#187484) while a cold compile,
 which the `compile` check runs with the caches off, is fine.
 
-Process 1 is the worker: Dynamo reset, the model compiled (`compiled.compiled_model`) in a fresh, empty Inductor
+Process 1 is the worker: Dynamo reset, the model compiled (`compiling.compiled`: as the workload's `compile:`
+options say) in a fresh, empty Inductor
 cache of its own (torch's `fresh_cache`, kept), the FX graph cache and AOTAutograd's cache on, and the forward run
 (and, for a workload with a loss, the training step) twice: the cold outputs, and whether the cold compile repeats
 itself bitwise. Process 2 is a fresh interpreter (`python -m torch_upgrade_check.worker.compilecache REQUEST`) with
@@ -36,14 +37,12 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import devices, first_line, tensors
-from torch_upgrade_check.worker.compiled import compiled_model, fresh_inductor_cache, step
+from torch_upgrade_check.worker import compiling, devices, first_line, tensors
 from torch_upgrade_check.worker.instance import (
     Instance,
     Skip,
     add_python_path,
     build,
-    forward_only,
     resolve_factory,
     tolerances,
 )
@@ -60,7 +59,7 @@ COUNTERS = {"fx_hit": ("inductor", "fxgraph_cache_hit"), "fx_miss": ("inductor",
 def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
     import torch._dynamo
 
-    fresh = fresh_inductor_cache()
+    fresh = compiling.fresh_cache()
     training = inst.loss is not None and "gradients" not in inst.skip
     with tempfile.TemporaryDirectory(prefix="tuc-compile-cache-") as tmp:
         folder = Path(tmp)
@@ -76,9 +75,9 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: de
         with kept, caches_on():
             cache_env = {k: os.environ[k] for k in CACHE_ENV if k in os.environ}
             before = cache_counts()
-            compiled = compiled_model(inst, spec)
-            cold, cold_times, step_error = calls(inst, compiled, device, training)
-            again, _, _ = calls(inst, compiled, device, training and not step_error)
+            compiled = compiling.compiled(spec, inst)
+            cold, cold_times, step_error = calls(spec, inst, compiled, device, training)
+            again, _, _ = calls(spec, inst, compiled, device, training and not step_error)
             cold_cache = {k: v - before[k] for k, v in cache_counts().items()}
         torch._dynamo.reset()  # what this worker compiles next must not run this check's compiled code
         repeatable = bool(tensors.bitwise_diff(cold, again)["bitwise_equal"])
@@ -139,19 +138,23 @@ def cache_counts() -> dict[str, int]:
     return {name: int(counters[group][key]) for name, (group, key) in COUNTERS.items()}
 
 
-def calls(inst: Instance, compiled: Any, device: devices.Device, training: bool
+def calls(spec: CheckSpec, inst: Instance, compiled: Any, device: devices.Device, training: bool
           ) -> tuple[dict[str, torch.Tensor], dict[str, float], str]:
-    """The compiled forward (no grad) and, when `training`, the compiled training step: their outputs and gradients,
-    each call's seconds, and the training step's error where it raised (the forward is then what is compared)."""
+    """The compiled forward (no grad) and, when `training`, the compiled training step: their outputs and gradients
+    (copies: under CUDA graphs a later call reuses its buffers), each call's seconds, and the training step's error
+    where it raised (the forward is then what is compared)."""
+    opts = compiling.options(spec)
+    if isinstance(inst.model, torch.nn.Module):
+        inst.model.eval()
     device.synchronize()
     start = time.perf_counter()
-    out = {k: v.clone() for k, v in forward_only(inst, compiled).items()}  # a later call may reuse its buffers
+    out = compiling.outputs(compiled, inst.inputs, opts)
     device.synchronize()
     times = {"forward": time.perf_counter() - start}
     if training:
         start = time.perf_counter()
         try:
-            out.update({k: v.clone() for k, v in step(inst, compiled).items()})
+            out.update({k: v.clone() for k, v in compiling.step(inst, compiled, opts).items()})
         except Exception as e:  # an autograd.Function whose backward Dynamo cannot trace: `compile` says so too
             return out, times, f"{type(e).__name__}: {first_line(e)}"[:300]
         device.synchronize()
@@ -227,7 +230,8 @@ def main(argv: list[str]) -> int:
             with caches_on():
                 before = cache_counts()
                 try:
-                    outputs, times, step_error = calls(inst, compiled_model(inst, spec), device, request["training"])
+                    outputs, times, step_error = calls(spec, inst, compiling.compiled(spec, inst), device,
+                                                       request["training"])
                 finally:
                     result["warm_cache"] = {k: v - before[k] for k, v in cache_counts().items()}
         result.update({"warm_compile_s": sum(times.values()), "warm_times_s": times})

@@ -106,6 +106,11 @@ class Device:
         """The torch device a rank of a process group uses (CUDA: one GPU per rank)."""
         return self.name
 
+    def pin_memory(self) -> Support:
+        """Whether a DataLoader's pin_memory=True pins batches here (page-locked host memory, for copies to the
+        device): the dataloader aspect turns it on where it does."""
+        return Support(False, "the CPU has no pinned memory to copy from (pin_memory serves an accelerator)")
+
     @functools.cached_property
     def flex(self) -> dict[str, Support]:
         """What FlexAttention does on this device with the torch under test, found by running it."""
@@ -171,6 +176,9 @@ class CUDA(Device):
         torch.cuda.set_device(rank)
         return f"cuda:{rank}"
 
+    def pin_memory(self) -> Support:
+        return Support(True)
+
     def describe(self) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         return {"gpu": str(props.name), "compute_capability": self.capability(),
@@ -210,6 +218,9 @@ class MPS(Device):
 
     def process_group(self, what: str = "FSDP2") -> ProcessGroup:
         return ProcessGroup(False, f"{what} has no MPS process-group backend; run it on CPU (gloo) or CUDA (NCCL)")
+
+    def pin_memory(self) -> Support:
+        return Support(False, "torch's DataLoader turns pin_memory off on MPS ('not supported on MPS now')")
 
     def describe(self) -> dict[str, Any]:
         return {"macos": platform.mac_ver()[0] or None, "mps_available": bool(torch.backends.mps.is_available()),

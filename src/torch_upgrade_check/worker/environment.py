@@ -12,7 +12,17 @@ from typing import Any
 
 import torch
 
+from torch_upgrade_check.model import COMPILE_ENV_PREFIXES
 from torch_upgrade_check.worker import devices, first_line
+
+# read when the worker starts: Inductor sets some of them itself once imported (TORCHINDUCTOR_CACHE_DIR)
+_COMPILE_SETTINGS = {k: v for k, v in sorted(os.environ.items()) if k.startswith(COMPILE_ENV_PREFIXES)}
+
+
+def compile_settings() -> dict[str, str]:
+    """The variables that change what torch.compile does (TORCH_COMPILE_*, TORCHINDUCTOR_*, TORCHDYNAMO_*) as the
+    worker was started with them: a team's own settings apply to the checks, and each report says which did."""
+    return dict(_COMPILE_SETTINGS)
 
 
 def collect() -> dict[str, Any]:
@@ -39,6 +49,7 @@ def collect() -> dict[str, Any]:
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "macos": platform.mac_ver()[0] or None,
         "mps_fallback": os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK"),  # "1": ops MPS lacks run on the CPU, silently
+        "compile_env": compile_settings(),  # the team's TORCH_COMPILE_*, TORCHINDUCTOR_*, TORCHDYNAMO_* settings
         "cuda_arch_list": _cuda_arches(),
         "packages": _packages(),
     }

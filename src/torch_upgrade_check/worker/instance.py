@@ -10,7 +10,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -20,7 +20,7 @@ from torch_upgrade_check.worker import tensors
 from torch_upgrade_check.worker.workloads import BUILTIN
 
 FACTORY_KEYS = ("model", "inputs", "loss", "tolerances", "reference", "skip", "checkpoint_extra", "dynamic_shapes",
-                "dynamic_inputs")
+                "dynamic_inputs", "dataset", "collate")
 
 
 class Skip(Exception):
@@ -43,7 +43,12 @@ class Instance:
     checkpoint_extra: Any = None  # an object a training job keeps in its checkpoint (a config): saved and loaded
     # torch.export's dynamic_shapes for the inputs (export, aoti), and inputs of other sizes the programs must run
     dynamic_shapes: Any = None
-    dynamic_inputs: tuple[Any, ...] | None = None
+    dynamic_inputs: tuple[Any, ...] | None = None  # the first set of other sizes (export and aoti run it)
+    # every set of other sizes the factory gave (`dynamic_inputs`: one set, or a list of sets): compile's size sweep
+    dynamic_sweep: tuple[tuple[Any, ...], ...] = ()
+    # what the training job loads through a DataLoader (the dataloader aspect): a map-style Dataset and its collate_fn
+    dataset: Any = None
+    collate: Callable[[list[Any]], Any] | None = None
     # the device's allocated bytes just before it was built, alone there (checks.memory_'s zero); None: not read
     allocated_before: int | None = None
     # what checks that run it compiled keep for their later rounds (compiled-latency: the compiled model), by check
@@ -86,7 +91,8 @@ def build(factory: Callable[..., Any], device: str, dtype: torch.dtype, seed: in
                         tolerances=dict(made.get("tolerances") or {}), reference=made.get("reference"),
                         skip=dict(made.get("skip") or {}), checkpoint_extra=made.get("checkpoint_extra"),
                         dynamic_shapes=made.get("dynamic_shapes"),
-                        dynamic_inputs=_as_tuple(made["dynamic_inputs"]) if "dynamic_inputs" in made else None)
+                        dynamic_sweep=_input_sets(made["dynamic_inputs"]) if "dynamic_inputs" in made else (),
+                        dataset=made.get("dataset"), collate=made.get("collate"))
     elif isinstance(made, (tuple, list)) and len(made) == 2:
         inst = Instance(model=made[0], inputs=_as_tuple(made[1]))
     else:
@@ -96,11 +102,20 @@ def build(factory: Callable[..., Any], device: str, dtype: torch.dtype, seed: in
     if "device" not in kwargs or "dtype" not in kwargs:
         inst.model = _move(inst.model, device, None if "dtype" in kwargs else dtype)
         inst.inputs = tuple(_move(x, device, None if "dtype" in kwargs else dtype) for x in inst.inputs)
-        if inst.dynamic_inputs is not None:
-            inst.dynamic_inputs = tuple(_move(x, device, None if "dtype" in kwargs else dtype) for x in inst.dynamic_inputs)
+        inst.dynamic_sweep = tuple(tuple(_move(x, device, None if "dtype" in kwargs else dtype) for x in other)
+                                   for other in inst.dynamic_sweep)
+    inst.dynamic_inputs = inst.dynamic_sweep[0] if inst.dynamic_sweep else None
     if "gradients" in inst.skip:
         inst.loss = None
     return inst
+
+
+def _input_sets(given: Any) -> tuple[tuple[Any, ...], ...]:
+    """A factory's `dynamic_inputs`: one set of inputs (a tensor, or a tuple or list of them), or a list of such sets
+    (every item itself a tuple or list): a sweep of sizes."""
+    if isinstance(given, (tuple, list)) and given and all(isinstance(x, (tuple, list)) for x in given):
+        return tuple(_as_tuple(x) for x in given)
+    return (_as_tuple(given),)
 
 
 def _as_tuple(inputs: Any) -> tuple[Any, ...]:
@@ -174,6 +189,21 @@ def golden(factory: Callable[..., Any], inst: Instance) -> dict[str, torch.Tenso
                             and isinstance(m, torch.Tensor) and g.is_floating_point() else g
                             for g, m in zip(gold.inputs, inst.inputs))
     return forward_backward(gold, use_reference=True)
+
+
+def forward_golden(factory: Callable[..., Any], inst: Instance,
+                   others: tuple[tuple[Any, ...], ...] = ()) -> list[dict[str, torch.Tensor]]:
+    """The fp64 CPU forward outputs of `inst`'s function (its weights, its reference where it has one): on its inputs,
+    then on each set of `others` (inputs of other sizes), in that order."""
+    gold = build(factory, "cpu", torch.float64)
+    copy_to(inst, gold, torch.float64)
+    fn = gold.reference or gold.model
+    found = [forward_only(gold, fn)]
+    for other in others:
+        wide = tuple(tensors.host(x, torch.float64 if x.is_floating_point() else None) if isinstance(x, torch.Tensor)
+                     else x for x in other)
+        found.append(forward_only(replace(gold, inputs=wide), fn))
+    return found
 
 
 def tolerances(spec: CheckSpec, inst: Instance) -> tuple[float, float]:

@@ -3,9 +3,11 @@
 A factory returns `(model, inputs)` or a mapping with `model`, `inputs` and optionally `loss`
 (model output -> scalar, enabling training-step aspects), `tolerances` ({"rtol", "atol"}),
 `reference` (callable on float64 CPU inputs giving the golden output, when the model in float64
-is not the right golden), `skip` ({aspect: reason}; "gradients": forward only) and `checkpoint_extra`
-(an object the checkpoint aspect saves and loads beside the weights). Sizes are
-small: the suite must run on a 2-core CPU in minutes.
+is not the right golden), `skip` ({aspect: reason}; "gradients": forward only), `checkpoint_extra`
+(an object the checkpoint aspect saves and loads beside the weights), `dynamic_inputs` (inputs of other sizes: one
+set, or a list of sets, which the compile checks run with the dimensions that differ marked dynamic), `dataset` (a
+map-style torch Dataset the training job loads through a DataLoader: the dataloader aspect) and `collate` (its
+collate_fn; default_collate without one). Sizes are small: the suite must run on a 2-core CPU in minutes.
 """
 
 from __future__ import annotations
@@ -45,11 +47,32 @@ if hasattr(torch.serialization, "add_safe_globals"):  # torch 2.4+; before 2.6 t
     torch.serialization.add_safe_globals([TrainConfig])  # what a training script does for its own classes since 2.6
 
 
+class IndexedItems(torch.utils.data.Dataset):
+    """mlp's training data: item i is computed from i alone, in exact integer arithmetic (features are multiples of
+    1/8 below 4), so a DataLoader worker process makes the parent's item bit for bit, in every torch version. A
+    module-level class: spawn and forkserver workers unpickle it by name."""
+
+    def __init__(self, items: int = 60, features: int = 64) -> None:
+        self.items, self.features = items, features
+
+    def __len__(self) -> int:
+        return self.items
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        x = ((torch.arange(self.features) * 7 + i * 13) % 29).to(torch.float32) / 8
+        return {"x": x, "y": torch.tensor(i % 16), "index": i}
+
+
+# the batch sizes mlp's compile checks also run, its batch dimension marked dynamic (as a server's varying batches are)
+MLP_BATCHES = (8, 48)
+
+
 def mlp(device: str, dtype: torch.dtype) -> dict[str, Any]:
     model = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.GELU(), nn.Linear(128, 16))
     x = torch.randn(32, 64)
+    other = [(torch.randn(n, 64).to(device, dtype),) for n in MLP_BATCHES]  # drawn last: the weights and x unchanged
     return {"model": model.to(device, dtype), "inputs": (x.to(device, dtype),), "loss": _projection,
-            "checkpoint_extra": TrainConfig()}
+            "checkpoint_extra": TrainConfig(), "dynamic_inputs": other, "dataset": IndexedItems()}
 
 
 def cnn(device: str, dtype: torch.dtype) -> dict[str, Any]:

@@ -24,6 +24,19 @@ changes float64 too, as a real kernel change does.
   them (as the CUDA RNG state's size changed in 2.1, breaking resume from older checkpoints).
 - compiled-backward-5pct: nn.functional.gelu's gradient is 5% too large in a compiled backward only (as an
   Inductor or AOTAutograd miscompile of a backward is); eager, its forward and every float64 are exact.
+- max-autotune-asserts: Inductor raises an internal AssertionError while compiling whenever max_autotune is on (mode
+  max-autotune or max-autotune-no-cudagraphs, or options {max_autotune: true}), as an Inductor assert that fires on
+  one path only did (an fp8 assert reached only through the FX graph cache, pytorch#187484); the default mode
+  compiles as before, and eager is untouched.
+- recompile-at-size-N (such as recompile-at-size-48): in compiled code nn.functional.gelu branches on whether its
+  input's first dimension is N, so Dynamo guards on that size: a model compiled with that dimension dynamic recompiles
+  when it reaches N (torch.compile(dynamic=True): a graph specialised to N), and one whose dimension was marked
+  dynamic (torch._dynamo.mark_dynamic) fails to compile there, as a mark_dynamic model that stopped compiling on 2.8
+  did (pytorch#157921); every output is exact, eager and compiled.
+- linear-1e-3: nn.functional.linear's output is x(1+1e-3) in every dtype but float64, eagerly and compiled alike
+  (Dynamo traces the change into the graph), as a GEMM library update changes the kernel both paths call; float64,
+  the golden's dtype, is exact. A compiled model judged against its own eager cannot see it; against the baseline's
+  compiled outputs it fails.
 - compile-slower: Inductor's compile_fx takes 50% longer (it sleeps half its own time; TUC_COMPILE_SLOWER=1.0 sleeps
   all of it), as cold compiles did in 2.9 (about +40%); what it compiles is unchanged. compile_fx is most of a
   cold compile, not all of it: matmul's whole cold compile measured 1.3x at 50%.
@@ -105,10 +118,23 @@ changes float64 too, as a real kernel change does.
   torchrun jobs whose ranks hang or leak at shutdown do (pytorch#198305, #161860, #193951: a rank stuck in the
   process group's teardown, CUDA IPC with expandable segments); rank 0 and every training step are untouched.
   torchrun's ranks run this interpreter's sitecustomize too: they inherit its PYTHONPATH and TUC_BREAK.
+- dataloader-spawn-worker-fails: a DataLoader worker process started by spawn raises as its loop starts
+  (torch.utils.data's _worker_loop, patched in spawned processes only: their command line runs spawn_main), as workers
+  that could not initialise CUDA did on 2.11 and 2.13 (NVIDIA/recsys-examples#352, vllm-project/speculators#887);
+  fork and forkserver workers, and num_workers=0, load as before. Spawned processes run this sitecustomize too.
+- dataloader-persistent-reorders: from its second epoch on, a DataLoader with persistent_workers=True returns its
+  batches two by two swapped (the second of each pair first), as a persistent worker that resumes at the wrong task
+  would; every batch is right, and the first epoch and loaders without persistent workers are untouched.
+- dataloader-worker-inits-cuda: a DataLoader worker initialises CUDA as its loop starts (torch.cuda._lazy_init, where
+  CUDA is available: under the CUDA emulation), as 2.13's workers did where the parent had pinned memory
+  (vllm-project/speculators#887: "CUDA error: initialization error" in a forked worker, after pytorch#144687's in
+  2.5): a worker forked from a parent that had initialised CUDA cannot (the emulation refuses it, as torch does);
+  spawned and forkserver workers start afresh and load as before.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -374,6 +400,40 @@ def _slower_compiled_calls() -> None:
     tuc_hooks.once_imported("torch._inductor.output_code", slower)
 
 
+def _asserts_under_max_autotune() -> None:
+    def patch(module) -> None:
+        original = module.compile_fx
+
+        def compile_fx(*args, **kwargs):
+            from torch._inductor import config
+
+            if config.max_autotune or (kwargs.get("config_patches") or {}).get("max_autotune"):
+                raise AssertionError("expected a template choice for this GEMM under max_autotune, found none")
+            return original(*args, **kwargs)
+
+        module.compile_fx = compile_fx
+
+    # not imported here, as compile-slower's: Inductor's config sizes its compile threads on import
+    tuc_hooks.once_imported("torch._inductor.compile_fx", patch)
+
+
+def _guards_on_size(gelu, size: int):
+    def gelu_(x, *args, **kwargs):
+        if torch.compiler.is_compiling() and x.dim() and x.shape[0] == size:  # Dynamo guards on this comparison
+            x = x + 0
+        return gelu(x, *args, **kwargs)
+
+    return gelu_
+
+
+def _scaled_output(fn, factor: float):
+    def scaled(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return out if out.dtype == torch.float64 else out * factor
+
+    return scaled
+
+
 def _autocast_disabled(autocast) -> None:
     import warnings
 
@@ -603,6 +663,47 @@ def _hangs_on_rank_1(destroy):
     return destroy_process_group
 
 
+def _fails_at_start(_loop):
+    def _worker_loop(*args, **kwargs):
+        raise RuntimeError("initialization error: this DataLoader worker cannot start (dataloader-spawn-worker-fails)")
+
+    return _worker_loop
+
+
+def _inits_cuda(loop):
+    @functools.wraps(loop)  # pickled by name (spawn, forkserver): the name finds this wrapper in every process
+    def _worker_loop(*args, **kwargs):
+        if torch.cuda.is_available():
+            torch.cuda._lazy_init()
+        return loop(*args, **kwargs)
+
+    return _worker_loop
+
+
+def _persistent_reorders(cls) -> None:
+    reset, next_data = cls._reset, cls._next_data
+
+    def _reset(self, loader, first_iter=False):
+        self.tuc_epochs, self.tuc_held = getattr(self, "tuc_epochs", 0) + 1, None
+        return reset(self, loader, first_iter)
+
+    def _next_data(self):
+        if not self._persistent_workers or self.tuc_epochs < 2:
+            return next_data(self)
+        if self.tuc_held is not None:
+            held, self.tuc_held = self.tuc_held, None
+            return held
+        first = next_data(self)
+        try:
+            second = next_data(self)
+        except StopIteration:
+            return first
+        self.tuc_held = first
+        return second
+
+    cls._reset, cls._next_data = _reset, _next_data
+
+
 def install(names: str) -> None:
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "sdpa-zero-grad":
@@ -643,6 +744,12 @@ def install(names: str) -> None:
             _cache_hit_breaks(name.removeprefix("cache-hit-"))
         elif name == "compiled-slower":
             _slower_compiled_calls()
+        elif name == "max-autotune-asserts":
+            _asserts_under_max_autotune()
+        elif name.startswith("recompile-at-size-") and name.removeprefix("recompile-at-size-").isdigit():
+            F.gelu = _guards_on_size(F.gelu, int(name.removeprefix("recompile-at-size-")))
+        elif name == "linear-1e-3":
+            F.linear = _scaled_output(F.linear, 1 + 1e-3)
         elif name == "autocast-disabled":
             _autocast_disabled(torch.amp.autocast_mode.autocast)
         elif name == "gradscaler-misses-inf":
@@ -691,6 +798,19 @@ def install(names: str) -> None:
             import torch.distributed as dist
 
             dist.destroy_process_group = _hangs_on_rank_1(dist.destroy_process_group)
+        elif name == "dataloader-spawn-worker-fails":
+            if "spawn_main" in " ".join(getattr(sys, "orig_argv", sys.argv)):
+                import torch.utils.data._utils.worker as worker  # torch imports it: patched before unpickling asks
+
+                worker._worker_loop = _fails_at_start(worker._worker_loop)
+        elif name == "dataloader-worker-inits-cuda":
+            import torch.utils.data._utils.worker as worker
+
+            worker._worker_loop = _inits_cuda(worker._worker_loop)
+        elif name == "dataloader-persistent-reorders":
+            import torch.utils.data.dataloader as dataloader
+
+            _persistent_reorders(dataloader._MultiProcessingDataLoaderIter)
         elif name == "fsdp2-shards-dim-1":
             tuc_hooks.once_imported("torch.distributed.fsdp", _shards_dim_1)
         elif name == "remove-private-attr":

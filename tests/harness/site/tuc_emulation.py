@@ -25,6 +25,11 @@ the documented constraints of each backend are enforced:
   (the CUDA context and the allocator's rounding and cache are not emulated); MPS's current_allocated_memory (live) and driver_allocated_memory (a
   pool that grows to the high-water mark in 1 MiB steps and shrinks only at empty_cache()).
 - Deterministic algorithms on CUDA need CUBLAS_WORKSPACE_CONFIG, as cuBLAS does.
+- CUDA and fork: a process that made a CUDA tensor (or called torch.cuda.init) has initialised CUDA; a child it forks
+  then cannot: its first CUDA tensor, torch.cuda._lazy_init or pinned memory raises torch's "Cannot re-initialize
+  CUDA in forked subprocess" (torch.cuda._is_in_bad_fork() says so), while spawned and forkserver children start
+  afresh. Pinned host memory: Tensor.pin_memory() returns a copy that reports is_pinned() (the copy itself, not views
+  of it; an emulated device tensor cannot be pinned), so DataLoader's pin_memory=True runs its pinning thread.
 - Device properties: TUC_EMULATE_CAPABILITY (default 9.0), TUC_EMULATE_DEVICE_COUNT (default 1); the wheel's
   compiled architectures (torch._C._cuda_getArchFlags): TUC_EMULATE_ARCHS (default "sm_80 sm_90 compute_90").
 - Autocast: `torch.autocast(KIND, dtype)` casts as the device's autocast does, for the ops that decide a
@@ -79,6 +84,8 @@ MPS_FELL_BACK = ("The operator 'aten::{op}' is not currently supported on the MP
 BACKING = "tucemu"  # the PrivateUse1 name autograd sees; Python sees KIND
 NO_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
               "Please use float32 instead.")
+BAD_FORK = ("Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the "
+            "'spawn' start method")
 CUBLAS_ERROR = ("Deterministic behavior was enabled with either `torch.use_deterministic_algorithms(True)` or "
                 "`at::Context::setDeterministicAlgorithms(true)`, but this operation is not deterministic because "
                 "it uses CuBLAS and you have CUDA >= 10.2. To enable deterministic behavior in this case, you must "
@@ -96,6 +103,8 @@ class _State:
     pool_bytes = 0
     libraries: ClassVar[list[Any]] = []  # torch.library registrations live as long as their Library objects
     fell_back: ClassVar[set[str]] = set()  # MPS_MISSING ops already warned about (torch warns once per process)
+    initialised = False  # CUDA initialised in this process (a CUDA tensor made, torch.cuda.init)
+    bad_fork = False  # forked from a process that had: CUDA cannot start here
 
 
 def _device() -> torch.device:
@@ -200,8 +209,21 @@ def _is_emulated_device(device: Any) -> bool:
         return False
 
 
+def _initialise() -> None:
+    """torch.cuda._lazy_init: refused in a child forked from a process that had initialised CUDA, as torch does."""
+    if _State.bad_fork:
+        raise RuntimeError(BAD_FORK)
+    _State.initialised = True
+
+
+def _forked() -> None:
+    _State.bad_fork = _State.initialised
+
+
 def _wrap(x: Any) -> Any:
     if isinstance(x, torch.Tensor) and not isinstance(x, EmulatedTensor):
+        if KIND == "cuda":
+            _initialise()  # a CUDA tensor made: CUDA is initialised (or refuses to be, in a bad fork)
         if KIND == "mps" and x.dtype == torch.float64:
             raise TypeError(NO_FLOAT64)
         _check_bfloat16(x.dtype)
@@ -368,7 +390,20 @@ def _patch_cuda() -> None:
     cuda.device_count = lambda: DEVICE_COUNT
     cuda.current_device = lambda: 0
     cuda.set_device = lambda device: None
-    cuda._lazy_init = lambda: None
+    cuda._lazy_init = _initialise
+    cuda._is_in_bad_fork = lambda: _State.bad_fork
+    os.register_at_fork(after_in_child=_forked)
+
+    def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+        if isinstance(self, EmulatedTensor):
+            raise RuntimeError(f"cannot pin '{KIND} tensor' only dense CPU tensors can be pinned")
+        _initialise()  # CUDA's host allocator
+        pinned = self.clone()
+        pinned.tuc_pinned = True
+        return pinned
+
+    torch.Tensor.pin_memory = pin_memory
+    torch.Tensor.is_pinned = lambda self, device=None: bool(getattr(self, "tuc_pinned", False))
     cuda.get_device_properties = lambda device=None: Props()
     cuda.get_device_capability = lambda device=None: CAPABILITY
     cuda.get_device_name = lambda device=None: Props.name
