@@ -32,9 +32,9 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "dataloader": (10, 24, "6 DataLoaders of 2 workers: fork, spawn, forkserver, persistent workers off and on "
                            "(spawned workers import torch)"),
     "compile-time": (62, 62, "3 cold compiles of a small MLP, and a warm-up"),
-    "compile-cache": (4.0, 27, "a cold compile and a second process's warm one; matmul's the least, a small MLP's C++ "
-                               "kernels the most (2026-12-04)"),
-    "compiled-latency": (1.5, 4.5, "one compile a worker (not timed), then as latency (2026-12-04)"),
+    "compile-cache": (5.5, 27, "a cold compile and a second process's warm one: matmul's 5 s, a small MLP's C++ "
+                               "kernels 12-27 s (2026-12-04, other jobs running)"),
+    "compiled-latency": (2.0, 5.4, "one compile a worker (not timed), then as latency (2026-12-04, other jobs running)"),
     "warnings": (0.3, 0.5, ""),
     "resolve": (None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
     "imports": (None, None, "your stack: one process a top-level module"),
