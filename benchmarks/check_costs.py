@@ -2,8 +2,8 @@
 and the README's table.
 
 Runs `run --device cpu` of the built-in suite, then of a small project whose one workload (a small MLP) takes the
-opt-in aspects (compile-time, aoti, onnx with dynamo=True, export with dynamic shapes) and two shipped files (a
-checkpoint and a .pt2 program), and prints each aspect's median and largest check time (`duration_s` in
+opt-in aspects (compile-time, compile-cache, compiled-latency, aoti, onnx with dynamo=True, export with dynamic
+shapes) and two shipped files (a checkpoint and a .pt2 program), and prints each aspect's median and largest check time (`duration_s` in
 report.json: the check in its worker, not the worker's start), as a Markdown table and as the dict costs.py keeps.
 
     .venv/bin/python benchmarks/check_costs.py --out /tmp/check-costs        # about 5 minutes on 2 cores
@@ -43,7 +43,8 @@ CONFIG = """version: 1
 suite: none
 python-path: [.]
 workloads:
-  - {name: head, factory: 'head:build', aspects: [numerics, compile-time, export, aoti], onnx: dynamo}
+  - {name: head, factory: 'head:build', aspects: [numerics, compile-time, compile-cache, compiled-latency, export, aoti],
+     onnx: dynamo}
 artifacts:
   - {name: weights, file: weights.pt, factory: 'head:build'}
   - {name: program, file: program.pt2, inputs: 'head:inputs'}

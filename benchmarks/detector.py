@@ -1,9 +1,10 @@
 """How good is compare's change detector on this machine? False alarms, detection rates, wall time.
 
   python benchmarks/detector.py [--python PY] [--aa-runs 20] [--slowdown-runs 3] [--wall-runs 3]
-                                [--parts aa,slowdown,drift,wall,sizes,bimodal,compile] [--out benchmarks/results]
+                                [--parts aa,slowdown,drift,wall,sizes,bimodal,compile,compiled] [--out benchmarks/results]
                                 [--sizes small,medium,large] [--effects 0,0.05,...] [--size-runs 10]
-                                [--size-aa-runs 60] [--compile-runs 10] [--append]
+                                [--size-aa-runs 60] [--compile-runs 10] [--compiled-runs 10] [--compiled-aa-runs 60]
+                                [--append]
 
 - A/A: the same torch version in two separately provisioned environments (venvs built here, under
   --envs), compared with the tool's defaults over every built-in latency and memory check,
@@ -27,10 +28,15 @@
 - Compile time (part `compile`): `flex_attention_causal[float32]/compile-time`, --compile-runs runs of each of
   --compile-cells: Inductor's compile_fx that much slower on the candidate (0: the A/A; both sides wrapped).
   compile_fx is most of a cold compile, not all: the measured ratio is the figure.
+- Compiled latency (part `compiled`): the sizes part's user workload at --compiled-size (default small), `aspects:
+  [compiled-latency]`, each call of an Inductor-compiled graph that much slower on the candidate (the tests'
+  `compiled-slower` breakage, TUC_COMPILED_SLOWER; both sides wrapped, the baseline with 0): --compiled-aa-runs A/A
+  runs and --compiled-runs runs of each other cell of --compiled-cells. The compiled graph is most of a compiled call,
+  not all (Dynamo's guards and wrappers): the measured ratio is the figure.
 Every rate comes with its exact binomial 95% interval (Clopper-Pearson). Writes results.json and results.md
 under --out after every comparison (a run cut short keeps what it measured); with --parts, only those
 parts are measured again and the others are kept from the results.json there; in the parts sizes,
-bimodal and compile only the cells asked for (size, effect) are replaced, or, with --append, added to (each run
+bimodal, compile and compiled only the cells asked for (size, effect) are replaced, or, with --append, added to (each run
 keeps its date and the commit whose rules it measured: a cell can grow to 60 runs over several sittings). --note is
 printed with the results (say what else the machine was doing). benchmarks/replay.py resamples the recorded pairs
 through the rules in force (thousands of runs a cell).
@@ -55,7 +61,7 @@ from torch_upgrade_check.analysis import ab
 from torch_upgrade_check.analysis.stats import exact_binomial_interval, normal_quantile, quantile
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("aa", "slowdown", "drift", "wall", "sizes", "bimodal", "compile")
+PARTS = ("aa", "slowdown", "drift", "wall", "sizes", "bimodal", "compile", "compiled")
 DEFAULT_PARTS = ("aa", "slowdown", "drift", "wall")  # the long new parts are asked for by name
 # width and batch of the user workload: about 2, 20 and 100 ms a forward on one thread of the 2-core machine
 SIZES = {"small": (512, 64), "medium": (1024, 256), "large": (2048, 256)}
@@ -102,7 +108,7 @@ def compare(baseline: str, candidate: str, out: Path, only: list[str], extra: tu
         raise SystemExit(f"compare failed ({proc.returncode}): {proc.stderr[-2000:]}")
     results = json.loads((out / "report.json").read_text())["reports"][1]["results"]
     for r in results:
-        if r["aspect"] in ("latency", "compile-time"):
+        if r["aspect"] in ("latency", "compiled-latency", "compile-time"):
             r["pair_log_ratios"] = pair_series(out / "logs", r["id"])
     return results, elapsed
 
@@ -129,7 +135,7 @@ def ab_rows(results: list[dict]) -> list[dict]:
     pair order: `batch_rounds` splits them), from which the noise figures are derived."""
     rows = []
     for r in results:
-        if r["aspect"] not in ("latency", "memory", "compile-time"):
+        if r["aspect"] not in ("latency", "compiled-latency", "memory", "compile-time"):
             continue
         m = r["metrics"]
         rows.append({"id": r["id"], "aspect": r["aspect"], "change": m.get("change", r["outcome"]),
@@ -143,13 +149,13 @@ def ab_rows(results: list[dict]) -> list[dict]:
     return rows
 
 
-def user_config(folder: Path, size: str) -> Path:
-    """A config with one user workload of `size` (SIZES), latency only, and its module beside it."""
+def user_config(folder: Path, size: str, aspect: str = "latency") -> Path:
+    """A config with one user workload of `size` (SIZES), `aspect` only, and its module beside it."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "bench_workloads.py").write_text(WORKLOADS)
-    config = folder / f"{size}.yml"
+    config = folder / f"{size}-{aspect}.yml"
     config.write_text(f"version: 1\nsuite: none\npython-path: [.]\nthreads: 1\nworkloads:\n"
-                      f"  - name: {size}\n    factory: bench_workloads:{size}\n    aspects: [latency]\n")
+                      f"  - name: {size}\n    factory: bench_workloads:{size}\n    aspects: [{aspect}]\n")
     return config
 
 
@@ -178,7 +184,7 @@ def timed_runs(label: str, runs: int, baseline: str, candidate: str, out: Path, 
 
 def measure_sizes(args: argparse.Namespace, parts: list[str], results: dict, env_a: str, env_b: str, tmp: Path,
                   save: Callable[[], None]) -> None:
-    """Parts sizes, bimodal and compile (see the module docstring); results go into `results` cell by cell."""
+    """Parts sizes, bimodal, compile and compiled (see the module docstring); results go into `results` cell by cell."""
     sizes = [s for s in args.sizes.split(",") if s]
     effects = [float(e) for e in args.effects.split(",") if e]
     base = injected_python(env_a, tmp / "wrapped-a", slowdown=0.0)
@@ -194,9 +200,21 @@ def measure_sizes(args: argparse.Namespace, parts: list[str], results: dict, env
             a, b = (injected_python(env, tmp / f"bimodal-{n}", slow_state=0.25) for n, env in (("a", env_a), ("b", env_b)))
             timed_runs(f"{size} bimodal A/A", args.size_aa_runs, str(a), str(b), tmp / f"bimodal-{size}", [], extra,
                        results["bimodal"].setdefault(size, []), save, args.append)
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from harness import interpreter
+
+    if "compiled" in parts:  # the tests' own breakage: each compiled graph's call slowed by the cell's fraction
+        size = args.compiled_size
+        extra = ("--config", str(user_config(tmp / "user", size, "compiled-latency")))
+        slowed = {key: str(interpreter(env, tmp / f"compiled-py-{side}{key}", breaks=["compiled-slower"],
+                                       options={"TUC_COMPILED_SLOWER": key}))
+                  for side, env, key in (("a", env_a, "0"), *(("b", env_b, k) for k in args.compiled_cells.split(",") if k))}
+        results["compiled"]["check"] = f"{size}[float32]/compiled-latency"
+        for key in (k for k in args.compiled_cells.split(",") if k):
+            runs = args.compiled_aa_runs if not float(key) else args.compiled_runs
+            timed_runs(f"compiled +{float(key):.0%}", runs, slowed["0"], slowed[key], tmp / f"compiled-{key}", [], extra,
+                       results["compiled"].setdefault(f"{float(key):.3f}", []), save, args.append)
     if "compile" in parts:  # the tests' own breakage: Inductor's compile_fx slowed by the cell's fraction; both wrapped
-        sys.path.insert(0, str(HERE.parent / "tests"))
-        from harness import interpreter
 
         wrapped_a = str(interpreter(env_a, tmp / "compile-plain-a"))
         extra = ("--compile-time", "--threads", "1")
@@ -229,8 +247,15 @@ def main() -> int:
     parser.add_argument("--compile-cells", default="0.500,0.000",
                         help="compile part: how much longer Inductor's compile_fx takes in each cell (0.500: +50%%; "
                              "0.000: the A/A), comma-separated, measured in this order")
+    parser.add_argument("--compiled-runs", type=int, default=10, help="compiled-latency comparisons of a slowed cell")
+    parser.add_argument("--compiled-aa-runs", type=int, default=60, help="compiled-latency A/A comparisons")
+    parser.add_argument("--compiled-size", default="small", choices=list(SIZES),
+                        help="the user workload whose compiled latency part compiled times (default small)")
+    parser.add_argument("--compiled-cells", default="0.250,0.000",
+                        help="compiled part: how much longer each compiled graph's call takes in each cell (0.250: "
+                             "+25%%; 0.000: the A/A), comma-separated, measured in this order")
     parser.add_argument("--append", action="store_true",
-                        help="parts sizes, bimodal, compile: add the runs to those already in each cell asked for "
+                        help="parts sizes, bimodal, compile, compiled: add the runs to those already in each cell asked for "
                              "(each run keeps its date and commit) instead of replacing them")
     parser.add_argument("--note", default=None, help="a line printed with the results (what else the machine was doing)")
     parser.add_argument("--out", default=str(HERE / "results"), help="folder for results.json and results.md")
@@ -249,6 +274,7 @@ def main() -> int:
     results.setdefault("sizes", {})
     results.setdefault("bimodal", {})
     results.setdefault("compile", {})
+    results.setdefault("compiled", {})
     results = {"aa": [], "slowdown": {}, "drift": {}, **results, "envs": [env_a, env_b]}
     results.setdefault("measured", {}).update({part: time.strftime("%Y-%m-%d") for part in parts})
     if args.note:
@@ -350,6 +376,9 @@ def render_sizes(res: dict) -> list[str]:
     comp = res.get("compile") or {}
     rows += [(comp["check"], f"Inductor compile_fx +{float(k):.0%}" if float(k) else "A/A", runs)
              for k, runs in comp.items() if k != "check"]
+    compiled = res.get("compiled") or {}
+    rows += [(compiled["check"], f"compiled graph calls +{float(k):.0%}" if float(k) else "A/A", runs)
+             for k, runs in compiled.items() if k != "check"]
     if not rows:
         return []
     head = ["", "| workload (forward ms: small ≈2, medium ≈20, large ≈100) | injected | measured ratio p50 | fails | "
@@ -389,8 +418,9 @@ def render_noise(res: dict) -> list[str]:
     """The A/A runs' noise figures, per workload, beside the priors the statistics assume."""
     cells = [(size, "A/A", by_effect.get("0.000", [])) for size, by_effect in res.get("sizes", {}).items()]
     cells += [(size, "bimodal A/A", runs) for size, runs in res.get("bimodal", {}).items()]
-    comp = res.get("compile") or {}
-    cells += [(comp["check"], "A/A", comp["0.000"])] if comp.get("0.000") else []
+    for part in ("compile", "compiled"):
+        comp = res.get(part) or {}
+        cells += [(comp["check"], "A/A", comp["0.000"])] if comp.get("0.000") else []
     rows = [(size, kind, n) for size, kind, runs in cells if (n := pair_noise(runs))]
     if not rows:
         return []

@@ -52,3 +52,16 @@ def test_rows_count_what_compare_fails_with_an_exact_interval() -> None:
     runs += [{"rows": [{**row, "change": "undecided", "outcome": "failed"}], "seconds": 30.0}]
     text = detector.render_sizes({"sizes": {"large": {"1.000": runs}}})[-1]
     assert "| large | +100.0% | 2.000 | 10 of 10 (100.0%; 95% CI 69.2%–100.0%) | 1 | 0 | 3 / 3 |" in text
+
+
+def test_the_compiled_latency_part_has_its_rows_and_its_aa_noise() -> None:
+    check = "small[float32]/compiled-latency"
+    row = {"id": check, "aspect": "compiled-latency", "batches": 4, "seconds": 3.0}
+    slowed = [{"rows": [{**row, "ratio": 1.24, "change": "regression", "outcome": "failed"}], "seconds": 40.0}] * 10
+    aa = [{"rows": [{**row, "ratio": 1.0, "change": "unchanged", "outcome": "passed",
+                     "pair_log_ratios": [[0.01, -0.01, 0.02], [0.0, 0.01, -0.02]]}], "seconds": 30.0}] * 3
+    res = {"aa": [], "slowdown": {}, "drift": {}, "compiled": {"check": check, "0.250": slowed, "0.000": aa}}
+    text = detector.render(res)
+    assert f"| {check} | compiled graph calls +25% | 1.240 | 10 of 10 (100.0%; 95% CI 69.2%–100.0%) |" in text
+    assert f"| {check} | A/A | 1.000 | 0 of 3 (0.0%; 95% CI 0.0%–70.8%) |" in text
+    assert f"| {check} | A/A | 6 |" in text  # its fresh pairs in the noise table

@@ -170,7 +170,8 @@ def test_whole_builtin_suite_on_cpu_passes(tmp_path: Path, torch_python: str) ->
     assert counts.get("failed", 0) == 0 and counts.get("error", 0) == 0 and counts.get("not-run", 0) == 0
     aspects = {r["aspect"] for r in report["results"] if r["outcome"] == "passed"}
     assert aspects == {"numerics", "compile", "compile-mode", "dataloader", "determinism", "latency", "memory", "fsdp2",
-                       "checkpoint", "training-curve", "sdpa-backends", "amp", "warnings", "export", "jit"}
+                       "checkpoint", "training-curve", "sdpa-backends", "amp", "warnings", "export", "jit",
+                       "compile-cache", "compiled-latency"}
     assert any(r["workload"].startswith("flex_attention") and r["aspect"] == "compile" and r["outcome"] == "passed"
                for r in report["results"])
 

@@ -198,4 +198,4 @@ def test_each_regression_flag_sets_its_own_aspects_threshold(tmp_path: Path, mon
     monkeypatch.chdir(tmp_path)
     args = cli.build_parser().parse_args(["compare", "--candidate", "current", "--max-compile-time-regression=100%"])
     *_, thresholds = compare_cmd._validate(args)
-    assert thresholds.by_aspect() == {"latency": 0.10, "memory": 0.20, "compile-time": 1.0}
+    assert thresholds.by_aspect() == {"latency": 0.10, "compiled-latency": 0.10, "memory": 0.20, "compile-time": 1.0}

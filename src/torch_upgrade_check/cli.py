@@ -122,8 +122,9 @@ def _add_install_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ab-budget", default=None, metavar="SECONDS",
                      help="measuring time per latency/memory check, warm-ups included, before an unsettled one is "
                           "undecided; a latency check with a slow forward gets at least what 32 of its rounds and 4 "
-                          "warm-ups cost, up to 10 times it; a compile-time check gets what 20 of its rounds cost, "
-                          "between 10 and 30 times it, warm-up compiles apart (default: the config's ab-budget, else 20)")
+                          "warm-ups cost, up to 10 times it (a compiled-latency check likewise, its compiles apart); "
+                          "a compile-time check gets what 20 of its rounds cost, between 10 and 30 times it, warm-up "
+                          "compiles apart (default: the config's ab-budget, else 20)")
     p.add_argument("--undecided", default=None, choices=("fail", "pass"),
                      help="an A/B check undecided within its budget whose estimate is beyond the threshold (and "
                           "significant at the run's confidence): fail it "

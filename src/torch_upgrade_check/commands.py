@@ -187,14 +187,14 @@ def repro_command(args: argparse.Namespace, head: Sequence[str], device: str, sp
     for name in ("rtol", "atol", "threads", "timeout"):
         if getattr(args, name) is not None:
             cmd += [f"--{name}", str(getattr(args, name))]
-    if spec.aspect == "latency":
+    if spec.aspect in ("latency", "compiled-latency"):
         cmd += [x for item in args.max_latency_ms for x in ("--max-latency-ms", item)]
     if spec.aspect == "compile-time" and getattr(args, "compile_time", False):
         cmd += ["--compile-time"]
     if spec.aspect == "warnings" and "warnings" in getattr(args, "fail_on_set", ()):
         cmd += ["--fail-on", args.fail_on]
-    regression = {"latency": "max_latency_regression", "memory": "max_memory_regression",
-                  "compile-time": "max_compile_time_regression"}.get(spec.aspect)
+    regression = {"latency": "max_latency_regression", "compiled-latency": "max_latency_regression",
+                  "memory": "max_memory_regression", "compile-time": "max_compile_time_regression"}.get(spec.aspect)
     if regression and getattr(args, regression, None) is not None:  # compare only
         cmd += ["--" + regression.replace("_", "-"), getattr(args, regression)]
     return shlex.join(cmd)

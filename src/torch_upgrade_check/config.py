@@ -21,11 +21,14 @@ SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
 # fsdp2 and ddp are left out: they train the built-in transformer_block and never calls a factory.
 WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
-                    "training-curve", "amp", "dataloader", "latency", "memory", "compile-time", "warnings", "export", "jit",
-                    "aoti", "onnx")
-# compile-time is opt-in (--compile-time, or listed here): each sample is a whole cold compile; so are the artifact
-# aspects (export, jit, aoti, onnx): a team lists the artifacts it ships (`jit:` or `onnx:` alone also plans it)
-DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a not in ("compile-time", "export", "jit", "aoti", "onnx"))
+                    "training-curve", "amp", "dataloader", "latency", "memory", "compile-time", "compile-cache",
+                    "compiled-latency", "warnings", "export", "jit", "aoti", "onnx")
+# compile-time is opt-in (--compile-time, or listed here): each sample is a whole cold compile; so are compile-cache
+# (a cold compile and a second process's warm one) and compiled-latency (a compile in every A/B worker), for a team
+# that ships its model compiled; and the artifact aspects (export, jit, aoti, onnx): a team lists the artifacts it
+# ships (`jit:` or `onnx:` alone also plans it)
+OPT_IN_ASPECTS = ("compile-time", "compile-cache", "compiled-latency", "export", "jit", "aoti", "onnx")
+DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a not in OPT_IN_ASPECTS)
 DEFAULT_DTYPES = ("float32",)
 
 TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest", "requirements", "extras",

@@ -34,6 +34,9 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "dataloader": (10, 24, "6 DataLoaders of 2 workers: fork, spawn, forkserver, persistent workers off and on "
                            "(spawned workers import torch)"),
     "compile-time": (62, 62, "3 cold compiles of a small MLP, and a warm-up"),
+    "compile-cache": (5.5, 27, "a cold compile and a second process's warm one: matmul's 5 s, a small MLP's C++ "
+                               "kernels 12-27 s (2026-12-04, other jobs running)"),
+    "compiled-latency": (2.0, 5.4, "one compile a worker (not timed), then as latency (2026-12-04, other jobs running)"),
     "warnings": (0.3, 0.5, ""),
     "resolve": (None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
     "imports": (None, None, "your stack: one process a top-level module"),
@@ -46,8 +49,8 @@ ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
     "onnx": (9.4, 9.4, "dynamo=True, the first of a worker (imports of the exporter); the legacy exporter 0.1 s"),
     "artifact": (0.1, 0.2, "a checkpoint or a .pt2 program already imported"),
 }
-COMPARE_NOTE = ("in compare each check runs on both sides, and latency, memory and compile-time are measured A/B "
-                "within --ab-budget a check")
+COMPARE_NOTE = ("in compare each check runs on both sides, and latency, compiled-latency, memory and compile-time are "
+                "measured A/B within --ab-budget a check")
 
 
 def estimate(aspect: str) -> str:

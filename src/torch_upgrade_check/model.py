@@ -10,12 +10,12 @@ from typing import Any
 STACK_ASPECTS = ("resolve", "imports", "abi", "api")
 ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "compile-mode", "determinism", "deterministic-backward",
            "latency", "op-latency", "memory", "fsdp2", "ddp", "checkpoint", "training-curve", "sdpa-backends",
-           "amp", "dataloader", "compile-time", "warnings", *STACK_ASPECTS)
+           "amp", "dataloader", "compile-time", "compile-cache", "compiled-latency", "warnings", *STACK_ASPECTS)
 DEVICES = ("cpu", "cuda", "mps")
 # what `--fail-on` (and the action's fail-on) can name, and the kind of each failing aspect; the rest is correctness
 FAIL_ON = ("correctness", "latency", "memory", "warnings")
-FAIL_KINDS = {"latency": "latency", "compile-time": "latency", "op-latency": "latency", "memory": "memory",
-              "fleet-memory": "memory", "warnings": "warnings"}
+FAIL_KINDS = {"latency": "latency", "compile-time": "latency", "compiled-latency": "latency", "op-latency": "latency",
+              "memory": "memory", "fleet-memory": "memory", "warnings": "warnings"}
 # tf32: float32 tensors computed with TF32 tensor-core math (CUDA, compute capability 8.0+); every other
 # float32 check runs in IEEE float32.
 DTYPES = ("float32", "float16", "bfloat16", "float64", "tf32")
@@ -127,8 +127,8 @@ class CheckResult:
 
     @property
     def fail_kind(self) -> str:
-        """The `--fail-on` kind this result counts as when it fails: its A/B aspect's (compile time counts as
-        latency) or warnings when it failed as such; correctness otherwise (every error and check not run too)."""
+        """The `--fail-on` kind this result counts as when it fails: its A/B aspect's (compile time and compiled
+        latency count as latency) or warnings when it failed as such; correctness otherwise (every error and check not run too)."""
         return FAIL_KINDS.get(self.aspect, "correctness") if self.outcome is Outcome.FAILED else "correctness"
 
     @property

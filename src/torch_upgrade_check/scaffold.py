@@ -43,6 +43,8 @@ workloads: []
 #    allow-graph-breaks: false              # true: compare accepts graph breaks new in the candidate
 #    training-steps: 50                     # steps of training-curve
 #    compile: {mode: max-autotune-no-cudagraphs, dynamic: true}   # how your code calls torch.compile
+#    # shipped compiled? add the opt-in compile-cache (a second process compiles from Inductor's caches) and
+#    # compiled-latency (the compiled model's latency, A/B in compare) to aspects
 
 # Your own tests, run with the torch under test; their results join the report.
 # pytest:

@@ -33,7 +33,7 @@ from torch_upgrade_check.model import COMPILE_MODES, DEVICES, DTYPES
 
 W = "version: 1\nworkloads:\n  - name: tiny\n    factory: pkg.models:build\n"  # a good workload to break
 ALLOWED_ASPECTS = ("numerics, cross-backend, cross-version, compile, determinism, checkpoint, training-curve, amp, dataloader, "
-                   "latency, memory, compile-time, warnings, export, jit, aoti, onnx")
+                   "latency, memory, compile-time, compile-cache, compiled-latency, warnings, export, jit, aoti, onnx")
 
 # (id, file text, the one problem it must give); {file} is the config's path, {root} its folder.
 MALFORMED = [

@@ -8,7 +8,9 @@ Rules (thresholds are recorded on each result):
   compile, or raises at one of the workload's dynamic sizes; in compare also by the cross-version rule against the
   baseline's compiled outputs.
 - determinism, deterministic-backward: two seeded training steps bitwise equal.
-- latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
+- latency, compiled-latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
+- compile-cache: a fresh process compiling from the cold compile's Inductor caches neither crashes nor gives other
+  outputs (analysis.compilecache has the rule).
 - compile-time: cold compiles (a fresh Inductor cache each) timed; passes (compare judges it A/B, as latency).
 - memory: recorded; passes when measured.
 - checkpoint: loads with the default torch.load and the resumed training step is bitwise equal to the
@@ -42,7 +44,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from torch_upgrade_check.analysis import artifacts, closeness, compiled, dataloader, stats
+from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, dataloader, stats
 from torch_upgrade_check.analysis.closeness import as_float, plural_of, short
 from torch_upgrade_check.model import ARTIFACT_ASPECTS, COMPILE_ASPECTS, CheckResult, CheckSpec, Observation, Outcome
 
@@ -108,8 +110,12 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
                                                      allow_graph_breaks=bool(spec.params.get("allow_graph_breaks")))
     elif spec.aspect in ("determinism", "deterministic-backward"):
         outcome, reason, thresholds = _bitwise(spec.aspect, m)
-    elif spec.aspect == "latency":
+    elif spec.aspect in ("latency", "compiled-latency"):
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
+        if spec.aspect == "compiled-latency" and m.get("compile_s") is not None:
+            reason += f"; compiled in {format_ms(float(m['compile_s']) * 1000.0)} (not timed)"
+    elif spec.aspect == "compile-cache":
+        outcome, reason, thresholds = compilecache.judge(m)
     elif spec.aspect == "compile-time":
         samples = [float(x) for x in m.get("samples_ms", [])]
         m["median_ms"], m["iqr_ms"] = stats.median(samples), stats.iqr(samples)
@@ -141,6 +147,8 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
     details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
+    if spec.aspect == "compile-cache":  # the warm process's own words: its traceback, or its output's last lines
+        details = str(m.get("warm_traceback") or m.get("warm_tail") or "")
     return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds, details=details, **base)
 
 

@@ -20,7 +20,7 @@ from torch_upgrade_check.model import (
 )
 from torch_upgrade_check.orchestrate import session
 
-AB_ASPECTS = ("latency", "memory", "compile-time")
+AB_ASPECTS = ("latency", "compiled-latency", "memory", "compile-time")
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,9 @@ class Thresholds:
     compile_time: float = 0.25
 
     def by_aspect(self) -> dict[str, float]:
-        """Each A/B aspect's threshold, as measure.measure takes them."""
-        return {"latency": self.latency, "memory": self.memory, "compile-time": self.compile_time}
+        """Each A/B aspect's threshold, as measure.measure takes them (compiled latency is latency's)."""
+        return {"latency": self.latency, "compiled-latency": self.latency, "memory": self.memory,
+                "compile-time": self.compile_time}
 
 
 # the baseline saves what the candidate loads: planned per side (cross-version apart: one per workload and dtype)
@@ -169,8 +170,9 @@ def mark_preexisting(baseline: Report, candidate: Report) -> Report:
 def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collection[str]) -> Report:
     """The candidate's checks that are judged by what changed since the baseline, not alone: warnings new in the
     candidate (suspicious, or failed under `--fail-on warnings`), compile's new graph breaks and recompiles
-    (failed, unless the workload allows graph breaks), and the SDPA backend the default picks (shown, not
-    judged: a backend that is wrong fails on its own). Each only where both sides' checks passed."""
+    (failed, unless the workload allows graph breaks), the SDPA backend the default picks (shown, not
+    judged: a backend that is wrong fails on its own), and compile-cache's warm process that no longer loads from the
+    cache what the baseline's loaded (suspicious). Each only where both sides' checks passed."""
     base = {r.id: r for r in baseline.results}
     # a warning counts as new only when no workload raised it on the baseline (and as gone when none did on the
     # candidate): one that torch raises once per process is filed under whichever check met it first
@@ -178,7 +180,8 @@ def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collect
               for side, report in (("baseline", baseline), ("candidate", candidate))}
     judges = {"warnings": lambda b, r: _new_warnings(b, r, baseline.label, "warnings" in fail_on, raised),
               **dict.fromkeys(COMPILE_ASPECTS, lambda b, r: _new_graph_breaks(b, r, baseline.label)),
-              "sdpa-backends": lambda b, r: _new_default_backend(b, r, baseline.label)}
+              "sdpa-backends": lambda b, r: _new_default_backend(b, r, baseline.label),
+              "compile-cache": lambda b, r: _cache_no_longer_used(b, r, baseline.label)}
     results = []
     for r in candidate.results:
         b = base.get(r.id)
@@ -278,6 +281,18 @@ def first_graph_difference(before: Any, after: Any) -> dict[str, str] | None:
         return {"where": f"graph {min(len(before), len(after)) + 1}", "baseline": f"{len(before)} graphs",
                 "candidate": f"{len(after)} graphs"}
     return None
+
+
+def _cache_no_longer_used(before: CheckResult, after: CheckResult, label: str) -> CheckResult:
+    """A candidate whose caches bypass graphs the baseline's warm process loaded from them: nothing is wrong, but
+    every restart compiles cold again."""
+    hits = {side: sum(int((r.metrics.get("warm_cache") or {}).get(k, 0)) for k in ("fx_hit", "aot_hit"))
+            for side, r in (("baseline", before), ("candidate", after))}
+    if hits["candidate"] or not hits["baseline"]:
+        return after
+    return replace(after, outcome=Outcome.SUSPICIOUS,
+                   reason=f"{after.reason}; baseline {label}'s warm process loaded {hits['baseline']} cached graphs "
+                          f"and entries: this torch caches none of them, so every restart compiles cold")
 
 
 def _new_default_backend(before: CheckResult, after: CheckResult, label: str) -> CheckResult:

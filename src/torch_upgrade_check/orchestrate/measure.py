@@ -1,5 +1,5 @@
-"""compare's latency, memory and compile-time A/B: batches of interleaved rounds, each batch in a freshly started
-worker pair.
+"""compare's latency, compiled latency, memory and compile-time A/B: batches of interleaved rounds, each batch in a
+freshly started worker pair.
 
 Loop batches outside, checks inside: batch 1 measures every A/B check in one new baseline/candidate
 pair; each later batch starts a new pair and measures only the checks still unsettled, until each is
@@ -8,10 +8,13 @@ run with the same explicit thread count, pinned to the same CPUs, OpenMP's passi
 side's spinning threads would steal the other side's CPU), the garbage collector off while timing,
 and the same loop count per sample, calibrated once (batch 1's warm-up round, on the faster side) so
 that a sample lasts at least MIN_SAMPLE_S. A compile-time round is one cold compile a side (a fresh
-Inductor cache each), judged like latency against its own threshold.
+Inductor cache each), judged like latency against its own threshold. A compiled-latency check is a latency check of
+the compiled model: the same rounds, budget and threshold; each worker compiles it once, in its warm-up round.
 
 The budget is honest: it counts every second a check's workers spend on it, warm-up rounds included
-(a compile-time check's warm-up compiles apart: see Track.counts_warm; they are reported).
+(a compile-time check's warm-up compiles apart: see Track.counts_warm; they are reported; so is a compiled-latency
+check's compile, once a worker: on the busy 2-core machine a fresh A/B worker's first compile of a small MLP took
+60 s, which counted would have left no room for the 4 pairs a failure needs).
 Each pair is planned from what the earlier ones cost: its rounds from `ab.rounds_for` (few for a
 large effect), capped so that the pairs a failure still needs fit in what is left (the first pair
 gets a quarter of the budget, one of the ab.MIN_PAIRS a failure needs; the pair itself stops early when
@@ -40,7 +43,8 @@ MAX_ROUNDS = 96  # later batches size their rounds from the noise of the earlier
 COMPILE_ROUNDS = 6  # cold compiles a side in a first batch (fewer when the budget's quarter cannot hold them)
 MEMORY_ROUNDS = 3  # peak memory is usually exact: identical rounds
 NOISY_MEMORY_ROUNDS = 8  # a memory series that was not exact gets at least this many in later pairs
-LEAST_ROUNDS = {"latency": ab.CONFIRM_LEAST, "compile-time": 2, "memory": MEMORY_ROUNDS}  # a confirmation pair's
+LEAST_ROUNDS = {"latency": ab.CONFIRM_LEAST, "compiled-latency": ab.CONFIRM_LEAST, "compile-time": 2,
+                "memory": MEMORY_ROUNDS}  # a confirmation pair's
 FEWEST_ROUNDS = 2  # a later pair cut short by the budget still measures one whole ABBA cycle
 FIRST_FEWEST_ROUNDS = 4  # the first pair two: its rounds are where the round noise is first learnt
 WARMUP_ROUNDS = 1  # per check per batch, discarded: caches, allocator and thread pools settle in a new process
@@ -72,8 +76,11 @@ COMPILE_BUDGET_MOST = 30
 # about 2 s a forward even the most does not hold 4 pairs, and the check is `undecided`, saying what deciding would cost.
 LATENCY_BUDGET_ROUNDS = 32
 LATENCY_BUDGET_MOST = 10
-TIMED_WORDS = ("latency", "cold compile time")  # what `explain` calls the timed aspects
-TIMED = ("latency", "compile-time")  # A/B aspects whose samples are times (judged as slowdowns)
+WORDS = {"latency": "latency", "compiled-latency": "compiled latency", "compile-time": "cold compile time",
+         "memory": "peak memory"}  # what `explain` calls each A/B aspect's figure
+TIMED = ("latency", "compiled-latency", "compile-time")  # A/B aspects whose samples are times (judged as slowdowns)
+TIMED_WORDS = tuple(WORDS[a] for a in TIMED)
+LATENCY_LIKE = ("latency", "compiled-latency")  # forward latency, eager or compiled: one set of rules
 
 
 def usable_cpus() -> list[int]:
@@ -169,6 +176,7 @@ class Track:
     host_samples: dict[str, list[float]] = field(default_factory=lambda: {"b": [], "c": []})
     host_decision: ab.Decision | None = None
     next_rounds: int = 0  # planned for the next pair (0: the aspect's first-pair count)
+    compile_seconds: float = 0.0  # compiled latency: what its workers spent compiling, neither rounds nor warm-ups
     budget_s: float = DEFAULT_BUDGET_S  # --ab-budget (a compile-time check gets COMPILE_BUDGET_FACTOR times it)
 
     @property
@@ -198,7 +206,7 @@ class Track:
         if self.spec.aspect == "compile-time":
             return min(self.budget_s * COMPILE_BUDGET_MOST,
                        max(self.budget_s * COMPILE_BUDGET_FACTOR, COMPILE_BUDGET_ROUNDS * per_round))
-        if self.spec.aspect != "latency" or not self.batches:
+        if self.spec.aspect not in LATENCY_LIKE or not self.batches:
             return self.budget_s
         # the pairs measured so far say what a warm-up costs (the first one's, 5 calls a side to 2, errs on the large side)
         warm = sum(b.warm_seconds for b in self.batches) / len(self.batches)
@@ -278,7 +286,8 @@ def measure(
 
 
 def first_rounds(aspect: str) -> int:
-    return {"latency": LATENCY_ROUNDS, "compile-time": COMPILE_ROUNDS}.get(aspect, MEMORY_ROUNDS)
+    return {"latency": LATENCY_ROUNDS, "compiled-latency": LATENCY_ROUNDS, "compile-time": COMPILE_ROUNDS}.get(
+        aspect, MEMORY_ROUNDS)
 
 
 def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout_s: float,
@@ -286,7 +295,7 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
     """Warm-up, then ABBA rounds (t.next_rounds, or the aspect's first-pair count), stopping at a whole ABBA
     cycle once another round would take the pair past `cap_s`; a failure on either side ends the check
     with both sides' observations."""
-    latency, timed = t.spec.aspect == "latency", t.spec.aspect in TIMED
+    latency, timed = t.spec.aspect in LATENCY_LIKE, t.spec.aspect in TIMED
     rounds = t.next_rounds or first_rounds(t.spec.aspect)
     values: dict[str, list[float]] = {"b": [], "c": []}
     raw: dict[str, list[list[float]]] = {"b": [], "c": []}
@@ -308,10 +317,12 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
         once: list[float] = []
         for side, worker in order:
             obs = worker.request(replace(t.spec, params={**t.spec.params, **params}), timeout_s)
+            compiled = float(obs.metrics.get("compiled_s") or 0.0)  # compiled latency: a worker's compile, apart
+            t.compile_seconds += compiled
             if warm:
-                warm_seconds += obs.duration_s
+                warm_seconds += obs.duration_s - compiled
             else:
-                seconds += obs.duration_s
+                seconds += obs.duration_s - compiled
             if obs.status != "ok":
                 other = Observation(t.spec.id, "skipped", message="the other side failed first")
                 failed = Observation(t.spec.id, obs.status, message=obs.message, traceback=obs.traceback,
@@ -368,6 +379,7 @@ def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECID
     ab_metrics = {**d.metrics(), "threshold": t.threshold, "inner_loops": t.inner or None,
                   "batch_seconds": [round(b.seconds + (b.warm_seconds if t.counts_warm else 0.0), 3) for b in t.batches],
                   "warm_up_seconds": [round(b.warm_seconds, 3) for b in t.batches],
+                  **({"compile_seconds": round(t.compile_seconds, 3)} if t.compile_seconds else {}),
                   "budget_s": t.budget, "undecided_policy": undecided}
     b_vals, c_vals = t.samples["b"], t.samples["c"]
     if spec.aspect in TIMED:
@@ -375,8 +387,8 @@ def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECID
                                         duration_s=t.seconds / 2), max_latency_ms=max_latency_ms)
         cand_m = {**t.metrics["c"], "samples_ms": c_vals, "baseline_samples_ms": b_vals,
                   "median_ms": stats.median(c_vals), "iqr_ms": stats.iqr(c_vals), **ab_metrics}
-        limit = latency_limit(spec, max_latency_ms) if spec.aspect == "latency" else None
-        key = "max_latency_regression" if spec.aspect == "latency" else "max_compile_time_regression"
+        limit = latency_limit(spec, max_latency_ms) if spec.aspect in LATENCY_LIKE else None
+        key = "max_latency_regression" if spec.aspect in LATENCY_LIKE else "max_compile_time_regression"
         thresholds = {key: t.threshold, **({"max_latency_ms": limit} if limit else {})}
         over_limit = limit is not None and stats.median(c_vals) > limit
         fmt = format_ms
@@ -391,9 +403,7 @@ def results(t: Track, max_latency_ms: dict[str, float], undecided: str = UNDECID
     outcome = outcome_of(d, undecided)
     if attribution is not None:
         cand_m["op_attribution"] = attribution
-    reason = explain(d, t.threshold, fmt, {"latency": "latency", "compile-time": "cold compile time"}.get(spec.aspect,
-                                                                                                        "peak memory"),
-                     budget_s=t.budget, undecided=undecided,
+    reason = explain(d, t.threshold, fmt, WORDS[spec.aspect], budget_s=t.budget, undecided=undecided,
                      lead=attributed.lead(attribution) if attribution is not None else "")
     h = t.host_decision
     if h is not None:  # memory: host RAM judged alike; the worse of the two decides

@@ -16,7 +16,7 @@ ATTENTION = FAILING | {Outcome.SUSPICIOUS}  # what the job summary shows open, b
 # give another kind (an aspect outside ASPECTS, such as environment[-]/device, keeps its own name in the headline)
 CORRECTNESS_ASPECTS = frozenset(a for a in ASPECTS if a not in FAIL_KINDS)
 # aspects a comparison measures A/B, and the unit of their medians
-AB_ASPECTS = {"latency": "ms", "memory": "bytes", "compile-time": "ms"}
+AB_ASPECTS = {"latency": "ms", "compiled-latency": "ms", "memory": "bytes", "compile-time": "ms"}
 # the A/B states, most urgent first: four, plus `undecided` (not settled within its budget; reports written
 # before it was introduced say `suspicious` for it)
 CHANGES = ("regression", "undecided", "suspicious", "improved", "unchanged")

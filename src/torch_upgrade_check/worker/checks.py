@@ -21,6 +21,7 @@ from torch_upgrade_check.worker import (
     amp,
     artifacts,
     checkpoint,
+    compilecache,
     compiling,
     crossversion,
     curve,
@@ -39,6 +40,8 @@ from torch_upgrade_check.worker import (
     tensors,
     warned,
 )
+from torch_upgrade_check.worker.compiling import fresh_cache as _fresh_inductor_cache
+from torch_upgrade_check.worker.compiling import graphs_compiled
 from torch_upgrade_check.worker.devices import DTYPES
 from torch_upgrade_check.worker.instance import (
     Instance,
@@ -219,14 +222,14 @@ def _compile(spec: CheckSpec, factory: Callable[..., Any], inst: Instance,
         device.synchronize()
         start = time.perf_counter()
         try:
-            result = {**result, **_compiled_step(inst, compiled, opts)}
+            result = {**result, **compiling.step(inst, compiled, opts)}
             device.synchronize()
             backward = {"compile_backward_time_s": time.perf_counter() - start, "training_step": True}
         except Exception as e:  # e.g. an autograd.Function whose backward Dynamo cannot trace: the forward is judged
             training = False
             backward = {"training_step": False, "training_step_error": error_text(e)}
     after = _dynamo_counts(counters)
-    sizes, swept = compiling.sweep(inst, compiled, opts, dims, lambda: int(counters["stats"]["unique_graphs"]))
+    sizes, swept = compiling.sweep(inst, compiled, opts, dims, graphs_compiled)
     if training:
         gold = golden(factory, inst)
         gold_sizes = forward_golden(factory, inst, inst.dynamic_sweep)[1:] if sizes else []
@@ -304,17 +307,6 @@ def _first_call(inst: Instance, device: devices.Device, compiled: Any, opts: dic
     return compiled, time.perf_counter() - start
 
 
-def _compiled_step(inst: Instance, compiled: Any, opts: dict[str, Any]) -> dict[str, torch.Tensor]:
-    """The gradients of the workload's loss through the compiled model (its backward is compiled too)."""
-    leaves = grad_leaves(inst)
-    if compiling.uses_cudagraphs(opts) and hasattr(torch.compiler, "cudagraph_mark_step_begin"):
-        torch.compiler.cudagraph_mark_step_begin()
-    with torch.enable_grad():
-        out = compiled(*inst.inputs)
-        grads = torch.autograd.grad(inst.loss(out), [t for _, t in leaves], allow_unused=True)  # type: ignore[misc]
-    return {f"grad:{name}": g.detach() for (name, _), g in zip(leaves, grads) if g is not None}
-
-
 def compile_time(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
     """Cold compile time: torch.compile's first forward with Dynamo reset and a fresh, empty Inductor cache (on
     disk and in memory), so that nothing compiled before helps; `samples` such compiles (compare's A/B asks
@@ -362,17 +354,6 @@ def _warm_compiler(fresh: Callable[[], Any], device: devices.Device) -> dict[str
             device.synchronize()
     torch._dynamo.reset()
     return {"samples_ms": [(time.perf_counter() - start) * 1000.0], "inner_loops": 1, "warm_up": "tiny"}
-
-
-def _fresh_inductor_cache() -> Callable[[], Any]:
-    """torch's own context manager for a temporary, empty Inductor cache (fresh_cache; before torch 2.7
-    fresh_inductor_cache)."""
-    from torch._inductor import utils
-
-    fresh = getattr(utils, "fresh_cache", None) or getattr(utils, "fresh_inductor_cache", None)
-    if fresh is None:
-        raise Skip(f"torch {torch.__version__} has no fresh Inductor cache to compile cold in")
-    return fresh
 
 
 def _dynamo_counts(counters: Any) -> dict[str, Any]:
@@ -426,12 +407,58 @@ def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
     """
     if isinstance(inst.model, torch.nn.Module):
         inst.model.eval()
+    return _forward_latency(spec, inst, device, inst.model)
+
+
+def compiled_latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device
+                     ) -> dict[str, Any]:
+    """The compiled model's forward latency, timed as `latency` times eager's. The model is compiled once an instance
+    (compare's A/B rounds reuse it), its first, compiling call outside the timed calls (`compile_s`, with Dynamo's
+    imports; `compiled_s`: what this request spent compiling, which compare's budget leaves out). Dynamo is reset
+    before a compile (its recompile limit is shared by every model in the worker); where anything compiled in this
+    worker since this model's last samples (another check's compile, a reset that makes it compile again), one call
+    untimed first; where it still compiled while it was timed, it is timed again. A model that compiled no graph
+    raises: its samples would be eager's."""
+    start = time.perf_counter()
+    import torch._dynamo  # a worker's first: seconds, the compile's
+
+    if isinstance(inst.model, torch.nn.Module):
+        inst.model.eval()
+    entry = inst.compiled.get("compiled-latency")
+    if entry is None:
+        torch._dynamo.reset()
+        entry = {"model": compiling.compiled(spec, inst), "seen": None}
+    compiled_s = 0.0  # what this call spent compiling (compare's budget leaves it out, as compile-time's warm-ups)
+    if graphs_compiled() != entry["seen"]:  # new, or something compiled in this worker since its last samples
+        before = graphs_compiled()
+        with torch.no_grad():
+            entry["model"](*inst.inputs)
+        device.synchronize()
+        compiled_s = time.perf_counter() - start
+        if "compile_s" not in entry:
+            entry.update(compile_s=compiled_s, graphs=graphs_compiled() - before)
+            inst.compiled["compiled-latency"] = entry
+        if not entry["graphs"]:
+            raise RuntimeError("torch.compile compiled no graph of this model (it ran eagerly): its samples would be "
+                               "eager latency's")
+    seen = graphs_compiled()
+    metrics = _forward_latency(spec, inst, device, entry["model"])
+    again = graphs_compiled() != seen
+    if again:
+        metrics = _forward_latency(spec, inst, device, entry["model"])
+    entry["seen"] = graphs_compiled()
+    return {**metrics, "compile_s": entry["compile_s"], "compiled_s": compiled_s, "graphs_compiled": entry["graphs"],
+            **({"timed_again": "it compiled again while timed"} if again else {})}
+
+
+def _forward_latency(spec: CheckSpec, inst: Instance, device: devices.Device, model: Callable[..., Any]
+                     ) -> dict[str, Any]:
     params = spec.params
     budget_s = float(params.get("latency_budget_s") or 1.0)
     min_samples, max_samples = 5, 30
     if params.get("samples"):  # a fixed batch: one round of compare's interleaved A/B measurement
         min_samples = max_samples = int(params["samples"])
-    model, inputs = inst.model, inst.inputs
+    inputs = inst.inputs
 
     def timed(loops: int) -> float:
         device.synchronize()
@@ -503,6 +530,8 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "deterministic-backward": flexdet.run,
     "latency": latency,
     "op-latency": lambda spec, factory, inst, device: optiming.run(spec, inst, device),
+    "compiled-latency": compiled_latency,
+    "compile-cache": compilecache.run,
     "memory": memory_,
     "warnings": warnings_,
     "checkpoint": checkpoint.run,

@@ -5,7 +5,7 @@ calls torch.compile; the compile-mode aspect replaces the mode with the one team
 (model.COMPILE_MODE_OF). Where the factory gives `dynamic_inputs` (inputs of other sizes) and the options leave
 `dynamic` unset, the dimensions that differ are marked dynamic (torch._dynamo.mark_dynamic) on every input set, as a
 team marks its batches. `compiled` is the one place that turns all that into a compiled model: the compile checks
-call it, and so should any aspect that runs or times the compiled model.
+call it, and so do compile-cache and compiled-latency, which run and time the compiled model.
 
 Also here: the size sweep (each set of dynamic_inputs through the compiled model, the graphs Dynamo compiled there
 counted) and compare's files of compiled outputs (the baseline saves its weights, inputs, compiled outputs and fp64
@@ -22,7 +22,7 @@ import torch
 
 from torch_upgrade_check.model import COMPILE_MODE_OF, CheckSpec
 from torch_upgrade_check.worker import crossversion, error_text, tensors
-from torch_upgrade_check.worker.instance import Instance
+from torch_upgrade_check.worker.instance import Instance, Skip, grad_leaves
 
 
 def options(spec: CheckSpec) -> dict[str, Any]:
@@ -92,6 +92,35 @@ def outputs(fn: Callable[..., Any], inputs: tuple[Any, ...], opts: Mapping[str, 
         torch.compiler.cudagraph_mark_step_begin()
     with torch.no_grad():
         return {k: v.detach().clone() for k, v in tensors.flatten(fn(*inputs)).items()}
+
+
+def step(inst: Instance, compiled: Any, opts: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """The gradients of the workload's loss through the compiled model (its backward is compiled too)."""
+    leaves = grad_leaves(inst)
+    if uses_cudagraphs(opts) and hasattr(torch.compiler, "cudagraph_mark_step_begin"):
+        torch.compiler.cudagraph_mark_step_begin()
+    with torch.enable_grad():
+        out = compiled(*inst.inputs)
+        grads = torch.autograd.grad(inst.loss(out), [t for _, t in leaves], allow_unused=True)  # type: ignore[misc]
+    return {f"grad:{name}": g.detach() for (name, _), g in zip(leaves, grads) if g is not None}
+
+
+def graphs_compiled() -> int:
+    """Dynamo's count of the graphs this process compiled (it survives torch._dynamo.reset)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def fresh_cache() -> Callable[..., Any]:
+    """torch's own context manager for a temporary, empty Inductor cache (fresh_cache; before torch 2.7
+    fresh_inductor_cache)."""
+    from torch._inductor import utils
+
+    fresh = getattr(utils, "fresh_cache", None) or getattr(utils, "fresh_inductor_cache", None)
+    if fresh is None:
+        raise Skip(f"torch {torch.__version__} has no fresh Inductor cache to compile cold in")
+    return fresh
 
 
 def size_of(inputs: tuple[Any, ...]) -> str:

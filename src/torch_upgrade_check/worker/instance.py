@@ -51,6 +51,8 @@ class Instance:
     collate: Callable[[list[Any]], Any] | None = None
     # the device's allocated bytes just before it was built, alone there (checks.memory_'s zero); None: not read
     allocated_before: int | None = None
+    # what checks that run it compiled keep for their later rounds (compiled-latency: the compiled model), by check
+    compiled: dict[str, Any] = field(default_factory=dict)
 
 
 def require_training(inst: Instance, aspect: str) -> None:

@@ -44,6 +44,14 @@ changes float64 too, as a real kernel change does.
   torch.library: the original kernel (torch.library.get_kernel), so every output is exact and only that op is
   slower, as a release whose kernel for one op lost its vectorised path is (topk +51%, pytorch/pytorch#167462;
   scatter_reduce 15-58x, #183812). The built-in mlp's forward measured 2.2x slower with gelu 4x here.
+- cache-hit-wrong: a graph Inductor loads from its FX graph cache (another process's compile, on disk) computes every
+  floating output x(1+1e-3), as a cache entry that restores a kernel's constants or layout wrongly would; a graph it
+  compiles itself is exact, so a cold compile (and the compile check, whose caches are off) passes.
+- cache-hit-crashes: loading a graph from the FX graph cache raises an AssertionError, as the fp8 Inductor assertion
+  that fired only through the FX graph cache did (pytorch#187484); a cold compile works.
+- compiled-slower: each call of an Inductor-compiled graph (CompiledFxGraph.__call__) takes 50% longer (it busy-waits
+  half its own time; TUC_COMPILED_SLOWER=1.0 all of it, 0 nothing, the wrapper alone), as compiled code that got
+  slower while eager did not (mode="reduce-overhead" 40-55% slower on 2.10, pytorch#174575); eager is untouched.
 - autocast-disabled: torch.autocast no longer offers its dtype here: it warns "…the target dtype is not
   supported. Disabling autocast." and the model runs in float32 (as bfloat16 autocast on MPS before 2.5
   and float16 on the CPU before 2.x did): nothing fails, the job only loses mixed precision.
@@ -355,6 +363,63 @@ def _slower_compile() -> None:
     # not imported here: Inductor's config decides its compile threads on import, and this runs before the worker
     # pins its CPUs, so the broken side alone would compile through a pool of processes sharing one CPU
     tuc_hooks.once_imported("torch._inductor.compile_fx", slower)
+
+
+def _cache_hit_breaks(how: str) -> None:
+    """`how` "wrong": graphs loaded from the FX graph cache scale their floating outputs by 1+1e-3; "crashes": loading
+    one raises. Patched where torch imports the modules (importing Inductor here would size its compile pool before
+    the worker pins its CPUs)."""
+    def codecache(module) -> None:
+        cache = module.FxGraphCache
+        load = cache.load_with_key
+
+        def load_with_key(*args, **kwargs):
+            graph, info = load(*args, **kwargs)
+            if graph is not None and how == "crashes":
+                raise AssertionError("tuc cache-hit-crashes: an Inductor assertion on a graph loaded from the FX graph "
+                                     "cache")
+            if graph is not None:
+                graph._tuc_from_cache = True
+            return graph, info
+
+        cache.load_with_key = staticmethod(load_with_key)
+
+    def output_code(module) -> None:
+        compiled = module.CompiledFxGraph
+        call = compiled.__call__
+
+        def __call__(self, inputs):
+            out = call(self, inputs)
+            if not getattr(self, "_tuc_from_cache", False) or not isinstance(out, (list, tuple)):
+                return out
+            return type(out)(o * (1 + 1e-3) if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in out)
+
+        compiled.__call__ = __call__
+
+    tuc_hooks.once_imported("torch._inductor.codecache", codecache)
+    if how == "wrong":
+        tuc_hooks.once_imported("torch._inductor.output_code", output_code)
+
+
+def _slower_compiled_calls() -> None:
+    extra = float(os.environ.get("TUC_COMPILED_SLOWER") or 0.5)
+
+    def slower(module) -> None:
+        call = module.CompiledFxGraph.__call__
+
+        def __call__(self, inputs):
+            # the same code on every side: with factor 0 it costs what it costs with any other factor
+            start = time.perf_counter()
+            try:
+                return call(self, inputs)
+            finally:
+                until = time.perf_counter() + (time.perf_counter() - start) * extra
+                while time.perf_counter() < until:
+                    pass
+
+        module.CompiledFxGraph.__call__ = __call__
+
+    tuc_hooks.once_imported("torch._inductor.output_code", slower)
 
 
 def _asserts_under_max_autotune() -> None:
@@ -697,6 +762,10 @@ def install(names: str) -> None:
             F.gelu = _compiled_backward_wrong(F.gelu)
         elif name == "compile-slower":
             _slower_compile()
+        elif name in ("cache-hit-wrong", "cache-hit-crashes"):
+            _cache_hit_breaks(name.removeprefix("cache-hit-"))
+        elif name == "compiled-slower":
+            _slower_compiled_calls()
         elif name == "max-autotune-asserts":
             _asserts_under_max_autotune()
         elif name.startswith("recompile-at-size-") and name.removeprefix("recompile-at-size-").isdigit():
