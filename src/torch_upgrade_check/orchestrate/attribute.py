@@ -28,7 +28,7 @@ from torch_upgrade_check.analysis import attribution
 from torch_upgrade_check.model import CheckResult, CheckSpec
 from torch_upgrade_check.orchestrate.measure import Pair
 
-PROFILED = ("latency",)
+PROFILED = ("latency", "compiled-latency")
 CHANGES = ("regression", "undecided")  # the A/B states whose change is attributed
 ROUNDS = 4  # fresh pairs: an op whose 4 rounds a side all read slower has p = 1/70
 FEWEST = attribution.FEWEST

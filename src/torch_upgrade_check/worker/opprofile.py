@@ -32,14 +32,32 @@ DTYPE_NAMES = {"float": "float32", "double": "float64", "c10::Half": "float16", 
 NOT_TENSORS = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "None"}
 
 
-def _eager(inst: Instance) -> Callable[[], Any]:
+def _eager(spec: CheckSpec, inst: Instance) -> Callable[[], Any]:
     if isinstance(inst.model, torch.nn.Module):
         inst.model.eval()
     return lambda: inst.model(*inst.inputs)
 
 
-# aspect -> the forward its A/B times (as checks.latency calls it), built from the workload's instance
-FORWARDS: dict[str, Callable[[Instance], Callable[[], Any]]] = {"latency": _eager}
+def _compiled(spec: CheckSpec, inst: Instance) -> Callable[[], Any]:
+    """The model compiled as checks.compiled_latency compiles it (the workload's compile options): its first call,
+    a warm-up one, compiles. Inductor's fused kernels are no aten ops: their time is the self time of the profiler's
+    range around the compiled region ("Torch-Compiled Region: 0/0"), beside the extern kernels (aten::mm, aten::addmm)
+    the compiled graph calls."""
+    import torch._dynamo
+
+    from torch_upgrade_check.worker import compiling
+
+    if isinstance(inst.model, torch.nn.Module):
+        inst.model.eval()
+    torch._dynamo.reset()
+    model = compiling.compiled(spec, inst)
+    return lambda: model(*inst.inputs)
+
+
+# aspect -> the forward its A/B times (as checks.latency and checks.compiled_latency call it), built from the
+# workload's check and instance
+FORWARDS: dict[str, Callable[[CheckSpec, Instance], Callable[[], Any]]] = {"latency": _eager,
+                                                                         "compiled-latency": _compiled}
 
 
 def run(spec: CheckSpec, inst: Instance, device: Any) -> dict[str, Any]:
@@ -48,7 +66,7 @@ def run(spec: CheckSpec, inst: Instance, device: Any) -> dict[str, Any]:
         raise ValueError(f"no profiled forward for the {spec.aspect} aspect")
     params = spec.params
     calls, warmup = max(1, int(params.get("calls") or 1)), int(params.get("warmup", 3))
-    forward = FORWARDS[spec.aspect](inst)
+    forward = FORWARDS[spec.aspect](spec, inst)
     activities = [torch.profiler.ProfilerActivity.CPU]
     on_device = spec.device == "cuda" and torch.profiler.ProfilerActivity.CUDA in torch.profiler.supported_activities()
     if on_device:
