@@ -1,5 +1,6 @@
 """Every relative link in the README, CONTRIBUTING.md and docs/ reaches a file, and its #anchor a heading of that
-file (as GitHub makes anchors from headings), so text moved between them keeps its links."""
+file (as GitHub makes anchors from headings), so text moved between them keeps its links; so does every
+`docs/FILE.md#anchor` a comment of the code points to."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from conftest import ROOT
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+CODE_LINK = re.compile(r"docs/[\w.-]+\.md#[\w-]+")
 
 
 def anchors(text: str) -> set[str]:
@@ -43,6 +45,14 @@ def broken_links(text: str, page: Path) -> list[str]:
 
 def test_every_relative_link_of_the_docs_reaches_its_file_and_heading() -> None:
     broken = {p.name: b for p in PAGES if (b := broken_links(p.read_text(), p))}
+    assert not broken, broken
+
+
+def test_every_docs_anchor_the_code_points_to_exists() -> None:
+    sources = [*(ROOT / "src").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
+    pointed = {(s.name, link) for s in sources for link in CODE_LINK.findall(s.read_text())}
+    assert pointed, "the A/B constants' comments point to docs/benchmarks.md"
+    broken = [(name, b) for name, link in sorted(pointed) for b in broken_links(f"[x]({link})", ROOT / "page.md")]
     assert not broken, broken
 
 
