@@ -1,5 +1,5 @@
 """What a check of each aspect costs on this machine: the figures `--list` prints (src/torch_upgrade_check/costs.py)
-and the README's table.
+and docs/benchmarks.md's table.
 
 Runs `run --device cpu` of the built-in suite, then of a small project whose one workload (a small MLP) takes the
 opt-in aspects (compile-time, compile-cache, compiled-latency, aoti, onnx with dynamo=True, export with dynamic
