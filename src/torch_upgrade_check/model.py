@@ -6,7 +6,7 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# compare's checks of the team's stack (stack_cmd.py): planned by compare beside the suite, never by a workload
+# compare's checks of the team's stack (commands/stack_checks.py): planned by compare beside the suite, never by a workload
 STACK_ASPECTS = ("resolve", "imports", "abi", "api")
 ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "compile-mode", "determinism", "deterministic-backward",
            "latency", "op-latency", "memory", "fsdp2", "ddp", "checkpoint", "training-curve", "sdpa-backends",
