@@ -34,8 +34,9 @@ from torch_upgrade_check.commands import (
 )
 from torch_upgrade_check.compare_cmd import cmd_compare
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, EXIT_USAGE, UsageError
+from torch_upgrade_check.hostchecks import apiscan
 from torch_upgrade_check.model import ASPECTS, DEVICES, CheckSpec
-from torch_upgrade_check.orchestrate import apiscan, device_choice, session
+from torch_upgrade_check.orchestrate import device_choice, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import SchemaError, read_reports, write_reports
 

@@ -30,9 +30,9 @@ from torch_upgrade_check.commands import (
     with_device_limits,
 )
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
+from torch_upgrade_check.hostchecks import apiscan
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 from torch_upgrade_check.orchestrate import (
-    apiscan,
     attribute,
     compare,
     device_choice,

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from torch_upgrade_check import stack, suite
 from torch_upgrade_check.errors import UsageError
+from torch_upgrade_check.hostchecks import abi, apiscan, imports, resolve
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import abi, apiscan, imports, installer, provision, resolve, session
+from torch_upgrade_check.orchestrate import installer, provision, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
 WORKLOAD = "stack"  # the workload name of every stack check: stack[-]/resolve, stack[-]/imports, stack[-]/abi

@@ -160,7 +160,7 @@ def execute(
     except InfrastructureError as e:
         return replace(current(), infra_error=str(e), finished=now())
     if settings.pytest_args is not None and _pytest_selected(settings):
-        from torch_upgrade_check.pytest_passthrough import run_pytest
+        from torch_upgrade_check.hostchecks.pytest_passthrough import run_pytest
 
         tests = run_pytest(python, settings.pytest_args, cwd=settings.config_root or Path.cwd(),
                            out_dir=settings.out / "logs" / f"pytest-{log_prefix}", timeout_s=settings.timeout_s,

@@ -29,8 +29,8 @@ from typing import Any
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from torch_upgrade_check.hostchecks import macho
 from torch_upgrade_check.model import CheckResult, Outcome
-from torch_upgrade_check.orchestrate import macho
 
 ASPECT = "abi"
 WORKLOAD = "stack"
