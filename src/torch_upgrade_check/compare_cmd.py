@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from torch_upgrade_check import __version__, costs, stack, stack_cmd, values
+from torch_upgrade_check.analysis import abjudge
+from torch_upgrade_check.analysis.sides import decide_side, judge_against_baseline, mark_preexisting
 from torch_upgrade_check.commands import (
     PROG,
     finish,
@@ -87,7 +89,7 @@ def _validate(args: argparse.Namespace) -> tuple[provision.TorchSpec | None, pro
         args.ab_budget_s = cfg.ab_budget
     given_undecided = getattr(args, "undecided", None)
     args.undecided_policy = (given_undecided or (cfg.undecided if cfg is not None else None)
-                             or measure.UNDECIDED[0])
+                             or abjudge.UNDECIDED[0])
     given_cap = getattr(args, "venv_cap", None)
     args.venv_cap_gb = (store.DEFAULT_CAP_GB if given_cap is None
                         else values.collect(problems, values.gigabytes, given_cap, "--venv-cap"))
@@ -212,7 +214,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
                                           "max_memory_regression": thresholds.memory,
                                           "max_compile_time_regression": thresholds.compile_time, "threads": settings.threads,
                                           "ab_budget_s": budget_s,
-                                          "undecided": getattr(args, "undecided_policy", measure.UNDECIDED[0])})
+                                          "undecided": getattr(args, "undecided_policy", abjudge.UNDECIDED[0])})
                for k, r in reports.items()}
     started = time.monotonic()
     pythons: dict[str, str] = {}
@@ -298,7 +300,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
             pythons[role], specs, phase_settings, reports[role], probes=probes[role].probes,
             repro=lambda s: repro(args, device, s), on_update=update,
             progress=session.Progress(len(specs), say, tag=role if has_baseline else ""), log_prefix=prefix,
-            decide_fn=lambda s, o, rep: compare.decide_side(s, o, rep, settings.max_latency_ms),
+            decide_fn=lambda s, o, rep: decide_side(s, o, rep, settings.max_latency_ms),
         )
 
     # Correctness times nothing, so the two sides run at once. The baseline saves its outputs first, then
@@ -368,8 +370,8 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if pair is not None and pair.cache_dir is not None:
             shutil.rmtree(pair.cache_dir, ignore_errors=True)
     if has_baseline:
-        reports["candidate"] = compare.judge_against_baseline(
-            reports["baseline"], compare.mark_preexisting(reports["baseline"], reports["candidate"]),
+        reports["candidate"] = judge_against_baseline(
+            reports["baseline"], mark_preexisting(reports["baseline"], reports["candidate"]),
             getattr(args, "fail_on_set", frozenset()))
     reports["candidate"] = fleet_memory(args, reports["candidate"], shlex.join(
         [PROG, *compare_head(args), "--device", device, *fleet_flags(args, "memory")]))
@@ -392,7 +394,7 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
     slower: list[tuple[measure.Track, CheckResult]] = []
 
     def on_track(track: measure.Track) -> None:
-        base, cand = measure.results(track, settings.max_latency_ms, policy)
+        base, cand = abjudge.results(track, settings.max_latency_ms, policy)
         record(base, cand)
         finished[0] += 1
         say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
@@ -407,7 +409,7 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
         table = attribute.attribute(track.spec, pair, baseline_ms=float(cand.metrics.get("baseline_median") or 0.0),
                                     candidate_ms=float(cand.metrics.get("candidate_median") or 0.0),
                                     timeout_s=settings.timeout_s, ab_budget_s=budget_s, say=say)
-        record(*measure.results(track, settings.max_latency_ms, policy, attribution=table))
+        record(*abjudge.results(track, settings.max_latency_ms, policy, attribution=table))
 
 
 def _recorder(args: argparse.Namespace, device: str, specs: list[CheckSpec], reports: dict[str, Report],

@@ -23,7 +23,7 @@ Rules (thresholds are recorded on each result):
   and each tensor of the step within AMP_ROUNDOFFS unit roundoffs (relative RMS) of the fp64 golden; in compare
   the baseline's golden, within the cross-version rule of the baseline's autocast step, and the fp64 step's
   golden unchanged from the baseline's.
-- warnings: listed; passes (compare judges what is new in the candidate: orchestrate.compare).
+- warnings: listed; passes (compare judges what is new in the candidate: analysis.sides).
 - export, jit: the program built, saved and reloaded in a fresh process (in compare also the baseline's
   saved program), every output by the compile rule against eager's (analysis.artifacts).
 - fsdp2: each step's reduced gradient shards within FSDP2_GRAD_TOL (of each gradient's RMS) of the unsharded
