@@ -87,6 +87,11 @@ def test_cli_and_compare_cmd_share_helpers_without_an_import_circle() -> None:
         assert "torch_upgrade_check.cli" not in _imports(PKG / module), f"{module} must not import cli"
 
 
+def test_aspects_is_stdlib_only() -> None:
+    """model imports it, so the worker does: the aspects' table must not bring anything else in."""
+    assert all(n.split(".")[0] in set(sys.stdlib_module_names) for n in _imports(PKG / "aspects.py"))
+
+
 def test_values_is_stdlib_and_errors_only() -> None:
     """Every front end imports it, the action's entry before anything is installed."""
     stdlib = set(sys.stdlib_module_names)

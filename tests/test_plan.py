@@ -36,7 +36,7 @@ def test_only_matches_ids_workloads_aspects_and_globs() -> None:
     assert ids("mlp[float32]/latency") == ["mlp[float32]/latency"]
     # warnings last: it reports what the others raised
     assert ids("mlp") == [f"mlp[float32]/{a}" for a in (*suite.TRAINED_ASPECTS[:-1], *suite.MODE, "compiled-latency",
-                                                         *suite.ARTIFACT_ASPECTS, "dataloader", "warnings")]
+                                                         *suite.BUILTIN_ARTIFACTS, "dataloader", "warnings")]
     assert set(ids("latency")) == {s.id for s in suite.plan(suite.BUILTIN, "cpu") if s.aspect == "latency"}
     # two of the four also have deterministic-backward
     assert all(i.startswith("flex_attention") for i in ids("flex*")) and len(ids("flex*")) == 4 * 7 + 2

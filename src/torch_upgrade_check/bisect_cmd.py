@@ -22,12 +22,12 @@ from pathlib import Path
 
 from torch_upgrade_check import __version__, github, stack, values
 from torch_upgrade_check.analysis import bisect as search
+from torch_upgrade_check.aspects import AB_ASPECTS
 from torch_upgrade_check.commands import PROG, parse_fail_on, say
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, UsageError
 from torch_upgrade_check.model import Bisection, BisectStep, CheckResult, Outcome, Report
 from torch_upgrade_check.orchestrate import builds as listing
 from torch_upgrade_check.orchestrate import provision, session, store
-from torch_upgrade_check.orchestrate.compare import AB_ASPECTS
 from torch_upgrade_check.schema import SchemaError, read_reports, write_bisection
 
 # compare's flags that bisect hands on to every step as given: with a value, repeatable, and switches

@@ -18,6 +18,7 @@ from typing import TypeVar
 from torch_upgrade_check import __version__, costs, stack, stack_cmd, values
 from torch_upgrade_check.analysis import abjudge
 from torch_upgrade_check.analysis.sides import decide_side, judge_against_baseline, mark_preexisting
+from torch_upgrade_check.aspects import AB_ASPECTS, PER_SIDE_ASPECTS
 from torch_upgrade_check.commands import (
     PROG,
     finish,
@@ -254,7 +255,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     reports["candidate"] = replace(reports["candidate"], results=(  # after the stack's resolve result, if any
         *reports["candidate"].results, *(r for r in (lost, served) if r is not None)))
     corr, last = compare.correctness_specs(settings, device), compare.warnings_specs(settings, device)
-    ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))
+    ab_specs = session.plan(settings, device, aspects=list(AB_ASPECTS))
     saved_dir = out / "baseline-outputs"  # emptied above
     op_specs = compare.op_latency_specs(settings, device, saved_dir) if has_baseline else []
     side_specs: dict[str, list[CheckSpec]] = {"candidate": list(corr)}
@@ -264,7 +265,7 @@ def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
                       "candidate": [*corr, *compare.cross_version_specs(settings, device, saved_dir, "compare"),
                                     *compare.saved_specs(settings, device, saved_dir, "compare"), *last]}
     else:  # the candidate alone, as `run` plans it
-        side_specs["candidate"] += [*session.plan(settings, device, aspects=list(compare.PER_SIDE_ASPECTS)), *last,
+        side_specs["candidate"] += [*session.plan(settings, device, aspects=list(PER_SIDE_ASPECTS)), *last,
                                     *ab_specs]
     planned = [*side_specs["candidate"], *(ab_specs if has_baseline else []), *op_specs]
     stack_ids = stack_cmd.planned_ids(args, settings.only)
@@ -385,7 +386,7 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
              record: Callable[..., CheckResult | None], policy: str, *, attributing: bool = True) -> None:
     """The latency, memory and compile-time A/B, each result written to both sides' reports as it is decided; then,
     `attributing`, each regressed or undecided latency check's forward profiled op by op (orchestrate.attribute)."""
-    kinds = [a for a in compare.AB_ASPECTS if any(s.aspect == a for s in ab_specs)]
+    kinds = [a for a in AB_ASPECTS if any(s.aspect == a for s in ab_specs)]
     cold = (f", a compile-time check {measure.COMPILE_BUDGET_ROUNDS} of its rounds, {budget_s * measure.COMPILE_BUDGET_FACTOR:g}"
             f"-{budget_s * measure.COMPILE_BUDGET_MOST:g} s" if "compile-time" in kinds else "")
     say(f"{', '.join(kinds)}: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "

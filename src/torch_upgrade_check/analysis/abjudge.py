@@ -11,18 +11,14 @@ from typing import Protocol
 from torch_upgrade_check.analysis import ab, stats
 from torch_upgrade_check.analysis import attribution as attributed
 from torch_upgrade_check.analysis.verdicts import decide, format_bytes, format_ms, latency_limit
-from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
+from torch_upgrade_check.aspects import LATENCY_LIKE, TIMED, ab_of
+from torch_upgrade_check.model import ABState, CheckResult, CheckSpec, Observation, Outcome
 
 UNDECIDED = ("fail", "pass")  # what an undecided check whose estimate is beyond the threshold does (default first)
 MEMORY_FLOOR_BYTES = 64 * 1024  # peak-memory changes are judged on (bytes + floor): 0 -> 0 is no change
 # host RAM (resident set) growth is page- and allocator-grained: a few MiB of noise must not read as growth
 HOST_FLOOR_BYTES = 32 * 2**20
-WORDS = {"latency": "latency", "compiled-latency": "compiled latency", "compile-time": "cold compile time",
-         "memory": "peak memory"}  # what `explain` calls each A/B aspect's figure
-TIMED = ("latency", "compiled-latency", "compile-time")  # A/B aspects whose samples are times (judged as slowdowns)
-TIMED_WORDS = tuple(WORDS[a] for a in TIMED)
-LATENCY_LIKE = ("latency", "compiled-latency")  # forward latency, eager or compiled: one set of rules
-
+TIMED_WORDS = tuple(ab_of(a).words for a in TIMED)
 
 
 class Measured(Protocol):
@@ -55,9 +51,9 @@ def outcome_of(d: ab.Decision, undecided: str = UNDECIDED[0]) -> Outcome:
     """What a final A/B decision makes of its check: a `regression` fails; an `undecided` one fails when its estimate
     is beyond the threshold and significant at the run's confidence (ab.Decision.beyond) and `undecided` is "fail"
     (the default), else warns; the rest pass."""
-    if d.state == "regression" or (d.state == "undecided" and d.beyond and undecided == "fail"):
+    if d.state == ABState.REGRESSION or (d.state == ABState.UNDECIDED and d.beyond and undecided == "fail"):
         return Outcome.FAILED
-    return Outcome.SUSPICIOUS if d.state == "undecided" else Outcome.PASSED
+    return Outcome.SUSPICIOUS if d.state == ABState.UNDECIDED else Outcome.PASSED
 
 
 def results(t: Measured, max_latency_ms: dict[str, float], undecided: str = UNDECIDED[0],
@@ -100,7 +96,7 @@ def results(t: Measured, max_latency_ms: dict[str, float], undecided: str = UNDE
     outcome = outcome_of(d, undecided)
     if attribution is not None:
         cand_m["op_attribution"] = attribution
-    reason = explain(d, t.threshold, fmt, WORDS[spec.aspect], budget_s=t.budget, undecided=undecided,
+    reason = explain(d, t.threshold, fmt, ab_of(spec.aspect).words, budget_s=t.budget, undecided=undecided,
                      lead=attributed.lead(attribution) if attribution is not None else "")
     h = t.host_decision
     if h is not None:  # memory: host RAM judged alike; the worse of the two decides
@@ -146,12 +142,12 @@ def explain(d: ab.Decision, threshold: float, fmt: Callable[[float], str], what:
     else:
         size = f"{1 / d.ratio:.2f}× {down}"
     state = d.state
-    if state == "unchanged" and d.significant:
+    if state == ABState.UNCHANGED and d.significant:
         state = f"{up if d.ratio > 1 else down}, within the {threshold:.0%} threshold"
     interval = "" if d.ci_low == d.ci_high else f" (95% CI {d.ci_low:.2f}–{d.ci_high:.2f})"
     medians = f"{fmt(d.baseline_median)} → {fmt(d.candidate_median)}"
     more = ""
-    if d.state == "undecided":
+    if d.state == ABState.UNDECIDED:
         if d.more_pairs < 0:
             more = "; it sits on the threshold: no budget would decide it"
         elif math.isfinite(budget_s):

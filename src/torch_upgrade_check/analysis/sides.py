@@ -8,12 +8,13 @@ from dataclasses import replace
 from typing import Any
 
 from torch_upgrade_check.analysis.verdicts import decide, plural_of, warning_entry, warning_line, warnings_reason
-from torch_upgrade_check.model import COMPILE_ASPECTS, CheckResult, CheckSpec, Observation, Outcome, Report
+from torch_upgrade_check.aspects import COMPILE_ASPECTS
+from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Report, Side, Status
 
 
 def decide_side(spec: CheckSpec, obs: Observation, repro: str, limits: dict[str, float]) -> CheckResult:
     """One side's check: the usual rules, and for cross-version the baseline's save or the candidate's verdict."""
-    if obs.status == "ok" and spec.aspect == "cross-version" and spec.params.get("mode") == "save":
+    if obs.status == Status.OK and spec.aspect == "cross-version" and spec.params.get("mode") == "save":
         return CheckResult(spec.workload, spec.aspect, spec.device, spec.dtype, Outcome.PASSED,
                            reason=f"outputs saved for the candidate ({obs.metrics.get('tensors')} tensors)",
                            metrics=dict(obs.metrics), duration_s=obs.duration_s, repro=repro)
@@ -73,7 +74,7 @@ def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collect
     # a warning counts as new only when no workload raised it on the baseline (and as gone when none did on the
     # candidate): one that torch raises once per process is filed under whichever check met it first
     raised = {side: {_key(w) for r in report.results if r.aspect == "warnings" for w in r.metrics.get("warnings") or []}
-              for side, report in (("baseline", baseline), ("candidate", candidate))}
+              for side, report in ((Side.BASELINE, baseline), (Side.CANDIDATE, candidate))}
     judges = {"warnings": lambda b, r: _new_warnings(b, r, baseline.label, "warnings" in fail_on, raised),
               **dict.fromkeys(COMPILE_ASPECTS, lambda b, r: _new_graph_breaks(b, r, baseline.label)),
               "sdpa-backends": lambda b, r: _new_default_backend(b, r, baseline.label),
@@ -94,8 +95,8 @@ def _new_warnings(before: CheckResult, after: CheckResult, label: str, failing: 
                   raised: Mapping[str, set[tuple[str, str, str]]]) -> CheckResult:
     old = {_key(w): w for w in before.metrics.get("warnings") or []}
     now = {_key(w): w for w in after.metrics.get("warnings") or []}
-    new = [w for k, w in now.items() if k not in raised["baseline"]]
-    gone = [w for k, w in old.items() if k not in raised["candidate"]]
+    new = [w for k, w in now.items() if k not in raised[Side.BASELINE]]
+    gone = [w for k, w in old.items() if k not in raised[Side.CANDIDATE]]
     metrics = {**after.metrics, "new_warnings": new, "gone_warnings": gone, "baseline_warnings": len(old)}
     details = "\n".join([*(f"new: {warning_entry(w)}" for w in new), *(f"gone: {warning_line(w)}" for w in gone)])
     gone_text = f"; {plural_of(len(gone), 'warning')} of baseline {label} gone" if gone else ""
@@ -183,11 +184,11 @@ def _cache_no_longer_used(before: CheckResult, after: CheckResult, label: str) -
     """A candidate whose caches bypass graphs the baseline's warm process loaded from them: nothing is wrong, but
     every restart compiles cold again."""
     hits = {side: sum(int((r.metrics.get("warm_cache") or {}).get(k, 0)) for k in ("fx_hit", "aot_hit"))
-            for side, r in (("baseline", before), ("candidate", after))}
-    if hits["candidate"] or not hits["baseline"]:
+            for side, r in ((Side.BASELINE, before), (Side.CANDIDATE, after))}
+    if hits[Side.CANDIDATE] or not hits[Side.BASELINE]:
         return after
     return replace(after, outcome=Outcome.SUSPICIOUS,
-                   reason=f"{after.reason}; baseline {label}'s warm process loaded {hits['baseline']} cached graphs "
+                   reason=f"{after.reason}; baseline {label}'s warm process loaded {hits[Side.BASELINE]} cached graphs "
                           f"and entries: this torch caches none of them, so every restart compiles cold")
 
 

@@ -6,14 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from torch_upgrade_check.model import (
-    ARTIFACT_ASPECTS,
-    COMPILE_ASPECTS,
-    CheckSpec,
-)
+from torch_upgrade_check.aspects import AB_ASPECTS, LAST, PER_SIDE_ASPECTS, SAVED_ASPECTS, Threshold, ab_of
+from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.orchestrate import session
-
-AB_ASPECTS = ("latency", "compiled-latency", "memory", "compile-time")
 
 
 @dataclass(frozen=True)
@@ -23,29 +18,20 @@ class Thresholds:
     compile_time: float = 0.25
 
     def by_aspect(self) -> dict[str, float]:
-        """Each A/B aspect's threshold, as measure.measure takes them (compiled latency is latency's)."""
-        return {"latency": self.latency, "compiled-latency": self.latency, "memory": self.memory,
-                "compile-time": self.compile_time}
-
-
-# the baseline saves what the candidate loads: planned per side (cross-version apart: one per workload and dtype)
-TRAINING_ASPECTS = ("checkpoint", "training-curve", "amp")
-# deployment artifacts: the baseline's program is loaded; dataloader: the baseline's batches are compared; compile:
-# the baseline's compiled outputs are compared
-PER_SIDE_ASPECTS = (*TRAINING_ASPECTS, "dataloader", *ARTIFACT_ASPECTS, *COMPILE_ASPECTS)
-SAVED_ASPECTS = ("cross-version", *PER_SIDE_ASPECTS)
+        """Each A/B aspect's threshold, as measure.measure takes them (aspects.TABLE says which judges each)."""
+        of = {Threshold.LATENCY: self.latency, Threshold.MEMORY: self.memory, Threshold.COMPILE_TIME: self.compile_time}
+        return {a: of[ab_of(a).threshold] for a in AB_ASPECTS}
 
 
 def correctness_specs(settings: session.Settings, device: str) -> list[CheckSpec]:
-    """Everything but latency/memory (measured A/B), the saved aspects (planned per side) and warnings (last)."""
-    return session.plan(settings, device, aspects=[a for a in _all_aspects(settings) if a not in (*AB_ASPECTS,
-                                                                                                     *SAVED_ASPECTS,
-                                                                                                     "warnings")])
+    """The checks each side runs alone: not the A/B ones, nor the saved ones (planned per side), nor warnings (last)."""
+    return session.plan(settings, device, aspects=[a for a in _all_aspects(settings)
+                                                   if a not in (*AB_ASPECTS, *SAVED_ASPECTS, *LAST)])
 
 
 def warnings_specs(settings: session.Settings, device: str) -> list[CheckSpec]:
     """Planned last on each side: each reports what every other check of its workload raised in that worker."""
-    return session.plan(settings, device, aspects=["warnings"])
+    return session.plan(settings, device, aspects=list(LAST))
 
 
 def _all_aspects(settings: session.Settings) -> list[str]:

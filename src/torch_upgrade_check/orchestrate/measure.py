@@ -33,8 +33,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from torch_upgrade_check.analysis import ab, stats
-from torch_upgrade_check.analysis.abjudge import HOST_FLOOR_BYTES, LATENCY_LIKE, MEMORY_FLOOR_BYTES, TIMED
-from torch_upgrade_check.model import CheckSpec, Observation
+from torch_upgrade_check.analysis.abjudge import HOST_FLOOR_BYTES, MEMORY_FLOOR_BYTES
+from torch_upgrade_check.aspects import LATENCY_LIKE, TIMED
+from torch_upgrade_check.model import ABState, CheckSpec, Observation, Status
 from torch_upgrade_check.orchestrate.live import LiveWorker
 
 LATENCY_ROUNDS, LATENCY_SAMPLES = 24, 1  # the first batch: ABBA rounds, samples per side per round
@@ -230,7 +231,7 @@ class Track:
 
     @property
     def open(self) -> bool:
-        pending = [d is None or d.state == "pending" for d in (self.decision, self.host_decision)]
+        pending = [d is None or d.state == ABState.PENDING for d in (self.decision, self.host_decision)]
         return self.failed is None and (pending[0] or (bool(self.host_batches) and pending[1]))
 
 
@@ -313,8 +314,8 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
                 warm_seconds += obs.duration_s - compiled
             else:
                 seconds += obs.duration_s - compiled
-            if obs.status != "ok":
-                other = Observation(t.spec.id, "skipped", message="the other side failed first")
+            if obs.status != Status.OK:
+                other = Observation(t.spec.id, Status.SKIPPED, message="the other side failed first")
                 failed = Observation(t.spec.id, obs.status, message=obs.message, traceback=obs.traceback,
                                      duration_s=obs.duration_s)
                 t.failed = (failed, other) if side == "b" else (other, failed)
