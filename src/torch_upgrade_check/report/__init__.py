@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch_upgrade_check.aspects import ASPECTS, FAIL_KINDS
-from torch_upgrade_check.model import DEVICES, ABState, Outcome, Report, Verdict
+from torch_upgrade_check.model import DEVICES, ABState, Outcome, Report, Side, Verdict
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN})
 ATTENTION = FAILING | {Outcome.SUSPICIOUS}  # what the job summary shows open, before everything that passed
@@ -86,7 +86,7 @@ def deciding(reports: Sequence[Report]) -> list[Report]:
 
     A baseline informs and never decides; rendered on its own (no other report beside it) it is a plain run.
     """
-    decide = [r for r in reports if r.role != "baseline"]
+    decide = [r for r in reports if r.role != Side.BASELINE]
     return decide if decide else list(reports)
 
 

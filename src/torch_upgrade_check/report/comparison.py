@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from torch_upgrade_check.aspects import AB_ASPECTS, FAIL_KINDS, ab_of
-from torch_upgrade_check.model import ABState, CheckResult, Report
+from torch_upgrade_check.model import ABState, CheckResult, Report, Side
 from torch_upgrade_check.report import (
     ATTENTION,
     BYTE_UNITS,
@@ -74,9 +74,9 @@ def pairs(reports: Sequence[Report]) -> list[tuple[int, int | None]]:
     used: set[int] = set()
     found = []
     for i, report in enumerate(reports):
-        if report.role != "candidate":
+        if report.role != Side.CANDIDATE:
             continue
-        base = next((j for j, b in enumerate(reports) if b.role == "baseline" and b.device == report.device
+        base = next((j for j, b in enumerate(reports) if b.role == Side.BASELINE and b.device == report.device
                      and j not in used), None)
         if base is not None:
             used.add(base)
@@ -404,4 +404,4 @@ def _sdpa_choices(baseline: Report, candidate: Report) -> list[tuple[str, Any, A
 def is_shown_here(report: Report, r: CheckResult) -> bool:
     """A candidate's cross-version, latency and memory results are shown by its comparison (baseline beside
     candidate), not again among the per-aspect tables."""
-    return report.role == "candidate" and (r.aspect == "cross-version" or r.aspect in AB_ASPECTS)
+    return report.role == Side.CANDIDATE and (r.aspect == "cross-version" or r.aspect in AB_ASPECTS)
