@@ -67,8 +67,8 @@ def test_every_aspect_has_a_cost_for_list_and_an_unmeasured_one_says_so() -> Non
 
 
 def test_the_cost_table_in_the_docs_is_the_one_list_prints() -> None:
-    """docs/benchmarks.md's per-aspect table and `costs.py` are one measurement: a figure changed in one place only
-    fails here."""
+    """docs/benchmarks.md's per-aspect table and `costs.py` (aspects.TABLE's costs) are one measurement: a figure
+    changed in one place only fails here."""
     import re
     from pathlib import Path
 
