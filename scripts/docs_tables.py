@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Write the README's reference tables from their sources: the action's inputs and outputs (action.yml), the
-reusable workflow's own inputs, the config file's keys (schema/) and the checks each `fail-on` kind counts
-(the package's model.py), each between its marker lines.
+"""Write the docs' reference tables from their sources, each between its marker lines: in the README the action's
+inputs and outputs (action.yml), the reusable workflow's own inputs and the checks each `fail-on` kind counts (the
+package's model.py); in docs/configuration.md the config file's keys (schema/).
 
-Run it after editing any of those (`python3 scripts/docs_tables.py`); `--check` only says whether the README is
-stale (exit 1), and tests/action/test_docs_tables.py fails when it is. Needs PyYAML (the tool's own dependency).
+Run it after editing any of those (`python3 scripts/docs_tables.py`); `--check` only says whether a file is stale
+(exit 1), and tests/action/test_docs_tables.py fails when one is. Needs PyYAML (the tool's own dependency).
 """
 
 from __future__ import annotations
@@ -18,12 +18,15 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # generated_blocks, also when a test loads this file
-from generated_blocks import ACTION, README, REUSABLE, ROOT, replace_block, write_or_check  # noqa: E402
+from generated_blocks import ACTION, CONFIGURATION, README, REUSABLE, ROOT, replace_block, write_or_check  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "src"))  # model.py is stdlib only: no install needed
 from torch_upgrade_check.model import ASPECTS, FAIL_KINDS, FAIL_ON  # noqa: E402
 
 SCHEMA = ROOT / "schema" / "torch-upgrade-check.schema.json"
+# which generated tables each file holds
+PAGES = {README: ("action inputs", "action outputs", "reusable workflow inputs", "fail-on kinds"),
+         CONFIGURATION: ("config keys",)}
 # An action input's description ends with these two sentences; the table gives each a column of its own.
 DEFAULT_EXAMPLE = re.compile(r"\s*Default: (?P<default>.*?)\.\s+Example: (?P<example>.*?)\.?$")
 
@@ -140,20 +143,24 @@ def tables() -> dict[str, list[str]]:
     }
 
 
-def render(readme: str) -> str:
-    """The README with every generated table replaced by its source's current one."""
-    for name, rows in tables().items():
-        readme = replace_block(readme, _begin(name), _end(name), rows, f"README.md's {name} table")
-    return readme
+def render(text: str, page: Path = README) -> str:
+    """`page`'s text with every generated table it holds replaced by its source's current one."""
+    current = tables()
+    for name in PAGES[page]:
+        text = replace_block(text, _begin(name), _end(name), current[name], f"{page.relative_to(ROOT)}'s {name} table")
+    return text
 
 
 def main(argv: list[str]) -> int:
-    try:
-        updated = render(README.read_text())
-    except ValueError as e:
-        print(f"docs_tables: {e}", file=sys.stderr)
-        return 2
-    return write_or_check(README, updated, argv, "docs_tables")
+    status = 0
+    for page in PAGES:
+        try:
+            updated = render(page.read_text(), page)
+        except ValueError as e:
+            print(f"docs_tables: {e}", file=sys.stderr)
+            return 2
+        status = max(status, write_or_check(page, updated, argv, "docs_tables"))
+    return status
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ACTION = ROOT / "action.yml"
 REUSABLE = ROOT / ".github" / "workflows" / "torch-upgrade-check.yml"
 README = ROOT / "README.md"
+CONFIGURATION = ROOT / "docs" / "configuration.md"  # the config file's reference, with its keys' table
 
 
 def replace_block(text: str, begin: str, end: str, rows: list[str], where: str) -> str:

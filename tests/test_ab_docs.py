@@ -1,6 +1,6 @@
-"""The README and measure's docstring state the A/B planner's figures as the code has them: the first pair's share of
-the budget and the number of looks a regression gets (issue 37, item 11: they said a third and four, from when a
-failure needed 3 pairs; the code gives a quarter and five)."""
+"""docs/ab-method.md and measure's docstring state the A/B planner's figures as the code has them: the first pair's
+share of the budget and the number of looks a regression gets (issue 37, item 11: they said a third and four, from
+when a failure needed 3 pairs; the code gives a quarter and five)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ def first_pair_share() -> str:
     return SHARE[round(track.budget / track.pair_cap())]
 
 
-def test_the_readme_says_the_first_pairs_share_of_the_budget_and_the_looks() -> None:
-    readme = _flat((ROOT / "README.md").read_text())
+def test_the_ab_method_says_the_first_pairs_share_of_the_budget_and_the_looks() -> None:
+    method = _flat((ROOT / "docs" / "ab-method.md").read_text())
     assert f"The first pair has 24 rounds (compile time: 6; memory: 3) but at most {first_pair_share()} of the " \
-           "budget" in readme
+           "budget" in method
     assert f"by the {COUNT[ab.LOOKS]} times a regression is tested (after pairs {ab.MIN_PAIRS} to {ab.MAX_PAIRS})" \
-           in readme
+           in method
 
 
 def test_measures_docstring_says_the_first_pairs_share() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import load_report, results_by_id, run_cli
+
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.hostchecks import apiscan
 
@@ -94,18 +94,21 @@ def test_the_verdicts_gone_fails_new_warning_and_lost_parameter_are_suspicious_t
     assert alone.outcome.value == "suspicious" and "no baseline says" in alone.reason
 
 
-def test_api_is_opt_in_scan_paths_or_only_api_with_the_python_path(tmp_path: Path) -> None:
-    import argparse
+def test_api_is_opt_in_scan_paths_or_only_api_with_the_python_path(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_upgrade_check import cli
+    from torch_upgrade_check.commands import settings, stack_checks
 
-    from torch_upgrade_check import stack_cmd
+    monkeypatch.chdir(tmp_path)  # no ./torch-upgrade-check.yml is read
 
-    def roots(only: list[str], **kw: object) -> list[str]:
-        return stack_cmd.scan_roots(argparse.Namespace(**{"scan": [], "python_path": [], "config_obj": None, **kw}), only)
+    def roots(only: list[str], *flags: str) -> list[str]:
+        argv = ["run", *flags]
+        return stack_checks.scan_roots(settings.build(cli.build_parser().parse_args(argv), argv), only)
 
-    assert roots([]) == [] and roots([], python_path=[str(tmp_path)]) == []  # the default suite never scans
-    assert roots([], scan=[str(tmp_path)]) == [str(tmp_path)]
-    assert roots(["api"], python_path=[str(tmp_path)]) == [str(tmp_path.resolve())]
-    assert roots(["numerics"], scan=[str(tmp_path)]) == []  # --only leaves api out
+    assert roots([]) == [] and roots([], "--python-path", str(tmp_path)) == []  # the default suite never scans
+    assert roots([], "--scan", str(tmp_path)) == [str(tmp_path)]
+    assert roots(["api"], "--python-path", str(tmp_path)) == [str(tmp_path.resolve())]
+    assert roots(["numerics"], "--scan", str(tmp_path)) == []  # --only leaves api out
 
 
 TEAM_OLD_API = """\

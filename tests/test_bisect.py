@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 import venv
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import cmarkgfm
@@ -22,8 +22,10 @@ from cmarkgfm.cmark import Options
 from conftest import ROOT, run_cli
 from lxml import etree
 
-from torch_upgrade_check import bisect_cmd, cli
+from torch_upgrade_check import cli
 from torch_upgrade_check.analysis import bisect as search
+from torch_upgrade_check.commands import argv as command_line
+from torch_upgrade_check.commands import settings
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import Bisection, BisectStep
 from torch_upgrade_check.orchestrate import builds
@@ -216,11 +218,12 @@ def _subparser(name: str) -> argparse.ArgumentParser:
 
 def test_every_compare_flag_is_forwarded_by_bisect_or_named_as_not() -> None:
     compare = {a.dest for a in _subparser("compare")._actions}
-    forwarded = [*bisect_cmd.FORWARD_ONE, *bisect_cmd.FORWARD_MANY, *bisect_cmd.FORWARD_FLAGS]
+    forwarded = [*command_line.FORWARD_ONE, *command_line.FORWARD_MANY, *command_line.FORWARD_FLAGS]
     assert len(forwarded) == len(set(forwarded))
-    assert compare - set(forwarded) == set(bisect_cmd.NOT_FORWARDED), "a compare flag bisect neither forwards nor names"
-    assert not set(forwarded) & set(bisect_cmd.NOT_FORWARDED)
+    assert compare - set(forwarded) == set(command_line.NOT_FORWARDED), "a compare flag bisect neither forwards nor names"
+    assert not set(forwarded) & set(command_line.NOT_FORWARDED)
     assert set(forwarded) <= {a.dest for a in _subparser("bisect")._actions}
+    assert set(forwarded) <= {f.name for f in fields(settings.BisectSettings)}
 
 
 def test_bisect_hands_each_forwarded_flag_to_compare_as_given(tmp_path: Path) -> None:
@@ -228,16 +231,17 @@ def test_bisect_hands_each_forwarded_flag_to_compare_as_given(tmp_path: Path) ->
     argv = ["bisect", "--good", "2.13.0", "--bad", "2.14.1", "--only", "mlp*"]
     for action in _subparser("bisect")._actions:
         flag = action.option_strings[-1] if action.option_strings else ""
-        if action.dest in bisect_cmd.FORWARD_FLAGS:
+        if action.dest in command_line.FORWARD_FLAGS:
             argv.append(flag)
-        elif action.dest in bisect_cmd.FORWARD_ONE:
+        elif action.dest in command_line.FORWARD_ONE:
             argv += [flag, action.choices[-1] if action.choices else f"7-{action.dest}"]
-        elif action.dest in bisect_cmd.FORWARD_MANY:
+        elif action.dest in command_line.FORWARD_MANY:
             argv += [flag, f"a-{action.dest}", flag, f"b-{action.dest}"]
     given = cli.build_parser().parse_args(argv)
-    step = bisect_cmd._compare_argv(given, builds.Build("2.13.0", ""), builds.Build("2.14.1", ""), tmp_path, "", ["x"])
+    step = command_line.bisect_step(settings.build(given, argv), builds.Build("2.13.0", ""), builds.Build("2.14.1", ""),
+                                    tmp_path, "", ["x"])
     got = cli.build_parser().parse_args(step)
-    for name in (*bisect_cmd.FORWARD_ONE, *bisect_cmd.FORWARD_MANY, *bisect_cmd.FORWARD_FLAGS):
+    for name in (*command_line.FORWARD_ONE, *command_line.FORWARD_MANY, *command_line.FORWARD_FLAGS):
         assert getattr(got, name) == getattr(given, name) != _subparser("compare").get_default(name), name
 
 

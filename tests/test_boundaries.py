@@ -22,8 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pure renderers and GitHub's files", ("report", "github", "pr_comment")),
     ("the host: processes, venvs, timeouts, and the checks run beside the workers", ("orchestrate", "hostchecks")),
     ("front ends: inputs, commands, the CLI and the action's entry",
-     ("config", "stack", "runner_status", "scaffold", "commands", "cli", "compare_cmd", "bisect_cmd", "stack_cmd",
-      "action_entry", "__main__")),
+     ("config", "stack", "runner_status", "scaffold", "commands", "cli", "action_entry", "__main__")),
 )
 
 
@@ -47,8 +46,9 @@ def _cli_parses_with(blocked: str, imports: str) -> None:
 
 
 def test_cli_imports_and_parses_with_torch_blocked() -> None:
-    _cli_parses_with("torch", "from torch_upgrade_check import action_entry, cli, commands, compare_cmd, config, github, "
-                              "suite, values\n"
+    _cli_parses_with("torch", "from torch_upgrade_check import action_entry, cli, config, github, suite, values\n"
+                              "from torch_upgrade_check.commands import argv, bisect, common, compare, init, merge, report, "
+                              "run, settings, stack_checks\n"
                               "from torch_upgrade_check.report import junit, summary, annotations, outputs\n"
                               "from torch_upgrade_check.orchestrate import workers\n"
                               "from torch_upgrade_check.analysis import verdicts, stats")
@@ -56,7 +56,8 @@ def test_cli_imports_and_parses_with_torch_blocked() -> None:
 
 def test_the_cli_runs_without_junitparser() -> None:
     """A GPU box with only torch and PyYAML (scripts/gpu-smoke.sh): JUnit is written only where junitparser is."""
-    _cli_parses_with("junitparser", "from torch_upgrade_check import action_entry, bisect_cmd, cli, compare_cmd, github")
+    _cli_parses_with("junitparser", "from torch_upgrade_check import action_entry, cli, github\n"
+                                    "from torch_upgrade_check.commands import bisect, compare, run")
 
 
 def test_torch_is_imported_only_in_worker() -> None:
@@ -82,9 +83,44 @@ def test_worker_imports_only_stdlib_torch_and_model_schema() -> None:
     assert bad == {}
 
 
-def test_cli_and_compare_cmd_share_helpers_without_an_import_circle() -> None:
-    for module in ("compare_cmd.py", "commands.py"):
-        assert "torch_upgrade_check.cli" not in _imports(PKG / module), f"{module} must not import cli"
+def _loaded_imports(path: Path) -> set[str]:
+    """What importing the module imports at once: its top-level imports, not those inside functions or under
+    `if TYPE_CHECKING:` (for type hints only)."""
+    names: set[str] = set()
+    todo = list(ast.parse(path.read_text(), filename=str(path)).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update([node.module, *(f"{node.module}.{a.name}" for a in node.names)])
+        elif isinstance(node, ast.If) and not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+            todo += [*node.body, *node.orelse]
+        elif isinstance(node, ast.Try):
+            todo += [*node.body, *node.orelse, *node.finalbody, *(x for h in node.handlers for x in h.body)]
+    return names
+
+
+def test_the_commands_share_helpers_without_an_import_circle() -> None:
+    """cli.py imports the commands; no command imports cli, and the modules of commands/ import each other in one
+    direction only."""
+    modules = {f"torch_upgrade_check.commands.{p.stem}": p for p in (PKG / "commands").glob("*.py")}
+    for path in modules.values():
+        assert "torch_upgrade_check.cli" not in _imports(path), f"{path.name} must not import cli"
+    edges = {name: {m for m in _loaded_imports(path) if m in modules and m != name} for name, path in modules.items()}
+
+    def circle(start: str, at: str, seen: tuple[str, ...]) -> tuple[str, ...]:
+        for nxt in sorted(edges[at]):
+            if nxt == start:
+                return (*seen, nxt)
+            if nxt not in seen:
+                found = circle(start, nxt, (*seen, nxt))
+                if found:
+                    return found
+        return ()
+
+    circles = [circle(name, name, (name,)) for name in modules]
+    assert not any(circles), [c for c in circles if c]
 
 
 def test_aspects_is_stdlib_only() -> None:

@@ -1,5 +1,5 @@
 """The action's contract, part one: the exit code. Every `--fail-on` x outcome x aspect x role, nothing ran,
-and a run that could not happen, decided by commands.exit_code on Reports built in memory (no torch)."""
+and a run that could not happen, decided by commands.common.exit_code on Reports built in memory (no torch)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import itertools
 
 import pytest
 
-from torch_upgrade_check.commands import FAIL_ON, exit_code, parse_fail_on
+from torch_upgrade_check.commands.common import exit_code
+from torch_upgrade_check.commands.settings import parse_fail_on
 from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, UsageError
-from torch_upgrade_check.model import CheckResult, Outcome, Report
+from torch_upgrade_check.model import FAIL_ON, CheckResult, Outcome, Report
 
 FAIL_ONS = [frozenset(FAIL_ON), frozenset({"correctness"}), frozenset({"latency"}), frozenset({"memory"}),
             frozenset({"latency", "memory"}), frozenset({"warnings"}), frozenset()]  # frozenset(): --fail-on none

@@ -7,14 +7,15 @@ the tail of the install log inline."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
 
-from torch_upgrade_check import cli, commands, runner_status
+from torch_upgrade_check import cli, runner_status
+from torch_upgrade_check.commands import common
+from torch_upgrade_check.commands import report as report_command
 from torch_upgrade_check.model import CheckResult, Outcome, Report
 from torch_upgrade_check.schema import read_reports, write_reports
 
@@ -239,10 +240,10 @@ def test_a_bad_runner_status_names_the_file(tmp_path: Path, gh: GitHub, capsys: 
 
 def test_a_crash_of_ours_is_exit_3_not_1(tmp_path: Path, gh: GitHub, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    def boom(args: argparse.Namespace) -> int:
+    def boom(settings: object) -> int:
         raise KeyError("oops")
 
-    monkeypatch.setattr(cli, "cmd_report", boom)
+    monkeypatch.setattr(report_command, "execute", boom)
     assert cli.main(["report", "r.json"]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and "torch-upgrade-check: internal error: 'oops' (KeyError); please report it" in err
@@ -257,8 +258,7 @@ def test_an_install_failure_shows_the_install_log_tail_inline(tmp_path: Path, gh
     log.write_text("".join(f"line {i}\n" for i in range(100)) + "ERROR: No matching distribution found for torch==9.9\n")
     (out / "logs" / "install-baseline.log").write_text("Successfully installed torch-2.13.0\n")
     message = f"installing torch==9.9 failed: ERROR: No matching distribution found for torch==9.9 (full log: {log})"
-    args = argparse.Namespace(no_job_summary=False)
-    assert commands.infra(args, [report(role="candidate")], out, message) == 3
+    assert common.infra(common.Output(out), [report(role="candidate")], message) == 3
     (written,) = read_reports(out / "report.json")
     tail = "\n".join(f"line {i}" for i in range(71, 100)) + "\nERROR: No matching distribution found for torch==9.9"
     assert written.infra_error == f"{message}\nlast 30 lines of {log}:\n{tail}"

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
+
+import pytest
 
 from torch_upgrade_check import cli
-from torch_upgrade_check.commands import PROG, repro_command
-from torch_upgrade_check.compare_cmd import repro
+from torch_upgrade_check.commands import settings
+from torch_upgrade_check.commands.argv import compare_repro, repro_command
+from torch_upgrade_check.commands.common import PROG
 from torch_upgrade_check.model import CheckSpec
 
 CROSS = CheckSpec("tiny", "cross-version", "cuda", "float32")
@@ -19,8 +23,24 @@ SHAPING = ["--workload", "tiny=pkg.models:build", "--workload", "other=pkg.model
            "--config", "cfg.yml", "--rtol", "0", "--atol", "1e-5", "--threads", "2", "--timeout", "900"]
 
 
+@pytest.fixture(autouse=True)
+def _in_a_folder_with_cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settings are validated: SHAPING's --config cfg.yml must exist."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfg.yml").write_text("version: 1\n")
+
+
 def _args(*argv: str) -> argparse.Namespace:
     return cli.build_parser().parse_args(list(argv))
+
+
+def _settings(*argv: str) -> settings.RunSettings:
+    return settings.build(_args(*argv), argv)
+
+
+def repro(s: settings.RunSettings, device: str, spec: CheckSpec) -> str:
+    assert isinstance(s, settings.CompareSettings)
+    return compare_repro(s, device, spec)
 
 
 def _parsed(command: str) -> argparse.Namespace:
@@ -31,8 +51,9 @@ def _parsed(command: str) -> argparse.Namespace:
 
 
 def test_cross_version_repro_is_a_compare_with_both_versions_and_every_install_flag() -> None:
-    args = _args("compare", "--baseline", "2.12.1", "--candidate", "2.13.0", *INSTALL, *SHAPING, "--device", "auto")
-    command = repro(args, "cuda", CROSS)
+    argv = ("compare", "--baseline", "2.12.1", "--candidate", "2.13.0", *INSTALL, *SHAPING, "--device", "auto")
+    args = _args(*argv)
+    command = repro(_settings(*argv), "cuda", CROSS)
     words = shlex.split(command)
     assert words[:6] == [PROG, "compare", "--baseline", "2.12.1", "--candidate", "2.13.0"]
     again = _parsed(command)
@@ -46,8 +67,8 @@ def test_cross_version_repro_is_a_compare_with_both_versions_and_every_install_f
 
 
 def test_prepared_interpreters_are_repeated_as_given_without_install_flags() -> None:
-    args = _args("compare", "--baseline-python", "envs/old/bin/python", "--candidate-python", "/opt/new/bin/python",
-                 "--torch-backend", "cu128")
+    args = _settings("compare", "--baseline-python", "envs/old/bin/python", "--candidate-python", "/opt/new/bin/python",
+                     "--torch-backend", "cu128")
     words = shlex.split(repro(args, "cpu", CROSS))
     assert words[:6] == [PROG, "compare", "--baseline-python", "envs/old/bin/python",
                          "--candidate-python", "/opt/new/bin/python"]
@@ -55,22 +76,22 @@ def test_prepared_interpreters_are_repeated_as_given_without_install_flags() -> 
 
 
 def test_a_spec_beside_a_prepared_interpreter_keeps_its_install_flags() -> None:
-    args = _args("compare", "--baseline-python", "/opt/old/bin/python", "--candidate", "nightly",
-                 "--torch-backend", "cpu", "--python", "python3.12")
+    args = _settings("compare", "--baseline-python", "/opt/old/bin/python", "--candidate", "nightly",
+                     "--torch-backend", "cpu", "--python", "python3.12")
     words = shlex.split(repro(args, "cpu", CROSS))
     assert words[2:6] == ["--baseline-python", "/opt/old/bin/python", "--candidate", "nightly"]
     assert shlex.join(words[6:10]) == "--python python3.12 --torch-backend cpu"
 
 
 def test_candidate_only_compare_repro_is_compare_with_the_candidate() -> None:
-    args = _args("compare", "--candidate", "2.13.0")
+    args = _settings("compare", "--candidate", "2.13.0")
     spec = CheckSpec("mlp", "numerics", "cpu", "float32")
     assert repro(args, "cpu", spec) == f"{PROG} compare --candidate 2.13.0 --device cpu --only 'mlp[float32]/numerics'"
 
 
 def test_latency_and_memory_checks_carry_their_thresholds() -> None:
-    args = _args("compare", "--baseline", "2.12.1", "--candidate", "2.13.0", "--max-latency-regression", "15%",
-                 "--max-memory-regression", "0.3", "--max-latency-ms", "mlp=25")
+    args = _settings("compare", "--baseline", "2.12.1", "--candidate", "2.13.0", "--max-latency-regression", "15%",
+                     "--max-memory-regression", "0.3", "--max-latency-ms", "mlp=25")
     latency = shlex.split(repro(args, "cpu", CheckSpec("mlp", "latency", "cpu", "float32")))
     memory = shlex.split(repro(args, "cpu", CheckSpec("mlp", "memory", "cpu", "float32")))
     numerics = shlex.split(repro(args, "cpu", CheckSpec("mlp", "numerics", "cpu", "float32")))
@@ -80,7 +101,7 @@ def test_latency_and_memory_checks_carry_their_thresholds() -> None:
 
 
 def test_run_repro_repeats_the_flags_as_typed() -> None:
-    args = _args("run", "--rtol", "1e-4", "--atol", "0", "--threads", "1")
+    args = _settings("run", "--rtol", "1e-4", "--atol", "0", "--threads", "1")
     command = repro_command(args, ["run", "--python", sys.executable], "cpu", CheckSpec("mlp", "numerics", "cpu", "float32"))
     assert command.endswith("--only 'mlp[float32]/numerics' --rtol 1e-4 --atol 0 --threads 1")
     assert _parsed(command).python == sys.executable

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import run_cli
 from torch_upgrade_check import stack
+from torch_upgrade_check.commands.settings import CompareSettings
 from torch_upgrade_check.errors import UsageError
 
 UV_LOCK = """\
@@ -189,12 +190,7 @@ def test_the_configs_requirements_are_relative_to_it(tmp_path: Path) -> None:
 
     cfg = load_config(tmp_path / "torch-upgrade-check.yml", explicit=True)
 
-    class Args:
-        config_obj = cfg
-        requirements: list[str] = []
-        extras: list[str] = []
-
-    assert stack.from_args(Args()).requirements == ("numpy", "fastapi")
+    assert stack.requested(cfg, [], []).requirements == ("numpy", "fastapi")
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -220,20 +216,14 @@ def bump_repo(tmp_path: Path) -> Path:
 
 
 def test_auto_reads_each_sides_pin_at_its_ref_with_the_same_parsers(bump_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from argparse import Namespace
-
-    from torch_upgrade_check.stack_cmd import auto_pins
+    from torch_upgrade_check.commands.stack_checks import Asked, auto_pins
 
     monkeypatch.chdir(bump_repo)
-    args = Namespace(baseline="auto", candidate="auto", base_ref="main", head_ref=None, requirements=["requirements.txt"],
-                     extras=[], config_obj=None)
-    auto_pins(args)
-    assert (args.baseline, args.candidate) == ("2.13.0", "2.14.1")
+    asked = Asked(None, ("requirements.txt",), (), {"baseline": "main", "candidate": None})
+    both = {"baseline": "auto", "candidate": "auto"}
+    assert auto_pins(asked, both) == {"baseline": "2.13.0", "candidate": "2.14.1"}
     write(bump_repo, "requirements.txt", "torch>=2.14,<2.15\n")  # the working tree, uncommitted: a range
-    args = Namespace(baseline="auto", candidate="auto", base_ref="main", head_ref=None, requirements=["requirements.txt"],
-                     extras=[], config_obj=None)
-    auto_pins(args)
-    assert args.candidate == "<2.15,>=2.14"
+    assert auto_pins(asked, both)["candidate"] == "<2.15,>=2.14"
 
 
 @pytest.mark.parametrize(("flags", "problem"), [
@@ -282,49 +272,45 @@ def split_repo(tmp_path: Path) -> Path:
     return repo
 
 
-def _compare_args(**given: object) -> object:
-    from argparse import Namespace
+def _compare(*flags: str) -> CompareSettings:
+    """compare's settings as the CLI builds them, with `--candidate auto --requirements requirements.txt` and `flags`."""
+    from torch_upgrade_check import cli
+    from torch_upgrade_check.commands import settings
 
-    return Namespace(**{"baseline": "auto", "candidate": "auto", "base_ref": "main", "head_ref": None,
-                        "requirements": ["requirements.txt"], "extras": [], "config_obj": None, **given})
+    argv = ["compare", "--candidate", "auto", "--requirements", "requirements.txt", *flags]
+    return settings.build(cli.build_parser().parse_args(argv), argv)
 
 
 def test_each_side_reads_its_stack_and_includes_at_its_own_ref(split_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from torch_upgrade_check.stack_cmd import plan_stacks, stack_notes
+    from torch_upgrade_check.commands.stack_checks import stack_notes
 
     monkeypatch.chdir(split_repo)
-    args = _compare_args(requirements=["requirements.txt", "requirements-serve.txt"])
-    plan_stacks(args)
-    assert (args.baseline, args.candidate) == ("2.13.0", "2.14.1")
-    assert args.stacks["baseline"].requirements == ("torchvision==0.28.0", "timm==1.0.31")  # the include, at main
-    assert args.stacks["candidate"].requirements == ("torchvision==0.29.1", "timm==1.0.31", "fastapi")
-    assert args.stacks["baseline"].absent == ("requirements-serve.txt",) and args.stack is args.stacks["candidate"]
-    notes = stack_notes(args, args.stacks)
+    s = _compare("--baseline", "auto", "--base-ref", "main", "--requirements", "requirements-serve.txt")
+    assert (s.baseline, s.candidate) == ("2.13.0", "2.14.1")
+    assert s.stacks["baseline"].requirements == ("torchvision==0.28.0", "timm==1.0.31")  # the include, at main
+    assert s.stacks["candidate"].requirements == ("torchvision==0.29.1", "timm==1.0.31", "fastapi")
+    assert s.stacks["baseline"].absent == ("requirements-serve.txt",) and s.stack is s.stacks["candidate"]
+    notes = stack_notes(s.refs, s.stacks)
     assert "baseline: the stack is requirements.txt at --base-ref main (2 requirements beside torch)" in notes
     assert ("baseline: requirements-serve.txt does not exist at --base-ref main: it is the candidate's alone"
             in notes), notes
     # --head-ref reads the candidate's files there, not the working tree's
     write(split_repo, "models.txt", "torchvision==0.29.0\n")
-    args = _compare_args(head_ref="bump")
-    plan_stacks(args)
-    assert args.stacks["candidate"].requirements == ("torchvision==0.29.1", "timm==1.0.31")
+    s = _compare("--baseline", "auto", "--base-ref", "main", "--head-ref", "bump")
+    assert s.stacks["candidate"].requirements == ("torchvision==0.29.1", "timm==1.0.31")
     # without refs, one stack from the working tree for both sides, as before (and nothing to say about it)
-    args = _compare_args(baseline="2.13.0", base_ref=None)
-    plan_stacks(args)
-    assert args.stacks["baseline"] is args.stacks["candidate"] and stack_notes(args, args.stacks) == []
-    assert args.stack.requirements == ("torchvision==0.29.0",)
+    s = _compare("--baseline", "2.13.0")
+    assert s.stacks["baseline"] is s.stacks["candidate"] and stack_notes(s.refs, s.stacks) == []
+    assert s.stack.requirements == ("torchvision==0.29.0",)
 
 
 def test_an_include_missing_at_the_base_ref_names_the_file_that_includes_it(split_repo: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from torch_upgrade_check.stack_cmd import plan_stacks
-
     monkeypatch.chdir(split_repo)
     _git(split_repo, "checkout", "-qb", "gone", "main")
     _git(split_repo, "rm", "-q", "models.txt")
     _git(split_repo, "commit", "-qm", "include lost")
-    args = _compare_args(base_ref="gone", baseline="2.13.0")
     with pytest.raises(UsageError) as e:
-        plan_stacks(args)
+        _compare("--baseline", "2.13.0", "--base-ref", "gone")
     assert e.value.problems[0].startswith("requirements.txt:2: requirements file models.txt does not exist at "
                                           "--base-ref gone"), e.value.problems

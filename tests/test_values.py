@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from torch_upgrade_check import action_entry, cli, compare_cmd, values
-from torch_upgrade_check.commands import settings_from_args
+from torch_upgrade_check import action_entry, cli, values
+from torch_upgrade_check.commands import settings
 from torch_upgrade_check.config import load_config
 from torch_upgrade_check.errors import UsageError
 
@@ -85,9 +85,7 @@ def _cli(flag: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     args = cli.build_parser().parse_args([command, "--candidate", "current", given] if command == "compare"
                                          else [command, given])
     try:
-        settings_from_args(args, [])
-        if command == "compare":
-            compare_cmd._validate(args)
+        settings.build(args, [])  # compare's: run's flags, then its own
     except UsageError as e:
         (problem,) = e.problems
         return problem
@@ -162,8 +160,8 @@ def test_cli_action_and_config_agree(flag: str, input_name: str, config_key: str
 def test_cli_accepts_zero_tolerances(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     args = cli.build_parser().parse_args(["run", "--rtol", "0", "--atol", "0"])
-    settings = settings_from_args(args, [])
-    assert settings.params == {"rtol": 0.0, "atol": 0.0}  # both 0: bitwise equality
+    worker = settings.build(args, []).session
+    assert worker.params == {"rtol": 0.0, "atol": 0.0}  # both 0: bitwise equality
 
 
 def test_cli_zero_tolerance_beats_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,8 +169,8 @@ def test_cli_zero_tolerance_beats_the_config(tmp_path: Path, monkeypatch: pytest
     (tmp_path / "torch-upgrade-check.yml").write_text(
         "version: 1\nsuite: none\nthresholds: {rtol: 1.0e-3, atol: 1.0e-3}\n"
         "workloads:\n  - {name: tiny, factory: 'pkg.m:build', atol: 1.0e-2}\n")
-    settings = settings_from_args(cli.build_parser().parse_args(["run", "--atol", "0"]), [])
-    assert settings.params_by_workload == {"tiny": {"rtol": 1e-3, "atol": 0.0}}
+    worker = settings.build(cli.build_parser().parse_args(["run", "--atol", "0"]), []).session
+    assert worker.params_by_workload == {"tiny": {"rtol": 1e-3, "atol": 0.0}}
 
 
 def test_action_accepts_zero_tolerances() -> None:
@@ -197,5 +195,5 @@ def test_each_regression_flag_sets_its_own_aspects_threshold(tmp_path: Path, mon
     (ratio 2.0) and leaves the others at their defaults (the judgement at that threshold: test_ab_decisions)."""
     monkeypatch.chdir(tmp_path)
     args = cli.build_parser().parse_args(["compare", "--candidate", "current", "--max-compile-time-regression=100%"])
-    *_, thresholds = compare_cmd._validate(args)
+    thresholds = settings.build(args, []).thresholds
     assert thresholds.by_aspect() == {"latency": 0.10, "compiled-latency": 0.10, "memory": 0.20, "compile-time": 1.0}

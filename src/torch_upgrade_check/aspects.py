@@ -39,7 +39,7 @@ class InCompare(Word):
     SAVED = "saved"  # the baseline saves what the candidate loads and is judged against (planned per side)
     AB = "ab"  # measured A/B: both sides in the same fresh worker pairs, interleaved (orchestrate.measure)
     OPS = "ops"  # the baseline's recorded aten ops timed on both sides, in fresh pairs of its own (orchestrate.optiming)
-    STACK = "stack"  # a check of the team's stack, on each side's environment (stack_cmd)
+    STACK = "stack"  # a check of the team's stack, on each side's environment (commands/stack_checks)
     REPORT = "report"  # decided from the candidate's report once its other checks are done
 
 

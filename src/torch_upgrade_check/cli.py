@@ -1,44 +1,26 @@
-"""Command line: `run`, `compare`, `bisect`, `report`, `merge`; main(argv) -> int is the one error boundary (no torch here)."""
+"""Command line: `run`, `compare`, `bisect`, `report`, `init`, `merge`; main(argv) -> int is the one error boundary (no torch).
+
+It builds the parser, parses, builds the command's settings once (commands/settings.py) and hands them to the
+command's module in commands/.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import shutil
 import sys
-import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import replace
-from pathlib import Path
 from typing import NoReturn
 
-from torch_upgrade_check import __version__, costs, runner_status, scaffold, stack_cmd
-from torch_upgrade_check.bisect_cmd import cmd_bisect
-from torch_upgrade_check.commands import (
-    DEFAULT_TIMEOUT_S,
-    FAIL_ON,
-    PROG,
-    exit_code,
-    finish,
-    fleet_flags,
-    fleet_memory,
-    fleet_result,
-    infra,
-    parse_fail_on,
-    repro_command,
-    say,
-    settings_from_args,
-    with_device_limits,
-)
-from torch_upgrade_check.compare_cmd import cmd_compare
-from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, EXIT_USAGE, UsageError
-from torch_upgrade_check.hostchecks import apiscan
-from torch_upgrade_check.model import ASPECTS, DEVICES, CheckSpec
-from torch_upgrade_check.orchestrate import device_choice, session
+from torch_upgrade_check import __version__
+from torch_upgrade_check.commands import bisect, compare, init, merge, report, run, settings
+from torch_upgrade_check.commands.common import PROG
+from torch_upgrade_check.commands.settings import DEFAULT_TIMEOUT_S
+from torch_upgrade_check.errors import EXIT_INFRA, EXIT_USAGE, UsageError
+from torch_upgrade_check.model import DEVICES
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
-from torch_upgrade_check.schema import SchemaError, read_reports, write_reports
+from torch_upgrade_check.schema import SchemaError
 
 DEFAULT_OUT = "torch-upgrade-check-report"
 
@@ -54,7 +36,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", action="append", default=[], metavar="GLOB",
                    help="run only checks whose id, workload or aspect matches (repeatable)")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default: {DEFAULT_OUT})")
-    # --timeout, --rtol, --atol and --threads stay text here: values.py parses them in settings_from_args, so
+    # --timeout, --rtol, --atol and --threads stay text here: values.py parses them in commands/settings.py, so
     # a bad one is reported with every other problem, in the words the action and the config file use.
     p.add_argument("--timeout", default=None, metavar="SECONDS",
                    help=f"per-check timeout (default: {DEFAULT_TIMEOUT_S:g})")
@@ -204,24 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
-        if args.command == "run":
-            return cmd_run(args, argv)
-        if args.command == "compare":
-            return cmd_compare(args, argv)
+        given = settings.build(args, argv)
         if args.command == "bisect":
-            if args.list:
-                raise UsageError("--list is not for bisect; run compare --list with the same --only to see the checks")
-            if args.fleet is not None:
-                raise UsageError("--fleet is not for bisect (a build either serves the fleet or not); run compare "
-                                 "--fleet with the candidate build")
-            return cmd_bisect(args, argv)
-        if args.command == "report":
-            return cmd_report(args)
-        if args.command == "init":
-            for path in scaffold.init(Path(args.dir)):
-                say(f"wrote {path}")
-            return EXIT_PASSED
-        return cmd_merge(args)
+            return bisect.execute(given, argv)
+        command = {"run": run, "compare": compare, "report": report, "init": init, "merge": merge}[args.command]
+        return command.execute(given)
     except (UsageError, SchemaError) as e:
         problems = e.problems if isinstance(e, UsageError) else (str(e),)
         for problem in problems:
@@ -247,84 +216,3 @@ def _stopped_early(problems: Sequence[str], title: str) -> None:
     from torch_upgrade_check import github
 
     github.stopped_early(problems, environ=os.environ, title=title)
-
-
-def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    settings = settings_from_args(args, argv)
-    roots = stack_cmd.scan_roots(args, settings.only)  # a --scan path that does not exist: exit 2 before anything runs
-    out = settings.out
-    report = session.new_report(settings)
-    try:
-        python = session.resolve_python(args.python)
-        shutil.rmtree(out / "logs", ignore_errors=True)
-        probe = session.probe(python, settings)
-    except InfrastructureError as e:
-        return infra(args, [report], out, str(e))
-    choice = device_choice.choose(args.device, {"candidate": probe.probes}, device_choice.host_accelerator(),
-                                  label=probe.environment.get("torch_version", ""))
-    device = choice.device
-    settings = with_device_limits(settings, args, device)
-    specs = session.plan(settings, device, aspects=[a for a in ASPECTS if a != "cross-version"])
-    env = {**session.environment(probe), "device_choice": choice.record(args.device)}
-    report = replace(report, device=device, label=env.get("torch_version", "?"), environment=env)
-    lost = choice.result(shlex.join([PROG, "run", "--python", python, "--device", choice.expected]))
-    served = fleet_result(args, env, device, shlex.join([PROG, "run", "--python", python, *fleet_flags(args)]))
-    report = replace(report, results=tuple(r for r in (lost, served) if r is not None))
-    api_id = f"{apiscan.WORKLOAD}[-]/{apiscan.ASPECT}"
-    if not roots:
-        session.require_checks(specs, settings, report.results)
-    if args.list:
-        print("\n".join(costs.listing([*((s.id, s.aspect) for s in specs), *([(api_id, apiscan.ASPECT)] if roots else [])])))
-        return EXIT_PASSED
-    say(f"{PROG} {__version__}: torch {report.label} on {device} ({env.get('cpu', '')}, "
-        f"{env.get('threads')} threads), {len(specs)} checks -> {out}/")
-    for r in report.results:
-        say(f"{PROG}: {r.outcome.value.upper()} {r.id}: {r.reason}")
-    started = time.monotonic()
-    final = session.execute(
-        python, specs, settings, report, probes=probe.probes,
-        repro=lambda s: repro_command(args, ["run", "--python", python], device, s),
-        on_update=lambda r: write_reports([r], out / "report.json"),
-        progress=session.Progress(len(specs), say),
-    )
-    if final.infra_error:
-        return infra(args, [final], out, final.infra_error)
-    if roots:  # the names this torch lacks (no baseline: suspicious, never failed)
-        api = apiscan.check({"candidate": python}, roots, device=device, timeout_s=max(settings.timeout_s, apiscan.TIMEOUT_S),
-                            repro=repro_command(args, ["run", "--python", python], device,
-                                                CheckSpec(apiscan.WORKLOAD, apiscan.ASPECT, device, apiscan.DTYPE)), say=say)
-        say(f"api {api['candidate'].outcome.value}: {api['candidate'].reason[:300]}")
-        final = replace(final, results=(*final.results, api["candidate"]))
-    final = fleet_memory(args, final, shlex.join([PROG, "run", "--python", python, "--device", device,
-                                                  *fleet_flags(args, "memory")]))
-    final = replace(final, finished=session.now(), complete=True)
-    write_reports([final], out / "report.json")
-    return finish(args, [final], out, out / "report.json", time.monotonic() - started)
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from torch_upgrade_check import github
-
-    reports = read_reports(Path(args.report))
-    github.publish(reports, Path(args.report).parent, environ=os.environ, report_path=Path(args.report),
-                   junit_path=Path(args.junit) if args.junit else None,
-                   summary_path=Path(args.summary) if args.summary else None)
-    return exit_code(reports, frozenset(FAIL_ON))
-
-
-def cmd_merge(args: argparse.Namespace) -> int:
-    if not (args.reports or args.runner_status or args.runners):
-        raise UsageError("merge needs report.json files (or --runner-status FILE / --runners JSON); got none")
-    args.fail_on_set = parse_fail_on(args.fail_on)
-    expected = runner_status.parse_runners(args.runners) if args.runners is not None else None
-    statuses = [runner_status.read_status(Path(p)) for p in args.runner_status]
-    beside = {Path(p).resolve().parent: s for p, s in zip(args.runner_status, statuses)}
-    reports = []
-    for p in args.reports:  # a status beside a report is its runner's: a GPU runner whose checks ran on the CPU fails
-        status = beside.get(Path(p).resolve().parent)
-        reports += [runner_status.on_the_cpu(status, r) if status else r for r in read_reports(Path(p))]
-    reports += runner_status.missing_reports(statuses, expected)
-    if not reports:
-        raise UsageError("merge found nothing to merge: no report.json given, and every runner status says its "
-                         "report exists; pass the report.json files too")
-    return finish(args, reports, Path(args.out), None, 0.0)

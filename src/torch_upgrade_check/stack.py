@@ -305,13 +305,14 @@ def from_poetry_lock(data: Mapping[str, Any], path: Path) -> list[Requirement]:
     return _pins(path, packages, deps, set())
 
 
-def from_args(args: Any, read: Reader | None = None, *, absent_ok: bool = False) -> Stack:
-    """The stack `compare`'s flags and config ask for: the config's `requirements:` (relative to its folder), then
-    each --requirements (relative to the current folder); the config's `extras:` and --extras together."""
-    cfg = getattr(args, "config_obj", None)
+def requested(cfg: Any, requirements: Sequence[str], extras: Sequence[str], read: Reader | None = None, *,
+              absent_ok: bool = False) -> Stack:
+    """The stack `compare`'s flags and config (`cfg`, a config.Config or None) ask for: the config's `requirements:`
+    (relative to its folder), then each --requirements (relative to the current folder); the config's `extras:` and
+    --extras together."""
     paths: list[str | Path] = [cfg.root / p for p in cfg.requirements] if cfg is not None else []
-    paths += list(getattr(args, "requirements", None) or [])
-    extras = [*(cfg.extras if cfg is not None else ()), *(getattr(args, "extras", None) or [])]
+    paths += list(requirements)
+    extras = [*(cfg.extras if cfg is not None else ()), *extras]
     return load(paths, extras, read=read, absent_ok=absent_ok) if paths or extras else Stack()
 
 

@@ -1,5 +1,6 @@
-"""The README's reference tables are generated from their sources, and its quick start is the one starting point:
-the same workflow as workflows/torch-upgrade-check.yml and what `torch-upgrade-check init` writes."""
+"""The reference tables of the README and docs/configuration.md are generated from their sources, and the README's
+quick start is the one starting point: the same workflow as workflows/torch-upgrade-check.yml and what
+`torch-upgrade-check init` writes."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from torch_upgrade_check.model import ASPECTS, FAIL_ON, CheckResult, Outcome
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "docs_tables.py"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
 USES = re.compile(r"(uses: OWNER/torch-upgrade-check)@\S+(\s+#.*)?")
 
 
@@ -30,10 +32,12 @@ def _load(name: str):  # noqa: ANN202 - a module object
     return module
 
 
-def test_the_readme_tables_are_what_the_script_generates_from_their_sources() -> None:
+def test_the_docs_tables_are_what_the_script_generates_from_their_sources() -> None:
     docs_tables = _load("docs_tables")
-    readme = (ROOT / "README.md").read_text()
-    assert docs_tables.render(readme) == readme, "README.md is stale: run python3 scripts/docs_tables.py"
+    for page in docs_tables.PAGES:
+        text = page.read_text()
+        assert docs_tables.render(text, page) == text, f"{page.name} is stale: run python3 scripts/docs_tables.py"
+    assert "<!-- config keys: generated" in CONFIGURATION.read_text()  # the config file's reference holds its keys
     proc = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
 
@@ -47,6 +51,9 @@ def test_the_check_mode_fails_on_a_drifted_readme(tmp_path: Path) -> None:
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     rows = docs_tables.inputs_table(action["inputs"])
     assert len(rows) == 2 + len(action["inputs"]) and all(f"| `{n}` |" in readme for n in action["inputs"])
+    config = CONFIGURATION.read_text()
+    drifted = config.replace("| `threads` | integer |", "| `threads` | number |", 1)
+    assert drifted != config and docs_tables.render(drifted, CONFIGURATION) == config
 
 
 def test_every_input_states_its_default_in_the_table() -> None:

@@ -238,7 +238,7 @@ def _cross(workload: str, *, device: str = "cpu", diff: float = 0.0, **fields: A
 
 
 def _as_compare(reports: list[Report], baseline: str, candidate: str) -> list[Report]:
-    """A comparison's reports with the rerun commands `compare` writes (compare_cmd.repro), not `run`'s."""
+    """A comparison's reports with the rerun commands `compare` writes (commands/argv.compare_repro), not `run`'s."""
     head = f"torch-upgrade-check compare --baseline {baseline} --candidate {candidate} "
     return [dataclasses.replace(rep, results=[dataclasses.replace(r, repro=r.repro.replace("torch-upgrade-check run ", head))
                                               for r in rep.results]) for rep in reports]

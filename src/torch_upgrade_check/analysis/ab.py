@@ -69,51 +69,28 @@ from torch_upgrade_check.model import ABState
 
 FAMILY_ALPHA = 0.05  # the chance that a run with nothing changed reports any A/B change, at most
 UNCHANGED_ALPHA = 0.025  # each side of the 95% interval reported, and that "unchanged" must clear
-# A failure needs 4 fresh pairs, a check measures at most 8. With 2 pairs a 5% slowdown failed 1.3% of checks on a noisy
-# 2-core runner, with 3 0.3%. With 3 (and at most 6) the quiet development machine's 20 ms workload, whose processes
-# land in a state about 15% slower about as often as not, failed plain A/As (3 pairs of a run all read 12-16% slower);
-# simulated with processes slow 45% of the time by 15%, one check a run: A/A failures 1.8% -> 0.2%, a true 5% 3.0% ->
-# 1.2%, a true 25% 81% -> 92% (more pairs to average the states over), a quiet true 12.5% 92% -> 98%; the price is a
-# 4th pair before any failure.
+# A failure needs MIN_PAIRS fresh pairs, a check measures at most MAX_PAIRS: with fewer, processes that land in a slow
+# state together failed plain A/As (docs/benchmarks.md#where-the-ab-constants-come-from).
 MIN_PAIRS = 4
 MAX_PAIRS = 8
 LOOKS = MAX_PAIRS - MIN_PAIRS + 1  # a regression is tested after each pair from MIN_PAIRS to MAX_PAIRS
 # prior SD of a pair's own offset in the log ratio where one to three pairs end a budget and a failure is asked of them
-# (`undecided` beyond the threshold): 2%, from a benchmarks/noise.py run on the quiet 2-core development machine (pair
-# SD 1-5%; its noise.json was not kept), so that a 2x slowdown seen in one pair fails. Also the floor of the standard
-# error a pair's rounds are sized for (rounds_for).
+# (`undecided` beyond the threshold), and the floor of the standard error a pair's rounds are sized for (rounds_for):
+# 2%, what benchmarks/noise.py measured between pairs, so that a 2x slowdown seen in one pair fails
+# (docs/benchmarks.md#where-the-ab-constants-come-from).
 PAIR_SD = 0.02
-# What "unchanged" (the reported 95% interval) gives the prior: the pair SD the detector benchmark measured on real
-# workloads, not the 2% above, and the weight of 1 pair, not 10, so that a check's own pairs decide. Why (issue 37):
-# with 2% worth 10 pairs one pair that read a true change low settled it, where pairs differ by 5-11%: replayed on the
-# recorded pairs (benchmarks/replay.py, 2000 runs a cell), a true 12.5% at 20 ms (measured 1.121x; pairs 10% apart)
-# was ruled `unchanged` in 9.8% of runs, where a 95% interval's upper end allows 2.5%; now 0.8% (100 ms: 2.5% -> 0.1%).
-# Seeded simulations (the pair model of tests/test_ab_decisions.py, one check a run, pairs 10% apart): 188 of 600 runs;
-# with 5% worth 3 pairs, 60; with 5% worth 1, 18 (with 10% worth 1, 5, at the price of a pair more for every quiet
-# A/A). The price of this rule: an A/A check needs 3-4 pairs to settle (1 before), and where pairs differ by 10% about
-# half end `undecided` within 8 pairs, warned (replayed at 20 ms: 55%, 15% before; docs/benchmarks.md).
+# What "unchanged" (the reported 95% interval) gives the prior: what real workloads' pairs differ by, worth 1 pair, so
+# that a check's own pairs decide; with 2% worth 10, one pair that read a true change low settled it (issue 37;
+# docs/benchmarks.md#replaying-the-recorded-pairs).
 UNCHANGED_PAIR_SD = 0.05
 UNCHANGED_PRIOR_DF = 1
 # What a failure's interval (regression, improved, an undecided check that fails) gives the prior: its weight, worth
 # only 3 pairs, so that a check's own pairs soon outweigh it; and a check's share of the run's budget is at most 1%
-# (CHECK_ALPHA_MAX), however few checks the run has. Why: the detector benchmark on the quiet development machine
-# measured pair offsets of 0% (a 2 ms workload), 6.7% (100 ms) and 10.9% (20 ms: its 4 MiB weights the size of a
-# core's L2); with the prior worth 10 pairs and a one-check run's whole 5%, a plain A/A of the 20 ms workload failed
-# 1 run in 20 (a `regression`, 5 of 6 pairs 7-22% "slower"). Seeded simulations (the pair model of
-# tests/test_ab_decisions.py, test_one_workload_whose_processes_differ_by_a_tenth_rarely_fails_its_aa; one check a
-# run) at 11% offsets, with MIN_PAIRS 4 below: A/A checks failing 25 -> 2 of 600, a true 5% 105 -> 16 of 600, a true
-# 25% 185 -> 173 of 200. In a whole-suite run (24 checks, 10% round noise) a true 10% fails 42% of the time (about half
-# before), a true 25% 98% (100%): the rest end `undecided`, warned. (With FAIL_PAIR_SD below: 6%, 12.5% 60%, 25% 99.8%.)
+# (CHECK_ALPHA_MAX), however few checks the run has: worth 10 pairs with a one-check run's whole 5%, a plain A/A of the
+# 20 ms workload failed 1 run in 20 (docs/benchmarks.md#where-the-ab-constants-come-from).
 FAIL_PRIOR_DF = 3
-# ... and that prior's SD is 5%, not 2%: what pairs of a real workload differ by on the quiet development machine
-# (the detector benchmark's A/A, 60 runs a size: 2.4% at 2 ms, 5.3% at 100 ms, 9.2% at 20 ms). With 2%, four or
-# five pairs that happened to read alike carried a failure: the 20 ms A/A failed 1 live run of 60 (5 pairs at
-# 1.07-1.14x) and a measured 4% slowdown at 100 ms 88 of 2000 replayed runs (benchmarks/replay.py: the recorded
-# pairs resampled through this module and measure's planner). With 5%: the 20 ms A/A 12 -> 2 of 2000, its bimodal
-# A/A 21 -> 14, the 4% at 100 ms 88 -> 21, a 1.25x at 100 ms 1983 -> 1977 of 2000, and the 2 ms workload measured
-# exactly at the threshold (1.107x) 65% -> 55% (about half is what a change at the threshold should fail). Measured
-# live in the whole built-in suite with 5% (3 runs, 36 latency checks a cell): 1.05x 0, 1.10x 20, 1.25x and 1.50x
-# 36 fail; the simulation above (10% round noise) puts a true 10% at 6%: its noise is not these checks'.
+# ... and that prior's SD is 5%, not 2%: what pairs of a real workload differ by; with 2%, four or five pairs that
+# happened to read alike carried a failure (docs/benchmarks.md#replaying-the-recorded-pairs).
 FAIL_PAIR_SD = 0.05
 CHECK_ALPHA_MAX = 0.01
 CONFIRM_LEAST = 4  # the fewest rounds of a confirmation pair (ABBA twice)

@@ -9,14 +9,14 @@ package's `Requires-Dist` on torch whether it accepts the candidate, and the can
 requirements whether the stack's pins satisfy them. For each package that refuses the candidate, one more
 dry run (the candidate torch and that package alone) names the newest release of it that accepts it.
 
-Each side resolves its own stack (read at its git ref by stack_cmd): a pull request that bumps torch and
+Each side resolves its own stack (read at its git ref by commands/stack_checks): a pull request that bumps torch and
 torchvision together resolves the baseline's torchvision with the baseline's torch. What changed between the
 two resolutions is listed in two parts: the packages whose requirements the team changed, and those the
 resolver moved unasked.
 
 A conflict that only the candidate's torch causes fails the check (exit 1, kind correctness). A stack that
 does not resolve on its own side (the baseline's with its torch, the candidate's with any torch) is the team's
-file (exit 2, stack_cmd names it); a dry run that timed out or could not reach the index is the runner's
+file (exit 2, commands/stack_checks names it); a dry run that timed out or could not reach the index is the runner's
 (`Resolution.runner`, exit 3).
 """
 

@@ -55,21 +55,15 @@ HOST_QUANTUM_BYTES = 2**20  # host samples in whole MiB: KiB-level jitter is not
 HOST_NOISY_ROUNDS = 8  # a batch whose host samples differ needs enough rounds for its own signed-rank test
 # A compile-time check's budget: one sample is a whole cold compile, so it is sized from what the check's rounds cost
 # once its first pair has measured them: COMPILE_BUDGET_ROUNDS rounds (the fewest a failure needs, 4 + 3 x 2, twice
-# over), at least COMPILE_BUDGET_FACTOR latency budgets and at most COMPILE_BUDGET_MOST. A fixed 10 budgets (200 s)
-# gave a 10 s compile's first pair a quarter of it and left no room for the 4 pairs a failure needs: simulated with
-# the detector benchmark's measured noise (tests/test_ab_decisions.py), a 1.5x slower 10 s compile failed 15 of 60
-# seeded runs and a 2x one 39 (now 60 and 60).
+# over), at least COMPILE_BUDGET_FACTOR latency budgets and at most COMPILE_BUDGET_MOST. A fixed 10 budgets left a 10 s
+# compile no room for the 4 pairs a failure needs (docs/benchmarks.md#where-the-ab-constants-come-from).
 COMPILE_BUDGET_FACTOR = 10
 COMPILE_BUDGET_ROUNDS = 20
 COMPILE_BUDGET_MOST = 30
 # A latency check's budget is at least what LATENCY_BUDGET_ROUNDS of its own rounds and MIN_PAIRS warm-ups cost, as its
 # first pair measured them (the fewest rounds a failure needs, 4 + 3 x 4, twice over), at most LATENCY_BUDGET_MOST
-# latency budgets. Why: with a fixed 20 s, from about 0.35 s a forward no second pair fitted (the first pair's warm-up
-# alone is 5 forwards a side), and a failure needs 4: simulated through this planner (tests/test_ab_decisions.py), a
-# 500 ms forward slowed 2x failed 54 of 60 whole-suite runs and 1.25x 0, only where its one pair was significant on its
-# own; now 60 and 59, and its A/A ends `unchanged` in 54 (with the fixed 20 s and ab's rule for `unchanged`, every one
-# ended `undecided` after one pair). A ~100 ms forward keeps --ab-budget (32 rounds and 4 warm-ups fit in it); beyond
-# about 2 s a forward even the most does not hold 4 pairs, and the check is `undecided`, saying what deciding would cost.
+# latency budgets: with a fixed 20 s, from about 0.35 s a forward no second pair fitted, and a failure needs 4
+# (docs/benchmarks.md#where-the-ab-constants-come-from).
 LATENCY_BUDGET_ROUNDS = 32
 LATENCY_BUDGET_MOST = 10
 

@@ -1,7 +1,7 @@
 """compare's stack checks: `stack[-]/resolve` before anything is installed, `<distribution>[-]/imports` after (no torch).
 
 Each side's stack is read at its own git ref (`side_stacks`): the baseline's files as --base-ref has them, the
-candidate's as --head-ref (or the working tree) has them. compare_cmd.py calls these at two points and
+candidate's as --head-ref (or the working tree) has them. commands/compare.py calls these at two points and
 otherwise runs as before: the results join each side's report first, so the worker's checks add to them. A
 candidate whose stack does not resolve with its torch stops the run there (exit 1): nothing is installed for it.
 A side whose stack does not resolve on its own is the team's file (exit 2), unless pip could not reach the index
@@ -10,18 +10,22 @@ A side whose stack does not resolve on its own is the team's file (exit 2), unle
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torch_upgrade_check import stack, suite
+from torch_upgrade_check.config import Config
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.hostchecks import abi, apiscan, imports, resolve
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 from torch_upgrade_check.orchestrate import installer, provision, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
+
+if TYPE_CHECKING:  # settings.py imports this module to plan the stacks
+    from torch_upgrade_check.commands.settings import CompareSettings, RunSettings
 
 WORKLOAD = "stack"  # the workload name of every stack check: stack[-]/resolve, stack[-]/imports, stack[-]/abi
 Sides = Mapping[str, tuple[provision.TorchSpec | None, str | None]]  # role -> (SPEC, prepared interpreter)
@@ -31,79 +35,89 @@ def selected(only: Sequence[str], workload: str, aspect: str) -> bool:
     return not only or suite.selected(CheckSpec(workload=workload, aspect=aspect, device="", dtype="-"), only)
 
 
-def wanted(args: argparse.Namespace, only: Sequence[str], aspect: str) -> bool:
+def wanted(s: CompareSettings, only: Sequence[str], aspect: str) -> bool:
     """imports and abi run with a stack (unless --only leaves them out), or without one when --only asks for them."""
     if not selected(only, WORKLOAD, aspect):
         return False
-    return bool(getattr(args, "stack", None)) or bool(only)
+    return bool(s.stack) or bool(only)
 
 
-def planned_ids(args: argparse.Namespace, only: Sequence[str]) -> list[str]:
+def planned_ids(s: CompareSettings, only: Sequence[str]) -> list[str]:
     """The stack checks `--list` shows: resolve with a stack, imports with a stack or when --only asks for it."""
     ids = []
-    if getattr(args, "stack", None) and selected(only, resolve.WORKLOAD, resolve.ASPECT):
+    if s.stack and selected(only, resolve.WORKLOAD, resolve.ASPECT):
         ids.append(f"{resolve.WORKLOAD}[-]/{resolve.ASPECT}")
-    ids += [f"{WORKLOAD}[-]/{aspect}" for aspect in (imports.ASPECT, abi.ASPECT) if wanted(args, only, aspect)]
-    if scan_roots(args, only):
+    ids += [f"{WORKLOAD}[-]/{aspect}" for aspect in (imports.ASPECT, abi.ASPECT) if wanted(s, only, aspect)]
+    if scan_roots(s, only):
         ids.append(f"{WORKLOAD}[-]/{apiscan.ASPECT}")
     return ids
 
 
-def scan_roots(args: argparse.Namespace, only: Sequence[str]) -> list[str]:
+def scan_roots(s: RunSettings, only: Sequence[str]) -> list[str]:
     """What the api check scans: the --scan paths, or, when --only asks for api, the python-path folders (--python-path
     and the config's); none (no api check) otherwise, or when --only leaves api out."""
     if not selected(only, WORKLOAD, apiscan.ASPECT):
         return []
-    scan = list(getattr(args, "scan", None) or [])
-    if scan:
-        return apiscan.check_roots(scan)
+    if s.scan:
+        return apiscan.check_roots(s.scan)
     if not only:
         return []
-    cfg = getattr(args, "config_obj", None)
-    return [*(cfg.resolved_python_path() if cfg is not None else []),
-            *(str(Path(p).resolve()) for p in getattr(args, "python_path", []) or [])]
+    return [*(s.cfg.resolved_python_path() if s.cfg is not None else []), *(str(Path(p).resolve()) for p in s.python_path)]
 
 
 ROLES = ("baseline", "candidate")
-REF_FLAG = {"baseline": "base_ref", "candidate": "head_ref"}
+REF_FLAG = {"baseline": "--base-ref", "candidate": "--head-ref"}
 
 
-def where(args: argparse.Namespace, role: str) -> str:
+@dataclass(frozen=True)
+class Asked:
+    """The stack compare's flags and config ask for: the config's `requirements:` and `extras:`, --requirements and
+    --extras, and each side's git ref to read them at (role -> --base-ref / --head-ref; None: the working tree)."""
+
+    cfg: Config | None
+    requirements: tuple[str, ...]
+    extras: tuple[str, ...]
+    refs: Mapping[str, str | None]
+
+    def load(self, read: stack.Reader | None = None, *, absent_ok: bool = False) -> stack.Stack:
+        return stack.requested(self.cfg, self.requirements, self.extras, read=read, absent_ok=absent_ok)
+
+
+def where(refs: Mapping[str, str | None], role: str) -> str:
     """Where a side's stack files are read: `at --base-ref main`, or `in the working tree`."""
-    ref = getattr(args, REF_FLAG[role], None)
-    return f"at --{REF_FLAG[role].replace('_', '-')} {ref}" if ref else "in the working tree"
+    ref = refs.get(role)
+    return f"at {REF_FLAG[role]} {ref}" if ref else "in the working tree"
 
 
-def side_stacks(args: argparse.Namespace) -> dict[str, stack.Stack]:
+def side_stacks(asked: Asked) -> dict[str, stack.Stack]:
     """Each side's stack from its own ref: the baseline's files as --base-ref has them, the candidate's as --head-ref
     has them (the working tree without one), `-r` includes too. A file one side lacks is the other side's alone
     (Stack.absent says so); a file neither side has is a UsageError naming both places."""
-    refs = {role: getattr(args, REF_FLAG[role], None) for role in ROLES}
-    if not any(refs.values()):
-        one = stack.from_args(args)
+    refs = asked.refs
+    if not any(refs.get(role) for role in ROLES):
+        one = asked.load()
         return {role: one for role in ROLES}
     problems: list[str] = []
     found: dict[str, stack.Stack] = {}
     for role in ROLES:
-        option = "--" + REF_FLAG[role].replace("_", "-")
+        ref = refs.get(role)
         try:
-            read = stack.at_ref(refs[role], option) if refs[role] else None
-            found[role] = stack.from_args(args, read=read, absent_ok=True)
+            found[role] = asked.load(stack.at_ref(ref, REF_FLAG[role]) if ref else None, absent_ok=True)
         except UsageError as e:
             problems += e.problems
     if problems:
         raise UsageError(*problems)
     for path in found["baseline"].absent:
         if path in found["candidate"].absent:
-            problems.append(f"requirements file {path} does not exist {where(args, 'baseline')}, nor "
-                            f"{where(args, 'candidate')}; pass the path of a file one side has (relative to the current "
+            problems.append(f"requirements file {path} does not exist {where(refs, 'baseline')}, nor "
+                            f"{where(refs, 'candidate')}; pass the path of a file one side has (relative to the current "
                             "folder), or a VERSION instead of auto")
     if problems:
         raise UsageError(*problems)
     return found
 
 
-def stack_notes(args: argparse.Namespace, stacks: Mapping[str, stack.Stack]) -> list[str]:
+def stack_notes(refs: Mapping[str, str | None], stacks: Mapping[str, stack.Stack]) -> list[str]:
     """One line a side saying where its stack was read, and each file that side lacks (the other side's alone)."""
     if stacks.get("baseline") is stacks.get("candidate"):
         return []
@@ -112,48 +126,49 @@ def stack_notes(args: argparse.Namespace, stacks: Mapping[str, stack.Stack]) -> 
         s = stacks.get(role)
         if s is None or not s:
             continue
-        read = f"{', '.join(s.sources)} {where(args, role)}" if s.sources else f"no file {where(args, role)}"
+        read = f"{', '.join(s.sources)} {where(refs, role)}" if s.sources else f"no file {where(refs, role)}"
         notes.append(f"{role}: the stack is {read} ({len(s.requirements)} requirements beside torch)")
         other = "candidate" if role == "baseline" else "baseline"
-        notes += [f"{role}: {path} does not exist {where(args, role)}: it is the {other}'s alone" for path in s.absent]
+        notes += [f"{role}: {path} does not exist {where(refs, role)}: it is the {other}'s alone" for path in s.absent]
     return notes
 
 
-def plan_stacks(args: argparse.Namespace) -> None:
-    """args.stacks (role -> Stack, each read at its side's ref), args.stack (the candidate's: what --list and the
-    installed checks ask of it), and `auto` SPECs replaced by the torch each side's stack pins."""
-    args.stacks = side_stacks(args)
-    args.stack = args.stacks["candidate"]
-    auto_pins(args)
+def plan_stacks(asked: Asked, given: Mapping[str, str | None]) -> tuple[dict[str, stack.Stack], dict[str, str | None]]:
+    """Each side's stack (role -> Stack, read at its side's ref) and each side's SPEC as `given`, `auto` replaced by
+    the torch that side's stack pins."""
+    stacks = side_stacks(asked)
+    return stacks, auto_pins(asked, given, stacks)
 
 
-def auto_pins(args: argparse.Namespace) -> None:
+def auto_pins(asked: Asked, given: Mapping[str, str | None],
+              stacks: Mapping[str, stack.Stack] | None = None) -> dict[str, str | None]:
     """`--baseline auto` / `--candidate auto`: the torch the stack's files pin at --base-ref / --head-ref (the working
-    tree without --head-ref), read with the stack's own parsers; args.baseline / args.candidate become that SPEC."""
+    tree without --head-ref), read with the stack's own parsers; each side's SPEC, that one for `auto`."""
     problems: list[str] = []
-    stacks = getattr(args, "stacks", None)
+    pinned = dict(given)
     for role in ROLES:
-        if getattr(args, role, None) != "auto":
+        if given.get(role) != "auto":
             continue
-        if role == "baseline" and not getattr(args, "base_ref", None):
+        if role == "baseline" and not asked.refs.get("baseline"):
             problems.append("--baseline auto reads the torch pin at --base-ref REF; pass one (a pull request's base "
                             "branch, like origin/main, or HEAD^1 on its merge commit)")
             continue
         try:
-            found = stacks[role] if stacks else side_stacks(args)[role]
+            found = stacks[role] if stacks else side_stacks(asked)[role]
             if not found:
                 raise UsageError(f"--{role} auto reads the torch pin from the stack's files; pass --requirements FILE "
                                  "(or the config's requirements:)")
-            setattr(args, role, stack.torch_spec(found, where(args, role)))
+            pinned[role] = stack.torch_spec(found, where(asked.refs, role))
         except UsageError as e:
             problems += e.problems
     if problems:
         raise UsageError(*problems)
+    return pinned
 
 
-def early_device(args: argparse.Namespace) -> str:
+def early_device(device: str) -> str:
     """The device a stack check is filed under before the sides are probed: the one asked for, else the CPU."""
-    return args.device if args.device != "auto" else "cpu"
+    return device if device != "auto" else "cpu"
 
 
 def _pip(python: str, logs: Path) -> list[str]:
@@ -185,15 +200,14 @@ class Blocked:
     runner: bool
 
 
-def resolve_stage(args: argparse.Namespace, only: Sequence[str], sides: Sides, base_python: str, out: Path, *,
+def resolve_stage(s: CompareSettings, only: Sequence[str], sides: Sides, base_python: str, out: Path, *,
                   repro: str, say: Callable[[str], None]) -> tuple[dict[str, CheckResult], Blocked | None]:
     """Each side's resolve result ({} without a stack, or when --only leaves it out), each side resolving its own
-    stack (args.stacks), and what blocks the run: a side whose stack does not resolve on its own."""
-    stacks: Mapping[str, stack.Stack] = getattr(args, "stacks", None) or {}
-    stk: stack.Stack = getattr(args, "stack", None) or stack.Stack()
+    stack (s.stacks), and what blocks the run: a side whose stack does not resolve on its own."""
+    stacks, stk = s.stacks, s.stack
     if not (stk or any(stacks.values())) or not selected(only, resolve.WORKLOAD, resolve.ASPECT):
         return {}, None
-    device = early_device(args)
+    device = early_device(s.device)
     todo, skipped = [], {}
     for role, (spec, prepared) in sides.items():
         if spec is None or prepared or spec.kind == "current":
@@ -201,30 +215,30 @@ def resolve_stage(args: argparse.Namespace, only: Sequence[str], sides: Sides, b
                                         reason="a prepared interpreter (or current): nothing is installed into it",
                                         repro=repro)
             continue
-        index = resolve.Index(args.index_url or provision.index_for(args.torch_backend, spec, provision.detect_cuda_driver()),
-                              tuple(args.extra_index_url), tuple(args.find_links), spec.pre)
+        index = resolve.Index(s.index_url or provision.index_for(s.torch_backend, spec, provision.detect_cuda_driver()),
+                              s.extra_index_url, s.find_links, spec.pre)
         own = stacks.get(role, stk)
-        todo.append(resolve.Side(role, spec.requirement, index, spec.text, (*args.extra_requirement, *own.requirements)))
+        todo.append(resolve.Side(role, spec.requirement, index, spec.text, (*s.extra_requirement, *own.requirements)))
     if not todo or todo[-1].role != "candidate":
         return skipped, None
     logs = out / "logs"
-    results = resolve.check(todo, [*args.extra_requirement, *stk.requirements], _pip(base_python, logs), logs,
+    results = resolve.check(todo, [*s.extra_requirement, *stk.requirements], _pip(base_python, logs), logs,
                             device=device, repro=repro, say=say, env=installer.installer_env("pip"))
     blocked = None
     for role, r in results.items():
         say(f"{role}: resolve {r.outcome.value}: {r.reason[:300]}")
         if r.outcome is Outcome.ERROR and blocked is None:
-            blocked = _blocked(args, role, stacks.get(role, stk), r, logs)
+            blocked = _blocked(s.refs, role, stacks.get(role, stk), r, logs)
     return {**skipped, **results}, blocked
 
 
-def _blocked(args: argparse.Namespace, role: str, own: stack.Stack, r: CheckResult, logs: Path) -> Blocked:
+def _blocked(refs: Mapping[str, str | None], role: str, own: stack.Stack, r: CheckResult, logs: Path) -> Blocked:
     log = r.metrics.get("log", logs)
     if r.metrics.get("runner"):
         return Blocked(f"{r.reason} (log: {log}); pip could not finish: check the runner's network and index, then "
                        "run again", True)
-    files = f"{', '.join(own.sources) or 'the stack'} {where(args, role)}"
-    fix = (f"fix those files there, or pass --baseline VERSION with the torch they do install with"
+    files = f"{', '.join(own.sources) or 'the stack'} {where(refs, role)}"
+    fix = ("fix those files there, or pass --baseline VERSION with the torch they do install with"
            if role == "baseline" else "fix those files (the pull request's)")
     return Blocked(f"the {role}'s stack ({files}) cannot be installed: {r.reason} (log: {log}); {fix}", False)
 
@@ -233,14 +247,14 @@ def with_results(reports: dict[str, Report], results: Mapping[str, CheckResult])
     return {role: replace(r, results=(*r.results, results[role])) if role in results else r for role, r in reports.items()}
 
 
-def resolve_first(args: argparse.Namespace, only: Sequence[str], sides: Sides, base_python: str, out: Path,
+def resolve_first(s: CompareSettings, only: Sequence[str], sides: Sides, base_python: str, out: Path,
                   reports: dict[str, Report], *, repro: Callable[[str, CheckSpec], str],
                   say: Callable[[str], None]) -> tuple[dict[str, Report], bool, Blocked | None]:
     """The reports with each side's resolve result; whether the run stops here (the candidate's stack does not
     resolve, so nothing is installed for it: the reports are then complete, labelled with the torch resolved);
     and what blocks the run, when a side's own stack cannot be installed (the caller ends with its exit code)."""
-    device = early_device(args)
-    results, blocked = resolve_stage(args, only, sides, base_python, out, say=say,
+    device = early_device(s.device)
+    results, blocked = resolve_stage(s, only, sides, base_python, out, say=say,
                                      repro=repro(device, CheckSpec(resolve.WORKLOAD, resolve.ASPECT, device, resolve.DTYPE)))
     reports = with_results(reports, results)
     cand = results.get("candidate")
@@ -251,19 +265,19 @@ def resolve_first(args: argparse.Namespace, only: Sequence[str], sides: Sides, b
             for role, r in reports.items()}, True, blocked
 
 
-def installed_stage(args: argparse.Namespace, only: Sequence[str], pythons: Mapping[str, str],
+def installed_stage(s: CompareSettings, only: Sequence[str], pythons: Mapping[str, str],
                     reports: dict[str, Report], device: str, *, timeout_s: float, repro: Callable[[CheckSpec], str],
                     say: Callable[[str], None]) -> dict[str, Report]:
     """The reports with each side's imports and abi results, each when it is wanted."""
     labels = {role: r.label for role, r in reports.items()}
-    if wanted(args, only, imports.ASPECT):
+    if wanted(s, only, imports.ASPECT):
         results = imports.check(pythons, device=device, timeout_s=min(timeout_s, imports.TIMEOUT_S),
                                 repro=repro(CheckSpec(WORKLOAD, imports.ASPECT, device, imports.DTYPE)),
                                 baseline_label=labels.get("baseline", ""), say=say)
         for role, r in results.items():
             say(f"{role}: imports {r.outcome.value}: {r.reason[:300]}")
         reports = with_results(reports, results)
-    if wanted(args, only, abi.ASPECT):
+    if wanted(s, only, abi.ASPECT):
         envs = {role: abi.Environment({d: (str(v["version"]), list(v["libraries"]))
                                        for d, v in imports.listing(python).items()}) for role, python in pythons.items()}
         results = abi.judge(envs, device=device, labels=labels,
@@ -271,7 +285,7 @@ def installed_stage(args: argparse.Namespace, only: Sequence[str], pythons: Mapp
         for role, r in results.items():
             say(f"{role}: abi {r.outcome.value}: {r.reason[:300]}")
         reports = with_results(reports, results)
-    roots = scan_roots(args, only)
+    roots = scan_roots(s, only)
     if roots:
         results = apiscan.check(pythons, roots, device=device, timeout_s=max(timeout_s, apiscan.TIMEOUT_S),
                                 repro=repro(CheckSpec(WORKLOAD, apiscan.ASPECT, device, apiscan.DTYPE)),

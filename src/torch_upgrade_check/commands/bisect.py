@@ -10,7 +10,6 @@ build judged twice is installed once. Every step's compare output stays under OU
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -23,50 +22,28 @@ from pathlib import Path
 from torch_upgrade_check import __version__, github, stack, values
 from torch_upgrade_check.analysis import bisect as search
 from torch_upgrade_check.aspects import AB_ASPECTS
-from torch_upgrade_check.commands import PROG, parse_fail_on, say
+from torch_upgrade_check.commands import argv as command_line
+from torch_upgrade_check.commands.common import PROG, say
+from torch_upgrade_check.commands.settings import BisectSettings
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, UsageError
 from torch_upgrade_check.model import Bisection, BisectStep, CheckResult, Outcome, Report
 from torch_upgrade_check.orchestrate import builds as listing
 from torch_upgrade_check.orchestrate import provision, session, store
 from torch_upgrade_check.schema import SchemaError, read_reports, write_bisection
 
-# compare's flags that bisect hands on to every step as given: with a value, repeatable, and switches
-FORWARD_ONE = ("device", "timeout", "rtol", "atol", "config", "threads", "python", "torch_backend", "installer",
-               "venv_dir", "venv_cap", "max_latency_regression", "max_memory_regression",
-               "max_compile_time_regression", "ab_budget", "undecided")
-FORWARD_MANY = ("max_latency_ms", "workload", "python_path", "extra_index_url", "find_links", "extra_requirement",
-                "requirements", "extras")
-FORWARD_FLAGS = ("compile_time", "ddp")
-# compare's flags that bisect does not hand on through those lists (it sets them per step, or refuses them), and
-# why; tests/test_bisect.py holds all four to compare's parser, so a new compare flag is forwarded or named here
-NOT_FORWARDED = {
-    "baseline": "each step's good build", "baseline_python": "each step's good build",
-    "candidate": "the build judged", "candidate_python": "the build judged",
-    "base_ref": "not a bisect flag: both sides of a step share the working tree's stack",
-    "head_ref": "not a bisect flag: both sides of a step share the working tree's stack",
-    "out": "each step writes under OUT/steps/", "no_job_summary": "a step never writes the job summary",
-    "fail_on": "always forwarded: it decides bad", "only": "each step runs the checks still to settle",
-    "index_url": "forwarded, or the nightly channel's index", "fleet": "refused by bisect",
-    "list": "refused by bisect", "help": "argparse's",
-    "scan": "not a bisect flag: the api check names the file:line; the step that dropped a name is not sought",
-    "no_attribution": "every step passes it: a step needs its verdict, not where a slower forward's time went",
-}
 GITHUB_COMPARE = "https://github.com/pytorch/pytorch/compare/{good}...{bad}"
 
 
-def cmd_bisect(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    parse_fail_on(args.fail_on)
-    if not args.only:
-        raise UsageError("bisect needs --only GLOB: the checks that fail on the bad build (their ids are in "
-                         "compare's summary), so that each step runs only them")
-    todo, index_url, outside = _builds(args)
-    out = Path(args.out)
+def execute(s: BisectSettings, argv: Sequence[str]) -> int:
+    """Bisect between the good and the bad build; `argv` (bisect's own, as typed) is recorded in the report."""
+    todo, index_url, outside = _builds(s)
+    out = Path(s.out)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "steps", ignore_errors=True)  # a previous bisection's steps would read as this one's
     if outside:  # a release as the good build of a nightly range: installed here, from its own channel
-        todo[0] = listing.Build(todo[0].label, _prepare(args, todo[0].label, out))
+        todo[0] = listing.Build(todo[0].label, _prepare(s, todo[0].label, out))
     record = Bisection(tool_version=__version__, command=[PROG, "bisect", *argv], started=session.now(),
-                       device=args.device, checks=list(args.only), builds=[b.label for b in todo])
+                       device=s.device, checks=list(s.only), builds=[b.label for b in todo])
     steps: dict[int, BisectStep] = {}
     started = time.monotonic()
 
@@ -82,25 +59,25 @@ def cmd_bisect(args: argparse.Namespace, argv: Sequence[str]) -> int:
         f"at most {search.max_steps(len(todo))} judged; results -> {out}/")
     # the premise first: the bad build fails (and the good one, compare's baseline there, passes by itself)
     last = len(todo) - 1
-    steps[last], baseline = _judge(args, todo, last, out, index_url)
+    steps[last], baseline = _judge(s, todo, last, out, index_url)
     steps[0] = _good_step(todo[0], baseline)
     if steps[0].verdict != "good":
-        _finish(args, save(outcome="not-reproduced", reason=steps[0].reason, finished=session.now()), out)
+        _finish(s, save(outcome="not-reproduced", reason=steps[0].reason, finished=session.now()), out)
         raise UsageError(steps[0].reason)
     if steps[last].verdict == "good":
         reason = (f"the failure does not reproduce on {todo[last].label}: nothing to bisect (the selected checks "
                   f"pass there against {todo[0].label})")
-        _finish(args, save(outcome="not-reproduced", reason=reason, finished=session.now()), out)
+        _finish(s, save(outcome="not-reproduced", reason=reason, finished=session.now()), out)
         raise UsageError(reason)
     if steps[last].verdict == "skip":
         reason = f"the bad build {todo[last].label} could not be judged: {steps[last].reason}"
-        _finish(args, save(outcome="error", reason=reason, finished=session.now()), out)
+        _finish(s, save(outcome="error", reason=reason, finished=session.now()), out)
         print(f"{PROG}: infrastructure error: {reason}", file=sys.stderr)
         return EXIT_INFRA
     save()
     verdicts = {0: "good", last: "bad"}
     while (i := search.next_build(verdicts, len(todo))) is not None:
-        steps[i], _ = _judge(args, todo, i, out, index_url)
+        steps[i], _ = _judge(s, todo, i, out, index_url)
         verdicts[i] = steps[i].verdict
         save()
     found = search.found(verdicts, len(todo))
@@ -113,49 +90,48 @@ def cmd_bisect(args: argparse.Namespace, argv: Sequence[str]) -> int:
               "the builds between could not be judged)")
     final = save(outcome="found" if found.exact else "range", reason=reason, last_good=good.build,
                  first_bad=bad.build, skipped_between=between, compare_url=url, finished=session.now())
-    _finish(args, final, out)
+    _finish(s, final, out)
     say(f"{PROG}: {reason}; {len(steps)} builds judged in {time.monotonic() - started:.0f}s; "
         f"report: {out / 'report.json'}")
     return EXIT_PASSED
 
 
-def _builds(args: argparse.Namespace) -> tuple[list[listing.Build], str, bool]:
+def _builds(s: BisectSettings) -> tuple[list[listing.Build], str, bool]:
     """The builds in order, oldest (good) first, the index they are installed from ("" for --builds), and whether
     the good build is a release that index does not hold (a nightly range's: `--good 2.13.0`), which then
     comes first, before every listed build after it."""
-    if args.builds:
-        if args.good or args.bad:
+    if s.builds:
+        if s.good or s.bad:
             raise UsageError("give either --builds FILE or --good SPEC --bad SPEC, not both")
-        return listing.read_builds(Path(args.builds)), "", False
-    if not (args.good and args.bad):
+        return listing.read_builds(Path(s.builds)), "", False
+    if not (s.good and s.bad):
         raise UsageError("bisect needs --good VERSION and --bad VERSION (to list the builds between them from "
                          "the index), or --builds FILE (the builds in order, oldest first)")
-    for flag, value in (("--good", args.good), ("--bad", args.bad)):
+    for flag, value in (("--good", s.good), ("--bad", s.bad)):
         if not listing.is_version(value):
             raise UsageError(f"{flag} must be a torch version like 2.14.0.dev20261115 or 2.13.1, got {value!r}")
-    index_url = args.index_url or provision.index_for(
-        provision.check_backend(args.torch_backend), _channel(args.bad), provision.detect_cuda_driver())
+    index_url = s.index_url or provision.index_for(
+        provision.check_backend(s.torch_backend), _channel(s.bad), provision.detect_cuda_driver())
     if not index_url:
         raise UsageError("the installer's configured index cannot be listed here; pass --index-url URL (a PEP 503 "
                          "simple index, e.g. https://download.pytorch.org/whl/nightly/cpu) or --builds FILE")
     listed = listing.list_versions(index_url)
-    outside = ".dev" not in args.good and args.good.split("+")[0] not in {v.split("+")[0] for v in listed}
+    outside = ".dev" not in s.good and s.good.split("+")[0] not in {v.split("+")[0] for v in listed}
     if outside:
-        listed = sorted([*listed, args.good], key=listing.sort_key)
-    versions = listing.between(listed, args.good, args.bad)
+        listed = sorted([*listed, s.good], key=listing.sort_key)
+    versions = listing.between(listed, s.good, s.bad)
     return [listing.Build(v.split("+")[0]) for v in versions], index_url, outside
 
 
-def _prepare(args: argparse.Namespace, version: str, out: Path) -> str:
+def _prepare(s: BisectSettings, version: str, out: Path) -> str:
     """Install (or reuse from the venv store) a good release that the builds' index does not hold, from the
     index its own channel uses (not --index-url); every step then takes it as a prepared interpreter."""
-    from torch_upgrade_check import compare_cmd
+    from torch_upgrade_check.commands.compare import pythons_for
 
-    own = argparse.Namespace(**{**vars(args), "index_url": "", "venv_cap_gb": (
-        store.DEFAULT_CAP_GB if args.venv_cap is None else values.gigabytes(args.venv_cap, "--venv-cap")),
-        "stack": stack.from_args(args)})
+    cap = store.DEFAULT_CAP_GB if s.venv_cap is None else values.gigabytes(s.venv_cap, "--venv-cap")
     spec = provision.parse_spec(version, "--good")
-    return compare_cmd.pythons_for({"good": (spec, None)}, own, session.resolve_python(args.python), out)["good"]
+    return pythons_for({"good": (spec, None)}, replace(s, index_url=""), session.resolve_python(s.python), out,
+                       venv_cap_gb=cap, stack=stack.requested(None, s.requirements, s.extras))["good"]
 
 
 def _channel(version: str) -> provision.TorchSpec:
@@ -163,36 +139,16 @@ def _channel(version: str) -> provision.TorchSpec:
     return provision.TorchSpec(version, kind, f"torch=={version}")
 
 
-def _side(role: str, build: listing.Build) -> list[str]:
-    return [f"--{role}-python", build.python] if build.python else [f"--{role}", build.label]
-
-
-def _compare_argv(args: argparse.Namespace, good: listing.Build, build: listing.Build, folder: Path,
-                  index_url: str, only: Sequence[str]) -> list[str]:
-    argv = ["compare", *_side("baseline", good), *_side("candidate", build), "--out", str(folder),
-            "--no-job-summary", "--no-attribution", "--fail-on", args.fail_on]
-    argv += [x for pattern in only for x in ("--only", pattern)]
-    if args.index_url or index_url:
-        argv += ["--index-url", args.index_url or index_url]
-    for name in FORWARD_ONE:
-        value = getattr(args, name, None)
-        if value not in (None, ""):
-            argv += ["--" + name.replace("_", "-"), str(value)]
-    for name in FORWARD_MANY:
-        argv += [x for value in getattr(args, name, []) for x in ("--" + name.replace("_", "-"), value)]
-    return argv + ["--" + name.replace("_", "-") for name in FORWARD_FLAGS if getattr(args, name, False)]
-
-
-def _judge(args: argparse.Namespace, todo: Sequence[listing.Build], i: int, out: Path,
+def _judge(s: BisectSettings, todo: Sequence[listing.Build], i: int, out: Path,
            index_url: str) -> tuple[BisectStep, Report | None]:
     """Judge build i against the good build; a suspicious A/B is measured once more before the build is skipped."""
     build = todo[i]
     say(f"bisect: judging {build.label} ({i} of {len(todo) - 1}) against {todo[0].label}")
     started = time.monotonic()
-    step, baseline, unsettled = _compare(args, todo[0], build, i, out / "steps" / f"{i:02d}", index_url, args.only)
+    step, baseline, unsettled = _compare(s, todo[0], build, i, out / "steps" / f"{i:02d}", index_url, s.only)
     if unsettled:
         say(f"bisect: {build.label}: {len(unsettled)} check(s) suspicious; measuring them again in fresh processes")
-        step, _, unsettled = _compare(args, todo[0], build, i, out / "steps" / f"{i:02d}-again", index_url, unsettled)
+        step, _, unsettled = _compare(s, todo[0], build, i, out / "steps" / f"{i:02d}-again", index_url, unsettled)
         if unsettled:
             step = replace(step, verdict="skip", reason="could not settle " + step.reason)
     step = replace(step, seconds=round(time.monotonic() - started, 1))
@@ -200,11 +156,11 @@ def _judge(args: argparse.Namespace, todo: Sequence[listing.Build], i: int, out:
     return step, baseline
 
 
-def _compare(args: argparse.Namespace, good: listing.Build, build: listing.Build, i: int, folder: Path,
+def _compare(s: BisectSettings, good: listing.Build, build: listing.Build, i: int, folder: Path,
              index_url: str, only: Sequence[str]) -> tuple[BisectStep, Report | None, list[str]]:
     """One compare child; (the step, the baseline's report, the ids still suspicious)."""
     folder.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "torch_upgrade_check", *_compare_argv(args, good, build, folder, index_url, only)]
+    cmd = [sys.executable, "-m", "torch_upgrade_check", *command_line.bisect_step(s, good, build, folder, index_url, only)]
     log = folder / "compare.log"
     with log.open("w", encoding="utf-8") as f:
         f.write("$ " + " ".join(cmd) + "\n")
@@ -282,12 +238,12 @@ def _is_commit(text: str) -> bool:
     return len(text) >= 7 and all(c in "0123456789abcdef" for c in text.lower())
 
 
-def _finish(args: argparse.Namespace, record: Bisection, out: Path) -> dict[str, str]:
+def _finish(s: BisectSettings, record: Bisection, out: Path) -> dict[str, str]:
     from torch_upgrade_check.report import bisect as render
 
     paths = {"report": str((out / "report.json").resolve()), "junit": str((out / "junit.xml").resolve()),
              "summary": str((out / "summary.md").resolve())}
     return github.publish_text(render.render_summary(record), render.junit_text(record),
                                render.outputs(record, paths), out, environ=os.environ,
-                               job_summary=not args.no_job_summary)
+                               job_summary=not s.no_job_summary)
 
