@@ -1,10 +1,11 @@
-"""What a check of each aspect costs on this machine: the figures `--list` prints (src/torch_upgrade_check/costs.py)
-and docs/benchmarks.md's table.
+"""What a check of each aspect costs on this machine: the figures `--list` prints (each aspect's Cost in
+src/torch_upgrade_check/aspects.py, read by costs.py) and docs/benchmarks.md's table.
 
 Runs `run --device cpu` of the built-in suite, then of a small project whose one workload (a small MLP) takes the
 opt-in aspects (compile-time, compile-cache, compiled-latency, aoti, onnx with dynamo=True, export with dynamic
 shapes) and two shipped files (a checkpoint and a .pt2 program), and prints each aspect's median and largest check time (`duration_s` in
-report.json: the check in its worker, not the worker's start), as a Markdown table and as the dict costs.py keeps.
+report.json: the check in its worker, not the worker's start), as a Markdown table and as (median, largest) by aspect,
+for aspects.TABLE's Cost figures.
 
     .venv/bin/python benchmarks/check_costs.py --out /tmp/check-costs        # about 5 minutes on 2 cores
     .venv/bin/python benchmarks/check_costs.py --reports A/report.json B/report.json   # from earlier runs

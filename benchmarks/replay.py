@@ -36,7 +36,7 @@ from pathlib import Path
 
 from detector import as_batch, fails_by_default, rate
 
-from torch_upgrade_check.analysis import ab
+from torch_upgrade_check.analysis import ab, abjudge
 from torch_upgrade_check.model import CheckSpec, Outcome
 from torch_upgrade_check.orchestrate import measure
 from torch_upgrade_check.orchestrate.compare import Thresholds
@@ -133,7 +133,7 @@ def replay(cell: Cell, runs: int, seed: int, budget_s: float) -> dict[str, float
         d = t.decision
         assert d is not None
         tally[d.state] = tally.get(d.state, 0) + 1
-        tally["fails"] += measure.outcome_of(d) is Outcome.FAILED
+        tally["fails"] += abjudge.outcome_of(d) is Outcome.FAILED
         pairs.append(d.batches)
         seconds.append(t.seconds)
         if d.state == "unchanged":
@@ -160,7 +160,7 @@ def redecide(cell: Cell, row: dict) -> str:
         last = k == len(pairs)
         decision = ab.decide(batches, threshold, alpha=ab.run_alpha(1), final=last and final_live)
         if decision.state != "pending":
-            return "fails" if measure.outcome_of(decision) is Outcome.FAILED else "passes"
+            return "fails" if abjudge.outcome_of(decision) is Outcome.FAILED else "passes"
     return "unknown"
 
 

@@ -12,11 +12,11 @@ import random
 
 import pytest
 
-from torch_upgrade_check.analysis import ab, stats
+from torch_upgrade_check.analysis import ab, abjudge, stats
+from torch_upgrade_check.analysis.abjudge import explain
 from torch_upgrade_check.analysis.verdicts import format_bytes, format_ms
 from torch_upgrade_check.model import CheckSpec, Outcome
 from torch_upgrade_check.orchestrate import measure
-from torch_upgrade_check.orchestrate.measure import explain
 
 ALPHA = ab.run_alpha(24)  # a whole-suite run: 24 A/B checks share the budget
 
@@ -529,13 +529,13 @@ def test_an_undecided_check_beyond_the_threshold_fails_unless_told(policy: str, 
     t = track("latency", [batch(rng, 0.5), batch(rng, 0.5), batch(rng, 0.5)])
     t.decision = ab.decide(t.batches, 0.10, alpha=ALPHA, final=True)
     t.metrics = {"b": {}, "c": {}}
-    _, cand = measure.results(t, {}, policy)
+    _, cand = abjudge.results(t, {}, policy)
     assert cand.outcome is outcome and cand.metrics["change"] == "undecided" and cand.reason.startswith("undecided:")
     assert "deciding would take about 1 more process pair" in cand.reason
     assert cand.fail_kind == ("latency" if policy == "fail" else "correctness")
     inside = track("latency", [batch(rng, 0.03, noise=0.6)])
     inside.decision = ab.decide(inside.batches, 0.10, alpha=ALPHA, final=True)
-    assert inside.decision.state == "undecided" and measure.results(inside, {}, "fail")[1].outcome is Outcome.SUSPICIOUS
+    assert inside.decision.state == "undecided" and abjudge.results(inside, {}, "fail")[1].outcome is Outcome.SUSPICIOUS
 
 
 def test_when_host_ram_decides_a_memory_check_its_numbers_are_the_hosts() -> None:
@@ -549,11 +549,11 @@ def test_when_host_ram_decides_a_memory_check_its_numbers_are_the_hosts() -> Non
     t.host_batches = [host] * 4
     t.samples = {"b": [100.0 * mib] * 12, "c": [100.0 * mib] * 12}
     t.host_samples = {"b": [500.0 * mib] * 32, "c": [756.0 * mib] * 32}
-    t.decision = ab.decide(t.batches, 0.10, alpha=ALPHA, final=True, floor=measure.MEMORY_FLOOR_BYTES, increase="growth")
-    t.host_decision = ab.decide(t.host_batches, 0.10, alpha=ALPHA, final=True, floor=measure.HOST_FLOOR_BYTES,
+    t.decision = ab.decide(t.batches, 0.10, alpha=ALPHA, final=True, floor=abjudge.MEMORY_FLOOR_BYTES, increase="growth")
+    t.host_decision = ab.decide(t.host_batches, 0.10, alpha=ALPHA, final=True, floor=abjudge.HOST_FLOOR_BYTES,
                                 increase="growth")
     assert t.decision.state == "unchanged" and t.host_decision.state == "regression"
-    _, cand = measure.results(t, {})
+    _, cand = abjudge.results(t, {})
     m = cand.metrics
     assert cand.outcome is Outcome.FAILED and m["change"] == "regression" and m["decided_by"] == "host"
     assert m["ratio"] == pytest.approx((756 + 32) / (500 + 32)) and m["ratio"] == m["host"]["ratio"]
@@ -561,9 +561,9 @@ def test_when_host_ram_decides_a_memory_check_its_numbers_are_the_hosts() -> Non
     assert m["device"]["change"] == "unchanged" and m["device"]["ratio"] == pytest.approx(1.0)
     assert cand.reason.startswith("regression: host RAM")
     t.host_batches = [ab.Batch((500 * mib,) * 8, (501 * mib,) * 8, exact=True)] * 4  # the host unchanged: the device decides
-    t.host_decision = ab.decide(t.host_batches, 0.10, alpha=ALPHA, final=True, floor=measure.HOST_FLOOR_BYTES,
+    t.host_decision = ab.decide(t.host_batches, 0.10, alpha=ALPHA, final=True, floor=abjudge.HOST_FLOOR_BYTES,
                                 increase="growth")
-    _, cand = measure.results(t, {})
+    _, cand = abjudge.results(t, {})
     assert cand.metrics["decided_by"] == "device" and cand.metrics["ratio"] == pytest.approx(1.0)
 
 
@@ -577,7 +577,7 @@ def test_a_compile_slowdown_fails_against_its_own_threshold_and_a_larger_one_let
         t = track("compile-time", pairs, threshold=threshold)
         t.samples = {"b": [124.0] * 24, "c": [161.0] * 24}
         t.decision = ab.decide(t.batches, threshold, alpha=ab.run_alpha(1), final=True)
-        verdicts[threshold] = measure.results(t, {})[1]
+        verdicts[threshold] = abjudge.results(t, {})[1]
     failed, passed = verdicts[0.25], verdicts[1.0]
     assert failed.outcome is Outcome.FAILED and failed.fail_kind == "latency", failed.reason
     assert failed.reason.startswith("regression: cold compile time 1.3") and "threshold 1.25×" in failed.reason

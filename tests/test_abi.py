@@ -19,7 +19,7 @@ import pytest
 from conftest import run_cli
 from harness import interpreter
 from test_imports import build_env
-from torch_upgrade_check.orchestrate import abi, imports
+from torch_upgrade_check.hostchecks import abi, imports
 
 OLD = "_ZN3c1013MessageLoggerC1EPKcii"
 NOW = "_ZN3c1013MessageLoggerC1ENS_14SourceLocationEib"

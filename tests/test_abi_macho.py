@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from torch_upgrade_check.hostchecks import abi
 from torch_upgrade_check.model import Outcome
-from torch_upgrade_check.orchestrate import abi
 from torch_upgrade_check.worker import importables
 
 OLD = "_ZN3c1013MessageLoggerC1EPKcii"  # c10::MessageLogger::MessageLogger(char const*, int, int): torch before 2.x

@@ -8,7 +8,7 @@ import pytest
 from conftest import load_report, results_by_id, run_cli
 
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.orchestrate import apiscan
+from torch_upgrade_check.hostchecks import apiscan
 
 SOURCE = """\
 import torch

@@ -1,4 +1,4 @@
-"""The architecture holds: torch stays inside worker/, the worker imports only what it may."""
+"""The architecture holds: torch stays inside worker/, the worker imports only what it may, no import goes up a layer."""
 
 from __future__ import annotations
 
@@ -10,6 +10,20 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "src" / "torch_upgrade_check"
 WORKER_ALLOWED = {"torch", "torch_upgrade_check.model", "torch_upgrade_check.schema", "torch_upgrade_check.worker",
                   "onnxruntime"}  # the onnx aspect, only where the onnx extra is installed (else it skips first)
+
+
+# The layers, bottom first: a module imports from its own layer and those below it, never from one above. Each entry
+# is a top-level module or a package of src/torch_upgrade_check ("torch_upgrade_check": the package's __init__).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("plain data: the vocabulary, versioned JSON, values (stdlib only)",
+     ("torch_upgrade_check", "errors", "aspects", "model", "schema", "values", "costs", "suite")),
+    ("the worker, inside the environment under test", ("worker",)),
+    ("pure decisions", ("analysis",)),
+    ("pure renderers and GitHub's files", ("report", "github", "pr_comment")),
+    ("the host: processes, venvs, timeouts, and the checks run beside the workers", ("orchestrate", "hostchecks")),
+    ("front ends: inputs, commands, the CLI and the action's entry",
+     ("config", "stack", "runner_status", "scaffold", "commands", "cli", "action_entry", "__main__")),
+)
 
 
 def _imports(path: Path) -> set[str]:
@@ -109,8 +123,75 @@ def test_the_commands_share_helpers_without_an_import_circle() -> None:
     assert not any(circles), [c for c in circles if c]
 
 
+def test_aspects_is_stdlib_only() -> None:
+    """model imports it, so the worker does: the aspects' table must not bring anything else in."""
+    assert all(n.split(".")[0] in set(sys.stdlib_module_names) for n in _imports(PKG / "aspects.py"))
+
+
 def test_values_is_stdlib_and_errors_only() -> None:
     """Every front end imports it, the action's entry before anything is installed."""
     stdlib = set(sys.stdlib_module_names)
     names = _imports(PKG / "values.py")
     assert all(n.split(".")[0] in stdlib or n == "torch_upgrade_check.errors" for n in names), names
+
+
+
+def _unit(path: Path, root: Path) -> str:
+    """The LAYERS entry a file belongs to: its package or top-level module below the package root."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return "torch_upgrade_check" if parts == ("__init__",) else parts[0]
+
+
+def _going_up(root: Path) -> list[str]:
+    """Every import, at module level or inside a function, of a module from a layer above the importer's."""
+    layer_of = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
+    files = sorted(root.rglob("*.py"))
+    unplaced = sorted({_unit(p, root) for p in files} - set(layer_of))
+    assert unplaced == [], f"{unplaced}: a new module or package; give it its layer in LAYERS"
+    up = []
+    for path in files:
+        mine = layer_of[_unit(path, root)]
+        for name in _package_imports(path, root):
+            theirs = layer_of[name.split(".")[1] if "." in name else name]
+            if theirs > mine:
+                up.append(f"{path.relative_to(root)} imports {name}, of {LAYERS[theirs][0]}")
+    return up
+
+
+def _package_imports(path: Path, root: Path) -> list[str]:
+    """The package's modules a file imports: `from torch_upgrade_check import config` is config, not the package."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module == "torch_upgrade_check":
+            names.update(f"{node.module}.{a.name}" if (root / f"{a.name}.py").exists() or (root / a.name).is_dir()
+                         else node.module for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return sorted(n for n in names if n.split(".")[0] == "torch_upgrade_check")
+
+
+def test_no_import_goes_up_a_layer() -> None:
+    assert _going_up(PKG) == []
+
+
+def test_an_import_going_up_a_layer_is_found_also_inside_a_function(tmp_path: Path) -> None:
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "x.py").write_text("def f():\n    from torch_upgrade_check.orchestrate import session\n")
+    (tmp_path / "orchestrate").mkdir()
+    (tmp_path / "orchestrate" / "y.py").write_text("from torch_upgrade_check import __version__, config, errors\n")
+    for name in ("config.py", "errors.py", "__init__.py"):
+        (tmp_path / name).write_text("")
+    assert _going_up(tmp_path) == [
+        "analysis/x.py imports torch_upgrade_check.orchestrate, of the host: processes, venvs, timeouts, and the checks "
+        "run beside the workers",
+        "orchestrate/y.py imports torch_upgrade_check.config, of front ends: inputs, commands, the CLI and the action's "
+        "entry"]
+
+
+def test_no_relative_imports() -> None:
+    """_imports reads absolute imports only: a relative one would slip past the layering."""
+    relative = [str(p.relative_to(PKG)) for p in PKG.rglob("*.py")
+                if any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(ast.parse(p.read_text())))]
+    assert relative == []

@@ -1,13 +1,13 @@
-"""What compare judges from both sides' results (orchestrate.compare.judge_against_baseline) and the
+"""What compare judges from both sides' results (analysis.sides.judge_against_baseline) and the
 training-curve band (analysis.verdicts): the cases two identical torches must pass, and the changes that fail."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from torch_upgrade_check.analysis.sides import judge_against_baseline
 from torch_upgrade_check.analysis.verdicts import CURVE_RTOL, decide
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Report
-from torch_upgrade_check.orchestrate.compare import judge_against_baseline
 
 W = {"category": "FutureWarning", "module": "torch.serialization", "message": "weights_only will default to True",
      "count": 1, "aspects": ["checkpoint"]}
@@ -132,7 +132,7 @@ def test_an_autocast_step_with_nothing_compared_never_passes() -> None:
 
 
 def test_the_first_node_where_the_post_grad_graphs_part_is_named() -> None:
-    from torch_upgrade_check.orchestrate.compare import first_graph_difference
+    from torch_upgrade_check.analysis.sides import first_graph_difference
 
     one = [["placeholder float32[4, 8]", "call_function aten.mm.default float32[4, 16]", "output"]]
     assert first_graph_difference(one, one) is None

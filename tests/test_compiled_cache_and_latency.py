@@ -11,7 +11,7 @@ from conftest import user_project
 from harness import interpreter
 from test_checks_catch_breakage import compared, outcomes
 
-from torch_upgrade_check.analysis import compilecache
+from torch_upgrade_check.analysis import compilecache, sides
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
 from torch_upgrade_check.orchestrate import compare, measure
 
@@ -113,12 +113,12 @@ def test_compare_warns_when_the_candidate_caches_nothing_the_baseline_loaded_fro
                            metrics={"warm_cache": warm})
 
     base = result({"fx_hit": 3, "aot_hit": 2})
-    judged = compare._cache_no_longer_used(base, result({}), "2.13.0")
+    judged = sides._cache_no_longer_used(base, result({}), "2.13.0")
     assert judged.outcome is Outcome.SUSPICIOUS
     assert judged.reason == ("r; baseline 2.13.0's warm process loaded 5 cached graphs and entries: this torch caches "
                              "none of them, so every restart compiles cold")
-    assert compare._cache_no_longer_used(base, result({"fx_hit": 1}), "2.13.0").outcome is Outcome.PASSED
-    assert compare._cache_no_longer_used(result({}), result({}), "2.13.0").outcome is Outcome.PASSED
+    assert sides._cache_no_longer_used(base, result({"fx_hit": 1}), "2.13.0").outcome is Outcome.PASSED
+    assert sides._cache_no_longer_used(result({}), result({}), "2.13.0").outcome is Outcome.PASSED
 
 
 def test_compiled_latency_is_judged_as_latency_and_its_compile_stays_out_of_the_budget() -> None:

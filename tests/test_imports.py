@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 from conftest import run_cli
 from harness import interpreter
-from torch_upgrade_check.orchestrate import imports
+from torch_upgrade_check.hostchecks import imports
 
 PACKAGES = {
     # loads a native library through torch, as an extension loads its ops library

@@ -36,7 +36,7 @@ def test_only_matches_ids_workloads_aspects_and_globs() -> None:
     assert ids("mlp[float32]/latency") == ["mlp[float32]/latency"]
     # warnings last: it reports what the others raised
     assert ids("mlp") == [f"mlp[float32]/{a}" for a in (*suite.TRAINED_ASPECTS[:-1], *suite.MODE, "compiled-latency",
-                                                         *suite.ARTIFACT_ASPECTS, "dataloader", "warnings")]
+                                                         *suite.BUILTIN_ARTIFACTS, "dataloader", "warnings")]
     assert set(ids("latency")) == {s.id for s in suite.plan(suite.BUILTIN, "cpu") if s.aspect == "latency"}
     # two of the four also have deterministic-backward
     assert all(i.startswith("flex_attention") for i in ids("flex*")) and len(ids("flex*")) == 4 * 7 + 2
@@ -67,8 +67,8 @@ def test_every_aspect_has_a_cost_for_list_and_an_unmeasured_one_says_so() -> Non
 
 
 def test_the_cost_table_in_the_docs_is_the_one_list_prints() -> None:
-    """docs/benchmarks.md's per-aspect table and `costs.py` are one measurement: a figure changed in one place only
-    fails here."""
+    """docs/benchmarks.md's per-aspect table and `costs.py` (aspects.TABLE's costs) are one measurement: a figure
+    changed in one place only fails here."""
     import re
     from pathlib import Path
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from torch_upgrade_check.orchestrate import resolve
+from torch_upgrade_check.hostchecks import resolve
 
 PIP = [sys.executable, "-m", "pip"]
 

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import yaml
 
 from torch_upgrade_check import suite
+from torch_upgrade_check.aspects import ASPECT
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import COMPILE_MODES, DEVICES, DTYPES
 from torch_upgrade_check.values import flag, milliseconds, percent, steps, threads, timeout, tolerance, undecided
@@ -23,11 +24,11 @@ CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs
 WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
                     "training-curve", "amp", "dataloader", "latency", "memory", "compile-time", "compile-cache",
                     "compiled-latency", "warnings", "export", "jit", "aoti", "onnx")
-# compile-time is opt-in (--compile-time, or listed here): each sample is a whole cold compile; so are compile-cache
-# (a cold compile and a second process's warm one) and compiled-latency (a compile in every A/B worker), for a team
-# that ships its model compiled; and the artifact aspects (export, jit, aoti, onnx): a team lists the artifacts it
-# ships (`jit:` or `onnx:` alone also plans it)
-OPT_IN_ASPECTS = ("compile-time", "compile-cache", "compiled-latency", "export", "jit", "aoti", "onnx")
+# opt-in, as aspects.TABLE says: compile-time (--compile-time, or listed here), each sample is a whole cold compile;
+# so are compile-cache (a cold compile and a second process's warm one) and compiled-latency (a compile in every A/B
+# worker), for a team that ships its model compiled; and the artifact aspects (export, jit, aoti, onnx): a team lists
+# the artifacts it ships (`jit:` or `onnx:` alone also plans it)
+OPT_IN_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if ASPECT[a].opt_in)
 DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a not in OPT_IN_ASPECTS)
 DEFAULT_DTYPES = ("float32",)
 

@@ -5,50 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from torch_upgrade_check.aspects import TABLE, Cost
+
 MEASURED_ON = ("measured on a shared 2-core x86_64 CPU with torch 2.13.0+cpu (2026-12-01), while other jobs ran: "
                "a guide, not a promise")
-# aspect -> (median seconds a check, the most a check took, a note): benchmarks/check_costs.py (`run` of the built-in
-# suite, and of a small MLP with the opt-in aspects and two shipped files); cross-version from a compare of the
-# built-ins (the candidate's side)
-# (None: not measured here, and the note says why). Measured while three other jobs shared the 2 cores: the built-in
-# suite took 293 s then, 82 s on the quiet machine, so these run high.
-ASPECT_COST_S: dict[str, tuple[float | None, float | None, str]] = {
-    "numerics": (0.8, 3.6, ""),
-    "cross-backend": (None, None, "needs an accelerator: not measured here (skipped on a CPU)"),
-    "cross-version": (0.2, 14, "compare only; the first of a worker the most"),
-    "compile": (7.3, 28, "Inductor compiles of the forward and the training step; FlexAttention's take the most"),
-    "compile-mode": (0.1, 1.2, "mlp and matmul compiled again in the device's mode, after their compile check (measured "
-                               "alone, 2026-12-04, Inductor's cache empty)"),
-    "determinism": (0.2, 0.3, ""),
-    "deterministic-backward": (None, None, "CUDA only: not measured here"),
-    "latency": (2.1, 6.0, ""),
-    "op-latency": (0.9, 10, "compare only: the recorded ops timed on both sides, in 2 fresh process pairs the checks "
-                            "share; the one that records first the most"),
-    "memory": (0.3, 0.8, ""),
-    "fsdp2": (46, 46, "torchrun and 2 processes (gloo)"),
-    "ddp": (12, 12, "opt-in (--ddp): torchrun and 2 processes (gloo), 25 s of CPU"),
-    "checkpoint": (0.7, 0.7, ""),
-    "training-curve": (15, 21, "50 steps, twice"),
-    "sdpa-backends": (3.0, 3.5, ""),
-    "amp": (2.2, 4.1, ""),
-    "dataloader": (10, 24, "6 DataLoaders of 2 workers: fork, spawn, forkserver, persistent workers off and on "
-                           "(spawned workers import torch)"),
-    "compile-time": (62, 62, "3 cold compiles of a small MLP, and a warm-up"),
-    "compile-cache": (5.5, 27, "a cold compile and a second process's warm one: matmul's 5 s, a small MLP's C++ "
-                               "kernels 12-27 s (2026-12-04, other jobs running)"),
-    "compiled-latency": (2.0, 5.4, "one compile a worker (not timed), then as latency (2026-12-04, other jobs running)"),
-    "warnings": (0.3, 0.5, ""),
-    "resolve": (None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
-    "imports": (None, None, "your stack: one process a top-level module"),
-    "abi": (None, None, "your stack: reads every shared object that links torch"),
-    "api": (5.4, 13, "opt-in (--scan): one process a side imports torch and reaches each name your code uses; "
-                     "names under torch._dynamo the most"),
-    "export": (7.4, 13, "the first of a worker imports torch.export in it and in the loader process"),
-    "jit": (1.4, 1.4, ""),
-    "aoti": (37, 37, "one AOTInductor compile of a small MLP"),
-    "onnx": (9.4, 9.4, "dynamo=True, the first of a worker (imports of the exporter); the legacy exporter 0.1 s"),
-    "artifact": (0.1, 0.2, "a checkpoint or a .pt2 program already imported"),
-}
+# aspect -> (median seconds a check, the most a check took, a note), from aspects.TABLE: benchmarks/check_costs.py
+# (`run` of the built-in suite, and of a small MLP with the opt-in aspects and two shipped files); cross-version from a
+# compare of the built-ins (the candidate's side) (None: not measured here, and the note says why). Measured while
+# three other jobs shared the 2 cores: the built-in suite took 293 s then, 82 s on the quiet machine, so these run high.
+ASPECT_COST_S: dict[str, Cost] = {a.name: a.cost for a in TABLE if a.cost is not None}
 COMPARE_NOTE = ("in compare each check runs on both sides, and latency, compiled-latency, memory and compile-time are "
                 "measured A/B within --ab-budget a check")
 

@@ -6,27 +6,17 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# compare's checks of the team's stack (commands/stack_checks.py): planned by compare beside the suite, never by a workload
-STACK_ASPECTS = ("resolve", "imports", "abi", "api")
-ASPECTS = ("numerics", "cross-backend", "cross-version", "compile", "compile-mode", "determinism", "deterministic-backward",
-           "latency", "op-latency", "memory", "fsdp2", "ddp", "checkpoint", "training-curve", "sdpa-backends",
-           "amp", "dataloader", "compile-time", "compile-cache", "compiled-latency", "warnings", *STACK_ASPECTS)
+# the aspects' vocabulary, from aspects.TABLE; named here too for the front ends and scripts that import it from model
+from torch_upgrade_check.aspects import ASPECTS as ASPECTS
+from torch_upgrade_check.aspects import FAIL_KINDS as FAIL_KINDS
+from torch_upgrade_check.aspects import FAIL_ON as FAIL_ON
+from torch_upgrade_check.aspects import STACK_ASPECTS as STACK_ASPECTS
+from torch_upgrade_check.aspects import Word
+
 DEVICES = ("cpu", "cuda", "mps")
-# what `--fail-on` (and the action's fail-on) can name, and the kind of each failing aspect; the rest is correctness
-FAIL_ON = ("correctness", "latency", "memory", "warnings")
-FAIL_KINDS = {"latency": "latency", "compile-time": "latency", "compiled-latency": "latency", "op-latency": "latency",
-              "memory": "memory", "fleet-memory": "memory", "warnings": "warnings"}
 # tf32: float32 tensors computed with TF32 tensor-core math (CUDA, compute capability 8.0+); every other
 # float32 check runs in IEEE float32.
 DTYPES = ("float32", "float16", "bfloat16", "float64", "tf32")
-# deployment artifacts (worker.artifacts): built, saved, loaded in a fresh process; in compare the baseline's loaded
-# (onnx, worker.onnxexport: exported and run in onnxruntime; in compare the baseline's export and default exporter;
-# artifact, worker.shipped: a file the team ships, loaded with default arguments; in compare the baseline's outputs)
-ARTIFACT_ASPECTS = ("export", "jit", "aoti", "onnx", "artifact")
-ASPECTS += ARTIFACT_ASPECTS
-# the checks of torch.compile against eager: `compile` as the workload's `compile:` options say (built-ins: the
-# defaults); `compile-mode` (built-ins) the same in the mode teams ship for speed on the device (COMPILE_MODE_OF)
-COMPILE_ASPECTS = ("compile", "compile-mode")
 # torch.compile's modes (torch._inductor.list_mode_options), as a workload's `compile: {mode: ...}` names them
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # compile-mode's mode per device: CUDA graphs where there is CUDA, else autotuning without them
@@ -45,6 +35,33 @@ class Outcome(str, enum.Enum):
     ERROR = "error"
     SKIPPED = "skipped"
     NOT_RUN = "not-run"
+
+
+class Status(Word):
+    """What a worker saw of one check (Observation.status): a result, a skip, or how it broke."""
+
+    OK = "ok"  # metrics hold the measurement
+    SKIPPED = "skipped"  # message says why
+    EXCEPTION = "exception"  # the check raised: message and traceback
+    CRASH = "crash"  # the worker died in it
+    TIMEOUT = "timeout"  # the worker was killed at the check's timeout
+
+
+class ABState(Word):
+    """Where an A/B decision stands (analysis.ab.Decision.state; a result's metrics["change"])."""
+
+    REGRESSION = "regression"
+    UNCHANGED = "unchanged"
+    IMPROVED = "improved"
+    UNDECIDED = "undecided"  # not settled within its budget
+    PENDING = "pending"  # not settled yet: another pair of workers measures it
+
+
+class Side(Word):
+    """compare's two torches (Report.role, when a report is one side of a comparison)."""
+
+    BASELINE = "baseline"
+    CANDIDATE = "candidate"
 
 
 class Verdict(str, enum.Enum):
@@ -87,8 +104,8 @@ class CheckSpec:
 class Observation:
     """What the worker saw for one check: raw metrics, or why it could not measure them.
 
-    status: "ok" (metrics hold the measurement), "skipped" (message says why),
-    "exception" (message and traceback say what was raised).
+    status: a Status word ("ok": metrics hold the measurement; "skipped": message says why; "exception": message and
+    traceback say what was raised; "crash", "timeout": the worker died or was killed in it).
     """
 
     id: str

@@ -18,7 +18,7 @@ from typing import Any
 
 from torch_upgrade_check import __version__
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.model import CheckResult, Outcome, Report
+from torch_upgrade_check.model import CheckResult, Outcome, Report, Side
 from torch_upgrade_check.schema import SchemaError
 
 STATUS_KIND = "torch-upgrade-check/runner-status"
@@ -190,7 +190,7 @@ def on_the_cpu(status: RunnerStatus, report: Report) -> Report:
     gpu_runner) and the report's checks ran on the CPU; unchanged otherwise. A baseline is left as it is: its
     candidate beside it carries the failure (a baseline never decides)."""
     meant = gpu_runner(status)
-    if not meant or report.device != "cpu" or report.role == "baseline" or report.infra_error:
+    if not meant or report.device != "cpu" or report.role == Side.BASELINE or report.infra_error:
         return report
     names = ", ".join(status.runner)
     asked = status.runner_device or status.device

@@ -9,26 +9,24 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from torch_upgrade_check.aspects import FIRST_DTYPE_ONLY, FLOAT32_ONLY, LAST, TRAINING_ASPECTS
 from torch_upgrade_check.model import CheckSpec
 
 # models with parameters and a loss: a training job checkpoints them
 TRAINED_ASPECTS = ("numerics", "cross-backend", "compile", "determinism", "checkpoint", "training-curve", "amp",
                    "latency", "memory", "warnings")
-MODEL_ASPECTS = tuple(a for a in TRAINED_ASPECTS if a not in ("checkpoint", "training-curve", "amp"))
+MODEL_ASPECTS = tuple(a for a in TRAINED_ASPECTS if a not in TRAINING_ASPECTS)
 # the opt-in compiled aspects where they are cheap: compile-cache on matmul (a cold compile of 0.1-0.2 s, no C++ kernel
 # to build: about 4 s a check with its second process; a small MLP's took 20-30 s on the shared 2-core machine), and
 # compiled-latency on mlp (Inductor fuses its GELU: compiled code of its own; compiled once a worker, 1-10 s)
 OP_ASPECTS = ("numerics", "cross-backend", "compile", "compile-cache", "latency", "memory", "warnings")
 # deployment artifacts (export; jit traced) for the float32 built-in models whose artifacts build cheaply (a fresh
 # process each: seconds); transformer_block does not trace (its graph differs between calls), so has export only
-ARTIFACT_ASPECTS = ("export", "jit")
-FLOAT32_ONLY = ("amp",)  # runs the float32 model under autocast: planned for float32 only
+BUILTIN_ARTIFACTS = ("export", "jit")
 # compile-mode: compile again in the mode teams ship for speed (model.COMPILE_MODE_OF), for the built-ins whose compile
 # is cheap (a compile of the forward and the training step: a few seconds on a 2-core CPU); FlexAttention's alone take
 # half a minute
 MODE = ("compile-mode",)
-FIRST_DTYPE_ONLY = ("dataloader",)  # loads the workload's data, whatever the model's dtype: its first dtype only
-LAST = ("warnings",)  # planned after a workload's other aspects: it reports the warnings they raised
 
 
 @dataclass(frozen=True)
@@ -43,7 +41,7 @@ class Workload:
 
 
 BUILTIN: tuple[Workload, ...] = (
-    Workload("mlp", ("float32",), (*TRAINED_ASPECTS, *MODE, "compiled-latency", *ARTIFACT_ASPECTS, "dataloader"),
+    Workload("mlp", ("float32",), (*TRAINED_ASPECTS, *MODE, "compiled-latency", *BUILTIN_ARTIFACTS, "dataloader"),
              "3-layer MLP with GELU, forward and backward; compiled with its batch dimension dynamic (batches 32, 8, "
              "48); its dataset through DataLoader workers"),
     Workload("cnn", ("float32",), (*TRAINED_ASPECTS, "export"), "small conv net: conv, batch norm, pooling, linear head"),

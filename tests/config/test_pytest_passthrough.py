@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from config_helpers import EXAMPLE
 
+from torch_upgrade_check.hostchecks.pytest_passthrough import node_id, run_pytest
 from torch_upgrade_check.model import CheckResult, Outcome, check_id
-from torch_upgrade_check.pytest_passthrough import node_id, run_pytest
 
 pytestmark = pytest.mark.usefixtures("torch_python")
 

@@ -187,7 +187,7 @@ def _ab(workload: str, aspect: str, change: str, baseline: float, ratio: float, 
         p_value: float = 0.41, spread: float = 0.02, confirmed: bool = False, batches: int | None = None,
         agreeing: int | None = None, more_pairs: int = 0, **fields: Any) -> CheckResult:
     """A candidate's latency or memory result with the A/B metrics a comparison adds, and the one-line reason the
-    analysis writes (orchestrate/measure.py explain()). A change needs three agreeing fresh process pairs;
+    analysis writes (analysis/abjudge.py explain()). A change needs three agreeing fresh process pairs;
     "unchanged" settles in one."""
     outcome = {"regression": Outcome.FAILED, "suspicious": Outcome.SUSPICIOUS}.get(change, Outcome.PASSED)
     candidate = baseline * ratio

@@ -65,6 +65,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torch_upgrade_check.analysis import stats
+from torch_upgrade_check.model import ABState
 
 FAMILY_ALPHA = 0.05  # the chance that a run with nothing changed reports any A/B change, at most
 UNCHANGED_ALPHA = 0.025  # each side of the 95% interval reported, and that "unchanged" must clear
@@ -204,7 +205,7 @@ def run_alpha(checks: int) -> float:
 
 @dataclass(frozen=True)
 class Decision:
-    state: str  # regression | improved | unchanged | undecided | pending
+    state: ABState
     ratio: float
     ci_low: float
     ci_high: float
@@ -224,7 +225,7 @@ class Decision:
 
     @property
     def confirmed(self) -> bool:
-        return self.state in ("regression", "improved")
+        return self.state in (ABState.REGRESSION, ABState.IMPROVED)
 
     @property
     def beyond(self) -> bool:
@@ -263,7 +264,7 @@ def decide(batches: Sequence[Batch], threshold: float, *, alpha: float, final: b
     medians = (stats.median(base), stats.median([x for b in batches for x in b.candidate]))
     level = pair_level(batches, floor)
     if not level.estimates:
-        return Decision("undecided" if final else "pending", math.nan, math.nan, math.nan, 1.0, *medians,
+        return Decision(ABState.UNDECIDED if final else ABState.PENDING, math.nan, math.nan, math.nan, 1.0, *medians,
                         0, len(batches), 0, "no paired measurement could be compared", -1 if final else 0,
                         threshold=threshold)
     m, k = level.mean, len(level.estimates)
@@ -286,21 +287,21 @@ def decide(batches: Sequence[Batch], threshold: float, *, alpha: float, final: b
     common = (math.exp(m), math.exp(low95), math.exp(high95), p, *shown, rounds, len(batches))
     per_pair = stats.median(list(level.estimates))
 
-    def done(state: str, agreeing: int, why: str, more: int = 0, seconds: float = 0.0) -> Decision:
+    def done(state: ABState, agreeing: int, why: str, more: int = 0, seconds: float = 0.0) -> Decision:
         return Decision(state, *common, agreeing, why, more, seconds, run_low=math.exp(low), run_high=math.exp(high),
                         run_level=1 - 2 * alpha / LOOKS, threshold=threshold)
 
     needed = max(MIN_PAIRS, k - 1)
     if k >= MIN_PAIRS and m > tau and per_pair > tau and low > tau / 2 and up >= needed:
-        return done("regression", up, f"confirmed in {up} of {k} fresh process pairs")
+        return done(ABState.REGRESSION, up, f"confirmed in {up} of {k} fresh process pairs")
     if k >= MIN_PAIRS and m < -tau and per_pair < -tau and high < -tau / 2 and down >= needed:
-        return done("improved", down, f"confirmed in {down} of {k} fresh process pairs")
+        return done(ABState.IMPROVED, down, f"confirmed in {down} of {k} fresh process pairs")
     if m < -tau and high < -tau / 2 and not final:
-        return done("pending", down, "an improvement to confirm in fresh process pairs")
+        return done(ABState.PENDING, down, "an improvement to confirm in fresh process pairs")
     if high95 < tau:
-        return done("unchanged", up, ruled_out(high95, increase))
+        return done(ABState.UNCHANGED, up, ruled_out(high95, increase))
     if not final:
-        return done("pending", up, "not settled yet")
+        return done(ABState.PENDING, up, "not settled yet")
     if m > tau:
         total = max(MIN_PAIRS, level.pairs_for(alpha / LOOKS, m - tau / 2))
         why = f"beyond the threshold in {up} of {k} fresh process pairs, not confirmed within the budget"
@@ -308,10 +309,10 @@ def decide(batches: Sequence[Batch], threshold: float, *, alpha: float, final: b
         total = level.pairs_for(UNCHANGED_ALPHA, tau - m)
         why = f"too noisy to rule out a {increase} of {threshold:.0%} within the budget"
     if total - k > 100:  # it sits on the threshold: no budget decides it
-        return done("undecided", up, why, -1)
+        return done(ABState.UNDECIDED, up, why, -1)
     more = max(1, total - k)
     per_pair_s = sum(b.seconds + b.warm_seconds for b in batches) / len(batches)
-    return done("undecided", up, why, more, more * per_pair_s)
+    return done(ABState.UNDECIDED, up, why, more, more * per_pair_s)
 
 
 def ruled_out(high: float, increase: str) -> str:

@@ -11,7 +11,7 @@
   fp64 golden (`vs_baseline`, closeness's cross-version rule): a change that moves eager and compiled alike passes
   compile against eager in its own version, and fails here.
 Graph breaks, recompiles and graphs new since the baseline are judged across the two reports
-(orchestrate.compare.judge_against_baseline), recompiles per size among them.
+(analysis.sides.judge_against_baseline), recompiles per size among them.
 """
 
 from __future__ import annotations

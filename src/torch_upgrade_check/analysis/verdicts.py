@@ -23,7 +23,7 @@ Rules (thresholds are recorded on each result):
   and each tensor of the step within AMP_ROUNDOFFS unit roundoffs (relative RMS) of the fp64 golden; in compare
   the baseline's golden, within the cross-version rule of the baseline's autocast step, and the fp64 step's
   golden unchanged from the baseline's.
-- warnings: listed; passes (compare judges what is new in the candidate: orchestrate.compare).
+- warnings: listed; passes (compare judges what is new in the candidate: analysis.sides).
 - export, jit: the program built, saved and reloaded in a fresh process (in compare also the baseline's
   saved program), every output by the compile rule against eager's (analysis.artifacts).
 - fsdp2: each step's reduced gradient shards within FSDP2_GRAD_TOL (of each gradient's RMS) of the unsharded
@@ -46,7 +46,8 @@ from typing import Any
 
 from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, dataloader, stats
 from torch_upgrade_check.analysis.closeness import as_float, plural_of, short
-from torch_upgrade_check.model import ARTIFACT_ASPECTS, COMPILE_ASPECTS, CheckResult, CheckSpec, Observation, Outcome
+from torch_upgrade_check.aspects import ARTIFACT_ASPECTS, COMPILE_ASPECTS
+from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
 
 FSDP2_ATOL = 1e-5
 FSDP2_RTOL = 1e-4
@@ -93,9 +94,9 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
             repro: str = "") -> CheckResult:
     base = {"workload": spec.workload, "aspect": spec.aspect, "device": spec.device, "dtype": spec.dtype,
             "duration_s": round(obs.duration_s, 6), "repro": repro}
-    if obs.status == "skipped":
+    if obs.status == Status.SKIPPED:
         return CheckResult(outcome=Outcome.SKIPPED, reason=obs.message, **base)
-    if obs.status in ("exception", "crash", "timeout"):
+    if obs.status in (Status.EXCEPTION, Status.CRASH, Status.TIMEOUT):
         return CheckResult(outcome=Outcome.ERROR, reason=obs.message, details=obs.traceback, metrics=dict(obs.metrics),
                            **base)
     m = dict(obs.metrics)

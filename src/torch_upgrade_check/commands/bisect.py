@@ -21,6 +21,7 @@ from pathlib import Path
 
 from torch_upgrade_check import __version__, github, stack, values
 from torch_upgrade_check.analysis import bisect as search
+from torch_upgrade_check.aspects import AB_ASPECTS
 from torch_upgrade_check.commands import argv as command_line
 from torch_upgrade_check.commands.common import PROG, say
 from torch_upgrade_check.commands.settings import BisectSettings
@@ -28,7 +29,6 @@ from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, UsageError
 from torch_upgrade_check.model import Bisection, BisectStep, CheckResult, Outcome, Report
 from torch_upgrade_check.orchestrate import builds as listing
 from torch_upgrade_check.orchestrate import provision, session, store
-from torch_upgrade_check.orchestrate.compare import AB_ASPECTS
 from torch_upgrade_check.schema import SchemaError, read_reports, write_bisection
 
 GITHUB_COMPARE = "https://github.com/pytorch/pytorch/compare/{good}...{bad}"

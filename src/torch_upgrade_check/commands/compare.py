@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from torch_upgrade_check import __version__, costs, stack
+from torch_upgrade_check.analysis import abjudge
+from torch_upgrade_check.analysis.sides import decide_side, judge_against_baseline, mark_preexisting
+from torch_upgrade_check.aspects import AB_ASPECTS, PER_SIDE_ASPECTS
 from torch_upgrade_check.commands import argv, stack_checks
 from torch_upgrade_check.commands.common import (
     PROG,
@@ -140,7 +143,7 @@ class Sides:
             self.pythons[role], specs, self.settings, self.reports[role], probes=self.probes[role].probes,
             repro=self.repro, on_update=update,
             progress=session.Progress(len(specs), say, tag=role if self.s.has_baseline else ""), log_prefix=prefix,
-            decide_fn=lambda c, o, rep: compare.decide_side(c, o, rep, self.settings.max_latency_ms),
+            decide_fn=lambda c, o, rep: decide_side(c, o, rep, self.settings.max_latency_ms),
         )
 
 
@@ -277,7 +280,7 @@ def plan_checks(sides: Sides) -> Plan:
     """The checks of each phase on the device chosen; a UsageError when --only selects none."""
     settings, device, has_baseline = sides.settings, sides.device, sides.s.has_baseline
     corr, last = compare.correctness_specs(settings, device), compare.warnings_specs(settings, device)
-    ab_specs = session.plan(settings, device, aspects=list(compare.AB_ASPECTS))
+    ab_specs = session.plan(settings, device, aspects=list(AB_ASPECTS))
     saved_dir = sides.out / "baseline-outputs"  # emptied by plan_sides
     op_specs = compare.op_latency_specs(settings, device, saved_dir) if has_baseline else []
     side_specs: dict[str, list[CheckSpec]] = {"candidate": list(corr)}
@@ -287,7 +290,7 @@ def plan_checks(sides: Sides) -> Plan:
                       "candidate": [*corr, *compare.cross_version_specs(settings, device, saved_dir, "compare"),
                                     *compare.saved_specs(settings, device, saved_dir, "compare"), *last]}
     else:  # the candidate alone, as `run` plans it
-        side_specs["candidate"] += [*session.plan(settings, device, aspects=list(compare.PER_SIDE_ASPECTS)), *last,
+        side_specs["candidate"] += [*session.plan(settings, device, aspects=list(PER_SIDE_ASPECTS)), *last,
                                     *ab_specs]
     planned = [*side_specs["candidate"], *(ab_specs if has_baseline else []), *op_specs]
     stack_ids = stack_checks.planned_ids(sides.s, settings.only)
@@ -383,7 +386,7 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
              record: Callable[..., CheckResult | None], policy: str, *, attributing: bool = True) -> None:
     """The latency, memory and compile-time A/B, each result written to both sides' reports as it is decided; then,
     `attributing`, each regressed or undecided latency check's forward profiled op by op (orchestrate.attribute)."""
-    kinds = [a for a in compare.AB_ASPECTS if any(c.aspect == a for c in ab_specs)]
+    kinds = [a for a in AB_ASPECTS if any(c.aspect == a for c in ab_specs)]
     cold = (f", a compile-time check {measure.COMPILE_BUDGET_ROUNDS} of its rounds, {budget_s * measure.COMPILE_BUDGET_FACTOR:g}"
             f"-{budget_s * measure.COMPILE_BUDGET_MOST:g} s" if "compile-time" in kinds else "")
     say(f"{', '.join(kinds)}: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "
@@ -392,7 +395,7 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
     slower: list[tuple[measure.Track, CheckResult]] = []
 
     def on_track(track: measure.Track) -> None:
-        base, cand = measure.results(track, settings.max_latency_ms, policy)
+        base, cand = abjudge.results(track, settings.max_latency_ms, policy)
         record(base, cand)
         finished[0] += 1
         say(f"[{finished[0]}/{len(ab_specs)}] A/B {cand.outcome.value.upper():<10} {cand.id:<44} {cand.reason[:140]}")
@@ -407,7 +410,7 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
         table = attribute.attribute(track.spec, pair, baseline_ms=float(cand.metrics.get("baseline_median") or 0.0),
                                     candidate_ms=float(cand.metrics.get("candidate_median") or 0.0),
                                     timeout_s=settings.timeout_s, ab_budget_s=budget_s, say=say)
-        record(*measure.results(track, settings.max_latency_ms, policy, attribution=table))
+        record(*abjudge.results(track, settings.max_latency_ms, policy, attribution=table))
 
 
 def _recorder(sides: Sides, specs: list[CheckSpec]) -> Callable[..., CheckResult | None]:
@@ -442,8 +445,8 @@ def judge(sides: Sides, started: float) -> int:
     """The candidate judged against the baseline's saved results, the fleet's memory, then the report and exit code."""
     s, reports = sides.s, sides.reports
     if s.has_baseline:
-        reports["candidate"] = compare.judge_against_baseline(
-            reports["baseline"], compare.mark_preexisting(reports["baseline"], reports["candidate"]), s.fail_on_set)
+        reports["candidate"] = judge_against_baseline(
+            reports["baseline"], mark_preexisting(reports["baseline"], reports["candidate"]), s.fail_on_set)
     reports["candidate"] = fleet_memory(s.served, reports["candidate"], shlex.join(
         [PROG, *argv.compare_head(s), "--device", sides.device, *argv.fleet_flags(s, "memory")]))
     sides.reports = {k: replace(r, finished=session.now(), complete=True) for k, r in reports.items()}

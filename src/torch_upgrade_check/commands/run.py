@@ -12,8 +12,9 @@ from torch_upgrade_check.commands import argv, stack_checks
 from torch_upgrade_check.commands.common import PROG, finish, fleet_memory, fleet_result, infra, say, with_device_limits
 from torch_upgrade_check.commands.settings import RunSettings
 from torch_upgrade_check.errors import EXIT_PASSED
+from torch_upgrade_check.hostchecks import apiscan
 from torch_upgrade_check.model import ASPECTS, CheckSpec
-from torch_upgrade_check.orchestrate import apiscan, device_choice, session
+from torch_upgrade_check.orchestrate import device_choice, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import write_reports
 

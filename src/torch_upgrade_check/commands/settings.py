@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from torch_upgrade_check import config, suite, values
+from torch_upgrade_check.analysis import abjudge
 from torch_upgrade_check.commands import stack_checks
 from torch_upgrade_check.commands.common import PROG, Fleet, Output
 from torch_upgrade_check.errors import UsageError
+from torch_upgrade_check.hostchecks import apiscan
 from torch_upgrade_check.model import FAIL_ON
-from torch_upgrade_check.orchestrate import apiscan, compare, measure, provision, session, store
+from torch_upgrade_check.orchestrate import compare, measure, provision, session, store
 from torch_upgrade_check.stack import Stack
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -323,7 +325,7 @@ def _compare(args: argparse.Namespace, argv: Sequence[str]) -> CompareSettings:
                    else values.collect(problems, values.gigabytes, args.venv_cap, "--venv-cap"))
     if problems:
         raise UsageError(*problems)
-    undecided = args.undecided or (cfg.undecided if cfg is not None else None) or measure.UNDECIDED[0]
+    undecided = args.undecided or (cfg.undecided if cfg is not None else None) or abjudge.UNDECIDED[0]
     worker = run["session"]
     if (specs["baseline"] or args.baseline_python) and worker.threads is None:
         worker = replace(worker, threads=measure.default_threads())  # both sides measure with the same threads

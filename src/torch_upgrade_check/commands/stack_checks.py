@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from torch_upgrade_check import stack, suite
 from torch_upgrade_check.config import Config
 from torch_upgrade_check.errors import UsageError
+from torch_upgrade_check.hostchecks import abi, apiscan, imports, resolve
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import abi, apiscan, imports, installer, provision, resolve, session
+from torch_upgrade_check.orchestrate import installer, provision, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
 if TYPE_CHECKING:  # settings.py imports this module to plan the stacks

@@ -12,8 +12,8 @@ on fewer, without intervals, and says so. Each side profiles `calls` forwards, e
 baseline's forward (MAX_CALLS at most), after WARMUP plain ones. A round that fails (a crash, a timeout) ends the
 attribution with what the earlier rounds gave and the error; the check's verdict is the A/B's, never changed here.
 
-Which aspects: PROFILED, the A/B aspects whose worker forward can be profiled (worker.opprofile.FORWARDS holds the
-forward each one times); a new timed aspect joins both.
+Which aspects: PROFILED, the A/B aspects that time a forward (aspects.LATENCY_LIKE; worker.opprofile.FORWARDS holds
+the forward each one times: a new one joins it).
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from dataclasses import replace
 from typing import Any
 
 from torch_upgrade_check.analysis import attribution
-from torch_upgrade_check.model import CheckResult, CheckSpec
+from torch_upgrade_check.aspects import LATENCY_LIKE
+from torch_upgrade_check.model import ABState, CheckResult, CheckSpec, Side, Status
 from torch_upgrade_check.orchestrate.measure import Pair
 
-PROFILED = ("latency", "compiled-latency")
-CHANGES = ("regression", "undecided")  # the A/B states whose change is attributed
+PROFILED = LATENCY_LIKE  # a forward, eager or compiled: worker.opprofile.FORWARDS profiles it
+CHANGES = (ABState.REGRESSION, ABState.UNDECIDED)  # the A/B states whose change is attributed
 ROUNDS = 4  # fresh pairs: an op whose 4 rounds a side all read slower has p = 1/70
 FEWEST = attribution.FEWEST
 BUDGET_S = 60.0
@@ -70,8 +71,8 @@ def attribute(spec: CheckSpec, pair: Pair, *, baseline_ms: float, candidate_ms: 
             got: dict[str, dict[str, Any]] = {}
             for side, worker in order:
                 obs = worker.request(ask, timeout_s)
-                if obs.status != "ok" or not isinstance(obs.metrics.get("profile"), dict):
-                    who = "baseline" if side == "b" else "candidate"
+                if obs.status != Status.OK or not isinstance(obs.metrics.get("profile"), dict):
+                    who = Side.BASELINE if side == "b" else Side.CANDIDATE
                     error = f"the {who}'s profile in round {k + 1} failed: {obs.status}: {obs.message}"[:300]
                     break
                 got[side] = obs.metrics["profile"]

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from torch_upgrade_check.model import CheckSpec, Observation
+from torch_upgrade_check.model import CheckSpec, Observation, Status
 from torch_upgrade_check.orchestrate import workers
 from torch_upgrade_check.schema import PLAN_KIND, PLAN_VERSION
 
@@ -96,7 +96,7 @@ class LiveWorker:
         return [json.loads(line) for line in lines if line.strip()]
 
     def _failure(self, spec: CheckSpec, message: str, duration: float) -> Observation:
-        status = "timeout" if message.startswith("timed out") else "crash"
+        status = Status.TIMEOUT if message.startswith("timed out") else Status.CRASH
         tail = workers.check_tail(self.log_path, spec.id) or f"(the worker printed nothing; full log: {self.log_path})"
         return Observation(id=spec.id, status=status, message=message, traceback=tail, duration_s=duration)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from torch_upgrade_check.analysis import optiming
 from torch_upgrade_check.analysis.verdicts import decide
-from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome
+from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
 from torch_upgrade_check.orchestrate.live import LiveWorker
 from torch_upgrade_check.orchestrate.measure import Pair, close
 
@@ -84,12 +84,12 @@ def _ask(t: OpTrack, worker: LiveWorker, timeout_s: float, **params: Any) -> Obs
 
 
 def _failed(t: OpTrack, obs: Observation, side: str) -> bool:
-    if obs.status == "ok":
+    if obs.status == Status.OK:
         return False
-    if obs.status == "skipped":
+    if obs.status == Status.SKIPPED:
         t.skipped = obs.message or "skipped"
         return True
-    other = Observation(t.spec.id, "skipped", message="the other side failed first")
+    other = Observation(t.spec.id, Status.SKIPPED, message="the other side failed first")
     failed = Observation(t.spec.id, obs.status, message=obs.message, traceback=obs.traceback, duration_s=obs.duration_s)
     t.failed = (failed, other) if side == "b" else (other, failed)
     return True

@@ -13,7 +13,7 @@ from typing import Any
 from torch_upgrade_check import __version__, suite
 from torch_upgrade_check.analysis.verdicts import decide
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.model import DEVICES, CheckResult, CheckSpec, Observation, Outcome, Report
+from torch_upgrade_check.model import DEVICES, CheckResult, CheckSpec, Observation, Outcome, Report, Status
 from torch_upgrade_check.orchestrate.workers import InfrastructureError, WorkerSession, run_worker
 
 
@@ -137,7 +137,7 @@ def execute(
     for s in specs:
         skip = planned_skip(s, settings.requested_device, probes)
         if skip:
-            results[s.id] = decide_fn(s, Observation(s.id, "skipped", message=skip), results[s.id].repro)
+            results[s.id] = decide_fn(s, Observation(s.id, Status.SKIPPED, message=skip), results[s.id].repro)
             progress(results[s.id], 0.0)
         else:
             to_run.append(s)
@@ -160,7 +160,7 @@ def execute(
     except InfrastructureError as e:
         return replace(current(), infra_error=str(e), finished=now())
     if settings.pytest_args is not None and _pytest_selected(settings):
-        from torch_upgrade_check.pytest_passthrough import run_pytest
+        from torch_upgrade_check.hostchecks.pytest_passthrough import run_pytest
 
         tests = run_pytest(python, settings.pytest_args, cwd=settings.config_root or Path.cwd(),
                            out_dir=settings.out / "logs" / f"pytest-{log_prefix}", timeout_s=settings.timeout_s,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch_upgrade_check
-from torch_upgrade_check.model import CheckSpec, Observation
+from torch_upgrade_check.model import CheckSpec, Observation, Status
 from torch_upgrade_check.schema import PLAN_KIND, PLAN_VERSION, START_MARKER
 
 POLL_S = 0.05
@@ -230,7 +230,7 @@ def _record_failure(
     session: WorkerSession,
     on_observation: Callable[[CheckSpec, Observation], None],
 ) -> None:
-    status = "timeout" if message.startswith("timed out") else "crash"
+    status = Status.TIMEOUT if message.startswith("timed out") else Status.CRASH
     tail = check_tail(log_path, check) or f"(the worker printed nothing; full log: {log_path})"
     obs = Observation(id=check, status=status, message=message, traceback=tail, duration_s=duration)
     session.observations[check] = obs

@@ -8,18 +8,17 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torch_upgrade_check.model import ASPECTS, DEVICES, FAIL_KINDS, Outcome, Report, Verdict
+from torch_upgrade_check.aspects import ASPECTS, FAIL_KINDS
+from torch_upgrade_check.model import DEVICES, ABState, Outcome, Report, Side, Verdict
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN})
 ATTENTION = FAILING | {Outcome.SUSPICIOUS}  # what the job summary shows open, before everything that passed
-# the aspects whose failures `--fail-on correctness` counts: every registered aspect model.FAIL_KINDS does not
+# the aspects whose failures `--fail-on correctness` counts: every registered aspect aspects.FAIL_KINDS does not
 # give another kind (an aspect outside ASPECTS, such as environment[-]/device, keeps its own name in the headline)
 CORRECTNESS_ASPECTS = frozenset(a for a in ASPECTS if a not in FAIL_KINDS)
-# aspects a comparison measures A/B, and the unit of their medians
-AB_ASPECTS = {"latency": "ms", "compiled-latency": "ms", "memory": "bytes", "compile-time": "ms"}
 # the A/B states, most urgent first: four, plus `undecided` (not settled within its budget; reports written
 # before it was introduced say `suspicious` for it)
-CHANGES = ("regression", "undecided", "suspicious", "improved", "unchanged")
+CHANGES = (ABState.REGRESSION, ABState.UNDECIDED, "suspicious", ABState.IMPROVED, ABState.UNCHANGED)
 TIME_UNITS = (("ns", 1e-6), ("µs", 1e-3), ("ms", 1.0), ("s", 1e3))  # factors in milliseconds
 BYTE_UNITS = (("B", 1.0), ("KiB", 1024.0), ("MiB", 1024.0**2), ("GiB", 1024.0**3))
 
@@ -87,7 +86,7 @@ def deciding(reports: Sequence[Report]) -> list[Report]:
 
     A baseline informs and never decides; rendered on its own (no other report beside it) it is a plain run.
     """
-    decide = [r for r in reports if r.role != "baseline"]
+    decide = [r for r in reports if r.role != Side.BASELINE]
     return decide if decide else list(reports)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from torch_upgrade_check.model import CheckResult, Outcome, Report
+from torch_upgrade_check.model import ABState, CheckResult, Outcome, Report
 from torch_upgrade_check.report import (
     FAILING,
     clip,
@@ -48,11 +48,11 @@ def annotations(reports: Sequence[Report]) -> list[str]:
         for r in report.results:
             if r.outcome in FAILING:
                 word = "not run" if r.outcome is Outcome.NOT_RUN else r.outcome.value
-                if r.outcome is Outcome.FAILED and r.metrics.get("change") in ("regression", "undecided"):
-                    word = "regressed" if r.metrics["change"] == "regression" else "undecided, beyond its threshold,"
+                if r.outcome is Outcome.FAILED and r.metrics.get("change") in (ABState.REGRESSION, ABState.UNDECIDED):
+                    word = "regressed" if r.metrics["change"] == ABState.REGRESSION else "undecided, beyond its threshold,"
                 errors.append((f"{visible(r.id)} {word} on {run}", _message(r, word)))
             elif r.outcome is Outcome.SUSPICIOUS:
-                word = "undecided" if r.metrics.get("change") == "undecided" else "suspicious"
+                word = "undecided" if r.metrics.get("change") == ABState.UNDECIDED else "suspicious"
                 warnings.append((f"{visible(r.id)} {word} on {run}", _message(r, word)))
             elif r.outcome is Outcome.SKIPPED and r.device != "cpu":
                 warnings.append((f"{visible(r.id)} skipped on {run}", r.reason or "skipped"))

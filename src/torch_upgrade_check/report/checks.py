@@ -11,7 +11,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from torch_upgrade_check.model import ASPECTS, FAIL_KINDS, CheckResult, Report
+from torch_upgrade_check.aspects import ASPECTS, FAIL_KINDS
+from torch_upgrade_check.model import CheckResult, Report
 from torch_upgrade_check.report import (
     ATTENTION,
     BYTE_UNITS,

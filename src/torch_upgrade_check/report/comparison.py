@@ -16,9 +16,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torch_upgrade_check.model import FAIL_KINDS, CheckResult, Report
+from torch_upgrade_check.aspects import AB_ASPECTS, FAIL_KINDS, ab_of
+from torch_upgrade_check.model import ABState, CheckResult, Report, Side
 from torch_upgrade_check.report import (
-    AB_ASPECTS,
     ATTENTION,
     BYTE_UNITS,
     CHANGES,
@@ -74,9 +74,9 @@ def pairs(reports: Sequence[Report]) -> list[tuple[int, int | None]]:
     used: set[int] = set()
     found = []
     for i, report in enumerate(reports):
-        if report.role != "candidate":
+        if report.role != Side.CANDIDATE:
             continue
-        base = next((j for j, b in enumerate(reports) if b.role == "baseline" and b.device == report.device
+        base = next((j for j, b in enumerate(reports) if b.role == Side.BASELINE and b.device == report.device
                      and j not in used), None)
         if base is not None:
             used.add(base)
@@ -141,7 +141,7 @@ def _ab_tables(aspect: str, candidate: tuple[Report, str], baseline: Report | No
     if not results:
         return [], []
     before = {r.id: r for r in baseline.results} if baseline else {}
-    kind = AB_ASPECTS[aspect]
+    kind = ab_of(aspect).unit
     entries = [(r, _median(r, "baseline", before.get(r.id)), _median(r, "candidate", r))
                for r in sorted(results, key=_ab_order)]
     # Medians are in ms (latency) or bytes (memory), the base of TIME_UNITS and BYTE_UNITS.
@@ -171,13 +171,14 @@ def _ab_tables(aspect: str, candidate: tuple[Report, str], baseline: Report | No
 
 
 def _needs_attention(r: CheckResult) -> bool:
-    return r.outcome in ATTENTION or _change(r) in ("regression", "undecided", "suspicious")
+    return r.outcome in ATTENTION or _change(r) in (ABState.REGRESSION, ABState.UNDECIDED, "suspicious")
 
 
 def _abtally(results: Iterable[CheckResult]) -> str:
     counts = Counter(_change(r) or r.outcome.value for r in results)
     order = [*CHANGES, *(o.value for o in sorted(RANK, key=RANK.__getitem__))]
-    return ", ".join(plural(counts[k], k) if k == "regression" else f"{counts[k]} {k}" for k in sorted(counts, key=order.index))
+    return ", ".join(plural(counts[k], k) if k == ABState.REGRESSION else f"{counts[k]} {k}"
+                     for k in sorted(counts, key=order.index))
 
 
 def _change(r: CheckResult) -> str:
@@ -191,9 +192,9 @@ def _ab_order(r: CheckResult) -> tuple[int, float, str]:
     change = _change(r)
     ratio = number(r.metrics.get("ratio"))
     ratio = math.inf if ratio is None or math.isnan(ratio) else ratio
-    if change == "regression" or r.outcome in FAILING:
+    if change == ABState.REGRESSION or r.outcome in FAILING:
         return 0, -ratio, r.id
-    rank = {"undecided": 1, "suspicious": 1, "improved": 2, "unchanged": 4}.get(change, 3)
+    rank = {ABState.UNDECIDED: 1, "suspicious": 1, ABState.IMPROVED: 2, ABState.UNCHANGED: 4}.get(change, 3)
     return rank, ratio if rank == 2 else -ratio, r.id
 
 
@@ -220,7 +221,8 @@ def _pairs_cell(r: CheckResult) -> str:
     batches, agreeing = number(r.metrics.get("batches")), number(r.metrics.get("agreeing_batches"))
     if batches is None or not math.isfinite(batches):
         return "—"
-    if _change(r) in ("regression", "improved", "undecided", "suspicious") and agreeing is not None and math.isfinite(agreeing):
+    changed = _change(r) in (ABState.REGRESSION, ABState.IMPROVED, ABState.UNDECIDED, "suspicious")
+    if changed and agreeing is not None and math.isfinite(agreeing):
         return f"{int(agreeing)} of {int(batches)} agree"
     return f"{int(batches)}"
 
@@ -237,7 +239,7 @@ def _within(r: CheckResult) -> str:
     """For an `unchanged` check whose 95% interval leaves out 1: "slower, within the 10% threshold" (or faster,
     more, less): the state gates, the words say what was measured."""
     ratio, threshold = number(r.metrics.get("ratio")), number(r.metrics.get("threshold"))
-    if _change(r) != "unchanged" or r.metrics.get("significant") is not True or ratio is None or threshold is None:
+    if _change(r) != ABState.UNCHANGED or r.metrics.get("significant") is not True or ratio is None or threshold is None:
         return ""
     up, down = ("more", "less") if r.aspect == "memory" else ("slower", "faster")
     return f"{up if ratio > 1 else down}, within the {threshold:.0%} threshold"
@@ -248,7 +250,7 @@ def _explained(r: CheckResult) -> str:
     slower (95% CI 1.27–1.37), 10 ms → 13.2 ms; confirmed in 3 of 3 fresh process pairs; ...". A check that
     failed for another reason than a regression (a --max-latency-ms limit, a crash) shows its outcome first."""
     change = _change(r)
-    if change and (change == "regression" or r.outcome not in FAILING):
+    if change and (change == ABState.REGRESSION or r.outcome not in FAILING):
         icon, word = CHANGE_ICON[change], change
     else:
         icon, word = ICON[r.outcome], r.outcome.value
@@ -402,4 +404,4 @@ def _sdpa_choices(baseline: Report, candidate: Report) -> list[tuple[str, Any, A
 def is_shown_here(report: Report, r: CheckResult) -> bool:
     """A candidate's cross-version, latency and memory results are shown by its comparison (baseline beside
     candidate), not again among the per-aspect tables."""
-    return report.role == "candidate" and (r.aspect == "cross-version" or r.aspect in AB_ASPECTS)
+    return report.role == Side.CANDIDATE and (r.aspect == "cross-version" or r.aspect in AB_ASPECTS)

@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 
 from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
-from torch_upgrade_check.model import CheckResult, Outcome, Report
+from torch_upgrade_check.model import ABState, CheckResult, Outcome, Report
 from torch_upgrade_check.report import (
     FAILING,
     attribution,
@@ -143,7 +143,7 @@ def _case(result: CheckResult, *, informs: bool) -> TestCase:
         case.result = [outcome]
     out = "\n".join(f"{k}: {_value(v)}" for k, v in result.metrics.items())
     if result.outcome is Outcome.SUSPICIOUS:  # passes, so the note goes where a passing case keeps text
-        word = "undecided" if result.metrics.get("change") == "undecided" else "suspicious"
+        word = "undecided" if result.metrics.get("change") == ABState.UNDECIDED else "suspicious"
         out = "\n\n".join(p for p in (f"{word} (warns, does not fail): {_body(result) or reason}", out) if p)
     if out:
         case.system_out = xml_text(out)

@@ -9,9 +9,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torch_upgrade_check.model import ASPECTS, CheckResult, Outcome, Report, Verdict
+from torch_upgrade_check.aspects import AB_ASPECTS, ASPECTS
+from torch_upgrade_check.model import ABState, CheckResult, Outcome, Report, Verdict
 from torch_upgrade_check.report import (
-    AB_ASPECTS,
     CHANGES,
     CORRECTNESS_ASPECTS,
     clip,
@@ -134,7 +134,7 @@ def headline(reports: Sequence[Report]) -> str:
 def _failure_kind(r: CheckResult) -> tuple[str, str]:
     """("latency", "regression") for a failed A/B comparison, ("correctness", "failure") and so on otherwise."""
     group = "correctness" if r.aspect in CORRECTNESS_ASPECTS else one_line(r.aspect)
-    return group, "regression" if r.aspect in AB_ASPECTS and r.metrics.get("change") == "regression" else "failure"
+    return group, "regression" if r.aspect in AB_ASPECTS and r.metrics.get("change") == ABState.REGRESSION else "failure"
 
 
 def _index(order: Sequence[str], item: str) -> int:

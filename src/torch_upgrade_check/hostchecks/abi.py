@@ -29,8 +29,8 @@ from typing import Any
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from torch_upgrade_check.model import CheckResult, Outcome
-from torch_upgrade_check.orchestrate import macho
+from torch_upgrade_check.hostchecks import macho
+from torch_upgrade_check.model import CheckResult, Outcome, Side
 
 ASPECT = "abi"
 WORKLOAD = "stack"
@@ -228,10 +228,10 @@ def scan(env: Environment, other_exports: frozenset[str] = frozenset()) -> Scan:
 def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: Mapping[str, str]) -> dict[str, CheckResult]:
     """Each side's `stack[-]/abi` result: a torch symbol an extension needs and the side's torch does not export fails."""
     started = time.monotonic()
-    base_exports = exports(envs["baseline"])[0] if "baseline" in envs else frozenset()
+    base_exports = exports(envs[Side.BASELINE])[0] if Side.BASELINE in envs else frozenset()
     results = {}
     for role, env in envs.items():
-        found = scan(env, base_exports if role == "candidate" else frozenset())
+        found = scan(env, base_exports if role == Side.CANDIDATE else frozenset())
         count, missing, unreadable = found.count, found.missing, found.unreadable
         label = labels.get(role, "")
         metrics: dict[str, Any] = {"extensions": count, "unreadable": unreadable,

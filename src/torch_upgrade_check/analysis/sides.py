@@ -1,0 +1,202 @@
+"""compare's decisions on both sides' results (pure): one side's check, a candidate failure the baseline shares, and
+the checks judged by what changed since the baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import replace
+from typing import Any
+
+from torch_upgrade_check.analysis.verdicts import decide, plural_of, warning_entry, warning_line, warnings_reason
+from torch_upgrade_check.aspects import COMPILE_ASPECTS
+from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Report, Side, Status
+
+
+def decide_side(spec: CheckSpec, obs: Observation, repro: str, limits: dict[str, float]) -> CheckResult:
+    """One side's check: the usual rules, and for cross-version the baseline's save or the candidate's verdict."""
+    if obs.status == Status.OK and spec.aspect == "cross-version" and spec.params.get("mode") == "save":
+        return CheckResult(spec.workload, spec.aspect, spec.device, spec.dtype, Outcome.PASSED,
+                           reason=f"outputs saved for the candidate ({obs.metrics.get('tensors')} tensors)",
+                           metrics=dict(obs.metrics), duration_s=obs.duration_s, repro=repro)
+    result = decide(spec, obs, max_latency_ms=limits, repro=repro)
+    first = result.metrics.get("first_divergent_module")
+    if result.outcome is Outcome.FAILED and first:
+        result = replace(result, reason=f"{result.reason}; first divergent module: {first['module']} "
+                                        f"(max abs err {first['max_abs_err']:.3g})")
+    op = result.metrics.get("first_divergent_op")
+    if result.outcome is Outcome.FAILED and isinstance(op, dict):
+        result = replace(result, reason=f"{first_op_line(op)}; {result.reason}")
+        if op.get("repro"):
+            result = replace(result, repro=(f"{repro.rstrip()}\n# the first aten op that changed, alone (in the report "
+                                            f"folder, with the baseline's inputs):\n{op['repro']}").lstrip("\n"))
+    return result
+
+
+def first_op_line(op: Mapping[str, Any]) -> str:
+    """The first aten op whose output, on the baseline's recorded inputs, left the tolerance: what a reader of a
+    failed cross-version check needs first."""
+    if not op.get("op"):
+        bound = " (the recording was truncated: a later op may have changed)" if op.get("truncated") else ""
+        calls = op.get("calls_changed")
+        where = (f"; the ops called changed at op {int(calls.get('index', 0)) + 1}: the baseline called "
+                 f"{calls.get('baseline')}, the candidate {calls.get('candidate')}" if isinstance(calls, dict) else "")
+        return (f"no aten op's kernel changed on the baseline's inputs ({op.get('replayed')} of {op.get('of')} "
+                f"replayed){bound}{where}")
+    how = (f"raises {op['error']}" if op.get("error") else
+           f"output {op.get('output')} off by max abs err {op.get('max_abs_err', float('nan')):.3g}")
+    return (f"first aten op that changed: {op['op']} in {op.get('module')} (op {int(op.get('index', 0)) + 1} of "
+            f"{op.get('of')}; inputs {', '.join(op.get('inputs') or []) or 'none'} -> "
+            f"{', '.join(op.get('outputs') or []) or 'none'}): {how}")
+
+
+def mark_preexisting(baseline: Report, candidate: Report) -> Report:
+    """A candidate failure that the baseline shares is still a failure, but says it is not new."""
+    base = {r.id: r for r in baseline.results}
+    results = []
+    for r in candidate.results:
+        b = base.get(r.id)
+        note = ""
+        if r.outcome in (Outcome.FAILED, Outcome.ERROR) and b is not None and b.outcome is r.outcome:
+            note = f" (also {b.outcome.value} on baseline {baseline.label}: not new)"
+        elif r.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.SKIPPED) and b is not None and b.outcome is Outcome.PASSED:
+            note = f" (passed on baseline {baseline.label}: new in the candidate)"
+        results.append(replace(r, reason=r.reason + note) if note else r)
+    return replace(candidate, results=tuple(results))
+
+
+def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collection[str]) -> Report:
+    """The candidate's checks that are judged by what changed since the baseline, not alone: warnings new in the
+    candidate (suspicious, or failed under `--fail-on warnings`), compile's new graph breaks and recompiles
+    (failed, unless the workload allows graph breaks), the SDPA backend the default picks (shown, not
+    judged: a backend that is wrong fails on its own), and compile-cache's warm process that no longer loads from the
+    cache what the baseline's loaded (suspicious). Each only where both sides' checks passed."""
+    base = {r.id: r for r in baseline.results}
+    # a warning counts as new only when no workload raised it on the baseline (and as gone when none did on the
+    # candidate): one that torch raises once per process is filed under whichever check met it first
+    raised = {side: {_key(w) for r in report.results if r.aspect == "warnings" for w in r.metrics.get("warnings") or []}
+              for side, report in ((Side.BASELINE, baseline), (Side.CANDIDATE, candidate))}
+    judges = {"warnings": lambda b, r: _new_warnings(b, r, baseline.label, "warnings" in fail_on, raised),
+              **dict.fromkeys(COMPILE_ASPECTS, lambda b, r: _new_graph_breaks(b, r, baseline.label)),
+              "sdpa-backends": lambda b, r: _new_default_backend(b, r, baseline.label),
+              "compile-cache": lambda b, r: _cache_no_longer_used(b, r, baseline.label)}
+    results = []
+    for r in candidate.results:
+        b = base.get(r.id)
+        both_passed = b is not None and r.outcome is Outcome.PASSED and b.outcome is Outcome.PASSED
+        results.append(judges[r.aspect](b, r) if both_passed and r.aspect in judges else r)
+    return replace(candidate, results=tuple(results))
+
+
+def _key(w: Mapping[str, Any]) -> tuple[str, str, str]:
+    return str(w.get("category")), str(w.get("module")), str(w.get("message"))
+
+
+def _new_warnings(before: CheckResult, after: CheckResult, label: str, failing: bool,
+                  raised: Mapping[str, set[tuple[str, str, str]]]) -> CheckResult:
+    old = {_key(w): w for w in before.metrics.get("warnings") or []}
+    now = {_key(w): w for w in after.metrics.get("warnings") or []}
+    new = [w for k, w in now.items() if k not in raised[Side.BASELINE]]
+    gone = [w for k, w in old.items() if k not in raised[Side.CANDIDATE]]
+    metrics = {**after.metrics, "new_warnings": new, "gone_warnings": gone, "baseline_warnings": len(old)}
+    details = "\n".join([*(f"new: {warning_entry(w)}" for w in new), *(f"gone: {warning_line(w)}" for w in gone)])
+    gone_text = f"; {plural_of(len(gone), 'warning')} of baseline {label} gone" if gone else ""
+    if not new:
+        counts = (f"{plural_of(len(now), 'warning')} on both" if len(now) == len(old) else
+                  f"{plural_of(len(now), 'warning')} here, {len(old)} on the baseline")
+        reason = f"no new warnings since baseline {label} ({counts}){gone_text}"
+        return replace(after, reason=reason, metrics=metrics, details=details or after.details)
+    outcome = Outcome.FAILED if failing else Outcome.SUSPICIOUS
+    how = "fail-on includes warnings" if failing else "add warnings to fail-on to fail on them"
+    reason = f"{warnings_reason(new, 'new ')} in the candidate, not on baseline {label}{gone_text} ({how})"
+    return replace(after, outcome=outcome, reason=reason, metrics=metrics, details=details,
+                   thresholds={**after.thresholds, "fail_on_warnings": failing})
+
+
+def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> CheckResult:
+    """A graph break or a recompile the baseline did not have turns compiled code back into slow eager code; so does
+    a recompile at one of the workload's dynamic sizes (each size's graphs against the baseline's at that size)."""
+    m, b = after.metrics, before.metrics
+    breaks, was = int(m.get("graph_breaks") or 0), int(b.get("graph_breaks") or 0)
+    graphs, graphs_was = int(m.get("graphs_compiled") or 0), int(b.get("graphs_compiled") or 0)
+    lost_fullgraph = b.get("fullgraph") is True and m.get("fullgraph") is False
+    lost_step = b.get("training_step") is True and m.get("training_step") is False
+    recompiled = _new_recompiles(b, m)
+    if breaks <= was and graphs <= graphs_was and not lost_fullgraph and not lost_step and not recompiled:
+        return after  # the same number of breaks with other words for them is not news
+    new_reasons = [x for x in m.get("graph_break_reasons") or [] if x not in (b.get("graph_break_reasons") or [])]
+    found = []
+    if breaks > was or new_reasons:
+        found.append(f"{plural_of(breaks, 'graph break')} (baseline {label}: {was})"
+                     + (f": {'; '.join(new_reasons[:2])}" if new_reasons else ""))
+    if lost_fullgraph:
+        skipped = [x for x in m.get("dynamo_fallbacks") or [] if x not in (b.get("dynamo_fallbacks") or [])]
+        why = f": {str(m['fullgraph_error'])[:160]}" if m.get("fullgraph_error") else ""
+        found.append(f"no longer one graph (fullgraph=True fails{why})" + (f"; skipped: {skipped[0]}" if skipped else ""))
+    if graphs > graphs_was:
+        found.append(f"{graphs} graphs compiled, baseline {graphs_was} (a new break or a recompile)")
+    if lost_step:
+        found.append(f"the compiled training step raises {str(m.get('training_step_error'))[:160]}")
+    if recompiled:
+        found.append("recompiled at " + ", ".join(f"size {size} ({plural_of(n, 'graph')}, baseline {label}: {n_was})"
+                                                  for size, n, n_was in recompiled[:3]))
+    cost = ("each recompile is a compile in the middle of serving or training, and past the recompile limit the model "
+            "runs eagerly" if recompiled and len(found) == 1 else "the compiled model runs partly eager")
+    metrics = {**m, "baseline_graph_breaks": was, "baseline_graphs_compiled": graphs_was, "new_graph_break_reasons": new_reasons}
+    diff = first_graph_difference(b.get("post_grad_graphs"), m.get("post_grad_graphs"))
+    if diff:
+        metrics["first_graph_difference"] = diff
+        found.append(f"the post-grad graphs first differ at {diff['where']}: baseline {diff['baseline']}, candidate "
+                     f"{diff['candidate']}")
+    if after.thresholds.get("allow_graph_breaks"):
+        return replace(after, metrics=metrics, reason=f"{after.reason}; new in the candidate, allowed by the "
+                                                      f"workload's allow-graph-breaks: {'; '.join(found)}")
+    return replace(after, outcome=Outcome.FAILED, metrics=metrics,
+                   reason=f"new in the candidate: {'; '.join(found)} ({cost}; set allow-graph-breaks: true on the "
+                          f"workload to accept it)")
+
+
+def _new_recompiles(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[tuple[str, int, int]]:
+    """(size, graphs compiled there, the baseline's) for each dynamic size where the candidate compiled more graphs
+    than the baseline did (a size the baseline did not run counts as none there)."""
+    was = {s.get("size"): int(s.get("graphs") or 0) for s in before.get("dynamic_sizes") or []}
+    return [(str(s.get("size")), int(s.get("graphs") or 0), was.get(s.get("size"), 0))
+            for s in after.get("dynamic_sizes") or [] if int(s.get("graphs") or 0) > was.get(s.get("size"), 0)]
+
+
+def first_graph_difference(before: Any, after: Any) -> dict[str, str] | None:
+    """Where two sides' post-grad graphs (one line per node, as the compile check keeps them in report.json) first
+    differ: graph and node, and each side's node there; None where they agree or a side kept none."""
+    if not isinstance(before, list) or not isinstance(after, list) or not before:
+        return None
+    for g, (old, new) in enumerate(zip(before, after)):
+        for n in range(max(len(old), len(new))):
+            a = old[n] if n < len(old) else "(the graph ends)"
+            b = new[n] if n < len(new) else "(the graph ends)"
+            if a != b:
+                return {"where": f"graph {g + 1}, node {n + 1}", "baseline": a, "candidate": b}
+    if len(before) != len(after):
+        return {"where": f"graph {min(len(before), len(after)) + 1}", "baseline": f"{len(before)} graphs",
+                "candidate": f"{len(after)} graphs"}
+    return None
+
+
+def _cache_no_longer_used(before: CheckResult, after: CheckResult, label: str) -> CheckResult:
+    """A candidate whose caches bypass graphs the baseline's warm process loaded from them: nothing is wrong, but
+    every restart compiles cold again."""
+    hits = {side: sum(int((r.metrics.get("warm_cache") or {}).get(k, 0)) for k in ("fx_hit", "aot_hit"))
+            for side, r in ((Side.BASELINE, before), (Side.CANDIDATE, after))}
+    if hits[Side.CANDIDATE] or not hits[Side.BASELINE]:
+        return after
+    return replace(after, outcome=Outcome.SUSPICIOUS,
+                   reason=f"{after.reason}; baseline {label}'s warm process loaded {hits[Side.BASELINE]} cached graphs "
+                          f"and entries: this torch caches none of them, so every restart compiles cold")
+
+
+def _new_default_backend(before: CheckResult, after: CheckResult, label: str) -> CheckResult:
+    old, now = before.metrics.get("default_backend") or {}, after.metrics.get("default_backend") or {}
+    changed = {case: (old[case], name) for case, name in now.items() if case in old and old[case] != name}
+    if not changed:
+        return after
+    text = ", ".join(f"{case}: {was} → {name}" for case, (was, name) in changed.items())
+    return replace(after, reason=f"{after.reason}; the default backend changed since baseline {label}: {text}",
+                   metrics={**after.metrics, "default_backend_changed": {k: list(v) for k, v in changed.items()}})

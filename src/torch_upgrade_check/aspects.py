@@ -1,0 +1,204 @@
+"""Every aspect in one table: where its checks run, how compare treats them, what --fail-on calls their failures,
+what plans them when the default does not, and what a check costs (stdlib only).
+
+The vocabularies the other modules use (model.ASPECTS, FAIL_KINDS, compare's per-side and A/B aspects, the A/B
+words and units) are derived here from TABLE; the order of TABLE is the order reports list aspects in.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class Word(str, enum.Enum):
+    """A str-valued enum that is its word wherever it goes: JSON, f-strings, reprs inside a dict, comparisons and hashes
+    with plain strings (a report read back has plain strings; one written has the same bytes)."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        return repr(str.__str__(self))
+
+
+class Runs(Word):
+    """Where a check of the aspect runs."""
+
+    WORKER = "worker"  # a worker process of the side under test (compare's A/B: a fresh baseline/candidate pair of them)
+    TORCHRUN = "torchrun"  # the worker starts torchrun, and the check's ranks run in its processes
+    HOST = "host"  # the orchestrator, on the host, beside the workers (hostchecks/): never in a worker
+    REPORT = "report"  # decided from a finished report's results (report, merge, the end of run and compare)
+
+
+class InCompare(Word):
+    """How compare treats the aspect's checks."""
+
+    ALONE = "alone"  # each side runs it in its own workers and is judged on its own result
+    SAVED = "saved"  # the baseline saves what the candidate loads and is judged against (planned per side)
+    AB = "ab"  # measured A/B: both sides in the same fresh worker pairs, interleaved (orchestrate.measure)
+    OPS = "ops"  # the baseline's recorded aten ops timed on both sides, in fresh pairs of its own (orchestrate.optiming)
+    STACK = "stack"  # a check of the team's stack, on each side's environment (commands/stack_checks)
+    REPORT = "report"  # decided from the candidate's report once its other checks are done
+
+
+class FailKind(Word):
+    """What `--fail-on` (and the action's fail-on) names a failing check of the aspect."""
+
+    CORRECTNESS = "correctness"
+    LATENCY = "latency"
+    MEMORY = "memory"
+    WARNINGS = "warnings"
+
+
+class Threshold(Word):
+    """The regression threshold that judges an A/B aspect; compare measures and shows them in this order."""
+
+    LATENCY = "latency"  # --max-latency-regression
+    MEMORY = "memory"  # --max-memory-regression
+    COMPILE_TIME = "compile-time"  # --max-compile-time-regression
+
+
+class Dtypes(Word):
+    """Which of a workload's dtypes a check of the aspect is planned for."""
+
+    EACH = "each"
+    FLOAT32 = "float32"  # the float32 model under autocast: float32 only
+    FIRST = "first"  # the workload's data, whatever the model's dtype: its first dtype only
+
+
+class Cost(NamedTuple):
+    """Seconds a check took on the development machine (costs.MEASURED_ON): median, the most, and a note (None: not
+    measured here, and the note says why)."""
+
+    median_s: float | None
+    most_s: float | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class AB:
+    """An A/B aspect's figure: its unit ("ms" or "bytes"), what a reason calls it, and its threshold."""
+
+    unit: str
+    words: str
+    threshold: Threshold
+
+
+@dataclass(frozen=True)
+class Aspect:
+    """One aspect. `opt_in` says what plans it where the default does not ("": planned wherever a workload has it).
+    `family` groups aspects judged by one set of rules: "compile", torch.compile against eager (`compile` as the
+    workload's `compile:` options say, `compile-mode` in the mode teams ship for speed: model.COMPILE_MODE_OF);
+    "training", a model trained (parameters and a loss); "artifact", a deployment artifact built, saved and loaded in a
+    fresh process (onnx: run in onnxruntime; artifact: a file the team ships, loaded with default arguments), in
+    compare the baseline's loaded by the candidate."""
+
+    name: str
+    runs: Runs
+    compare: InCompare
+    kind: FailKind
+    cost: Cost | None  # None only for an aspect decided from a report (Runs.REPORT)
+    opt_in: str = ""
+    compare_only: bool = False  # `run` never plans it: it needs a baseline
+    family: str = ""
+    dtypes: Dtypes = Dtypes.EACH
+    last: bool = False  # planned after a workload's other checks: it reports what they raised
+    ab: AB | None = None
+
+
+_W, _C, _FK = Runs.WORKER, InCompare, FailKind  # short, for the table
+STACK_OPT_IN = "a stack (--requirements, --extras, a lock file, or the config's), or --only naming it"
+TABLE: tuple[Aspect, ...] = (
+    Aspect("numerics", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.8, 3.6)),
+    Aspect("cross-backend", _W, _C.ALONE, _FK.CORRECTNESS,
+           Cost(None, None, "needs an accelerator: not measured here (skipped on a CPU)")),
+    Aspect("cross-version", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.2, 14, "compare only; the first of a worker the most"),
+           compare_only=True),
+    Aspect("compile", _W, _C.SAVED, _FK.CORRECTNESS,
+           Cost(7.3, 28, "Inductor compiles of the forward and the training step; FlexAttention's take the most"),
+           family="compile"),
+    Aspect("compile-mode", _W, _C.SAVED, _FK.CORRECTNESS,
+           Cost(0.1, 1.2, "mlp and matmul compiled again in the device's mode, after their compile check (measured "
+                          "alone, 2026-12-04, Inductor's cache empty)"), family="compile"),
+    Aspect("determinism", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.2, 0.3)),
+    Aspect("deterministic-backward", _W, _C.ALONE, _FK.CORRECTNESS, Cost(None, None, "CUDA only: not measured here")),
+    Aspect("latency", _W, _C.AB, _FK.LATENCY, Cost(2.1, 6.0), ab=AB("ms", "latency", Threshold.LATENCY)),
+    Aspect("op-latency", _W, _C.OPS, _FK.LATENCY,
+           Cost(0.9, 10, "compare only: the recorded ops timed on both sides, in 2 fresh process pairs the checks "
+                         "share; the one that records first the most"), compare_only=True),
+    Aspect("memory", _W, _C.AB, _FK.MEMORY, Cost(0.3, 0.8), ab=AB("bytes", "peak memory", Threshold.MEMORY)),
+    Aspect("fsdp2", Runs.TORCHRUN, _C.ALONE, _FK.CORRECTNESS, Cost(46, 46, "torchrun and 2 processes (gloo)")),
+    Aspect("ddp", Runs.TORCHRUN, _C.ALONE, _FK.CORRECTNESS,
+           Cost(12, 12, "opt-in (--ddp): torchrun and 2 processes (gloo), 25 s of CPU"), opt_in="--ddp"),
+    Aspect("checkpoint", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.7, 0.7), family="training"),
+    Aspect("training-curve", _W, _C.SAVED, _FK.CORRECTNESS, Cost(15, 21, "50 steps, twice"), family="training"),
+    Aspect("sdpa-backends", _W, _C.ALONE, _FK.CORRECTNESS, Cost(3.0, 3.5)),
+    Aspect("amp", _W, _C.SAVED, _FK.CORRECTNESS, Cost(2.2, 4.1), family="training", dtypes=Dtypes.FLOAT32),
+    Aspect("dataloader", _W, _C.SAVED, _FK.CORRECTNESS,
+           Cost(10, 24, "6 DataLoaders of 2 workers: fork, spawn, forkserver, persistent workers off and on "
+                        "(spawned workers import torch)"), dtypes=Dtypes.FIRST),
+    Aspect("compile-time", _W, _C.AB, _FK.LATENCY, Cost(62, 62, "3 cold compiles of a small MLP, and a warm-up"),
+           opt_in="--compile-time, or a workload's aspects", ab=AB("ms", "cold compile time", Threshold.COMPILE_TIME)),
+    Aspect("compile-cache", _W, _C.ALONE, _FK.CORRECTNESS,
+           Cost(5.5, 27, "a cold compile and a second process's warm one: matmul's 5 s, a small MLP's C++ "
+                         "kernels 12-27 s (2026-12-04, other jobs running)"),
+           opt_in="a workload's aspects (the built-in matmul has it)"),
+    Aspect("compiled-latency", _W, _C.AB, _FK.LATENCY,
+           Cost(2.0, 5.4, "one compile a worker (not timed), then as latency (2026-12-04, other jobs running)"),
+           opt_in="a workload's aspects (the built-in mlp has it)",
+           ab=AB("ms", "compiled latency", Threshold.LATENCY)),
+    Aspect("warnings", _W, _C.ALONE, _FK.WARNINGS, Cost(0.3, 0.5), last=True),
+    Aspect("resolve", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
+           Cost(None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
+           opt_in=STACK_OPT_IN),
+    Aspect("imports", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
+           Cost(None, None, "your stack: one process a top-level module"), opt_in=STACK_OPT_IN),
+    Aspect("abi", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
+           Cost(None, None, "your stack: reads every shared object that links torch"), opt_in=STACK_OPT_IN),
+    Aspect("api", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
+           Cost(5.4, 13, "opt-in (--scan): one process a side imports torch and reaches each name your code uses; "
+                         "names under torch._dynamo the most"), opt_in="--scan, or --only api"),
+    Aspect("export", _W, _C.SAVED, _FK.CORRECTNESS,
+           Cost(7.4, 13, "the first of a worker imports torch.export in it and in the loader process"),
+           opt_in="a workload's aspects (the built-ins have it)", family="artifact"),
+    Aspect("jit", _W, _C.SAVED, _FK.CORRECTNESS, Cost(1.4, 1.4), opt_in="a workload's aspects or its jit: (the built-in "
+                                                                      "mlp has it)", family="artifact"),
+    Aspect("aoti", _W, _C.SAVED, _FK.CORRECTNESS, Cost(37, 37, "one AOTInductor compile of a small MLP"),
+           opt_in="a workload's aspects", family="artifact"),
+    Aspect("onnx", _W, _C.SAVED, _FK.CORRECTNESS,
+           Cost(9.4, 9.4, "dynamo=True, the first of a worker (imports of the exporter); the legacy exporter 0.1 s"),
+           opt_in="a workload's aspects or its onnx:", family="artifact"),
+    Aspect("artifact", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.1, 0.2, "a checkpoint or a .pt2 program already imported"),
+           opt_in="the config's artifacts:", family="artifact"),
+    Aspect("fleet-memory", Runs.REPORT, _C.REPORT, _FK.MEMORY, None, opt_in="--fleet (or the config's fleet:) with a "
+                                                                            "memory"),
+)
+ASPECT = {a.name: a for a in TABLE}
+
+# what a run plans and reports list, in this order (the aspects decided from a report are named in FAIL_KINDS only)
+ASPECTS = tuple(a.name for a in TABLE if a.runs is not Runs.REPORT)
+FAIL_ON = tuple(k.value for k in FailKind)
+FAIL_KINDS = {a.name: a.kind.value for a in TABLE if a.kind is not FailKind.CORRECTNESS}
+STACK_ASPECTS = tuple(a.name for a in TABLE if a.compare is InCompare.STACK)
+COMPILE_ASPECTS = tuple(a.name for a in TABLE if a.family == "compile")
+ARTIFACT_ASPECTS = tuple(a.name for a in TABLE if a.family == "artifact")
+TRAINING_ASPECTS = tuple(a.name for a in TABLE if a.family == "training")
+SAVED_ASPECTS = tuple(a.name for a in TABLE if a.compare is InCompare.SAVED)
+PER_SIDE_ASPECTS = tuple(a for a in SAVED_ASPECTS if not ASPECT[a].compare_only)  # cross-version is planned apart
+LAST = tuple(a.name for a in TABLE if a.last)
+FLOAT32_ONLY = tuple(a.name for a in TABLE if a.dtypes is Dtypes.FLOAT32)
+FIRST_DTYPE_ONLY = tuple(a.name for a in TABLE if a.dtypes is Dtypes.FIRST)
+def ab_of(aspect: str) -> AB:
+    """An A/B aspect's figure (KeyError for an aspect that is not measured A/B)."""
+    figure = ASPECT[aspect].ab
+    if figure is None:
+        raise KeyError(aspect)
+    return figure
+
+
+# measured A/B, grouped by the threshold that judges them (Threshold's order), as compare measures and shows them
+AB_ASPECTS = tuple(sorted((a.name for a in TABLE if a.ab), key=lambda name: list(Threshold).index(ab_of(name).threshold)))
+TIMED = tuple(a for a in AB_ASPECTS if ab_of(a).unit == "ms")  # samples are times: judged as slowdowns
+LATENCY_LIKE = tuple(a for a in AB_ASPECTS if ab_of(a).threshold is Threshold.LATENCY)  # a forward, eager or compiled
