@@ -275,7 +275,9 @@ def main() -> int:
     results.setdefault("bimodal", {})
     results.setdefault("compile", {})
     results.setdefault("compiled", {})
-    results = {"aa": [], "slowdown": {}, "drift": {}, **results, "envs": [env_a, env_b]}
+    # the environments as --envs names them under the home folder (a results file names no machine's own paths)
+    results = {"aa": [], "slowdown": {}, "drift": {}, **results,
+               "envs": [str(Path(e)).replace(str(Path.home()), "~", 1) for e in (env_a, env_b)]}
     results.setdefault("measured", {}).update({part: time.strftime("%Y-%m-%d") for part in parts})
     if args.note:
         results["note"] = args.note
