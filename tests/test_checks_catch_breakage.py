@@ -735,7 +735,7 @@ def test_a_global_loss_off_by_a_tenth_of_a_percent_fails_ddp(tmp_path: Path, tor
     reducer, not torch.distributed.all_reduce) and the parameters stay exact."""
     result = ddp_on(str(interpreter(torch_python, tmp_path / "py", breaks=["all-reduce-0.999"])), tmp_path / "out")
     assert result["outcome"] == "failed", result["reason"]
-    assert result["reason"].startswith("the sharded model's loss differs from the unsharded model's"), result["reason"]
+    assert result["reason"].startswith("the DDP model's loss differs from the unsharded model's"), result["reason"]
 
 
 TEAM_API = ("import torch\n"

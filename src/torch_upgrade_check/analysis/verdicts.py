@@ -144,7 +144,7 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         if "host_peak_bytes" in m:
             reason += f"; host RAM +{format_bytes(m['host_peak_bytes'])} (peak resident set growth)"
     elif spec.aspect in ("fsdp2", "ddp"):
-        outcome, reason, thresholds = _under_torchrun(m)
+        outcome, reason, thresholds = _under_torchrun(m, "sharded" if spec.aspect == "fsdp2" else "DDP")
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
     details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
@@ -182,7 +182,7 @@ def _checkpoint(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         {"bitwise": True}
 
 
-def _fsdp2(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+def _fsdp2(m: dict[str, Any], model: str = "sharded") -> tuple[Outcome, str, dict[str, Any]]:
     """Every step's reduced gradient shards within FSDP2_GRAD_TOL of the unsharded gradients' RMS, every one of them
     compared, and each step's loss and the parameters after the steps within FSDP2_ATOL (or FSDP2_RTOL) of the
     unsharded model's. A missing or NaN figure fails (an old worker, a NaN parameter)."""
@@ -211,17 +211,17 @@ def _fsdp2(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         return Outcome.FAILED, (f"differs from the unsharded model after {m.get('steps')} steps on {where}: {params}; "
                                 f"{shards}"), thresholds
     if not _fsdp2_within(m.get("max_loss_err"), m.get("max_loss_rel_err")):
-        return Outcome.FAILED, (f"the sharded model's loss differs from the unsharded model's on {where} (worst at step "
+        return Outcome.FAILED, (f"the {model} model's loss differs from the unsharded model's on {where} (worst at step "
                                 f"{m.get('worst_loss_step')}): {losses}, beyond {FSDP2_ATOL:g} (or {FSDP2_RTOL:g} "
                                 f"relative); {shards}; {params}"), thresholds
     return Outcome.PASSED, (f"matches the unsharded model in each of {m.get('steps')} steps on {where}: {shards}; "
                             f"{losses}; {params}"), thresholds
 
 
-def _under_torchrun(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+def _under_torchrun(m: dict[str, Any], model: str) -> tuple[Outcome, str, dict[str, Any]]:
     """fsdp2 and ddp: every rank shut down within the bound and exited 0 under torchrun, then the fsdp2 rule (DDP's
     gradients are whole: each is one "shard" of itself). A missing figure fails (an old worker)."""
-    outcome, reason, thresholds = _fsdp2(m)
+    outcome, reason, thresholds = _fsdp2(m, model)
     thresholds = {**thresholds, "shutdown_timeout_s": m.get("shutdown_timeout_s")}
     where = f"{m.get('world_size')} ranks ({m.get('backend')}, {m.get('launcher')})"
     hung, left = m.get("hung_ranks"), m.get("left_running")

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from torch_upgrade_check.analysis.closeness import plural_of
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.orchestrate.workers import InfrastructureError, worker_env
@@ -344,7 +345,8 @@ def judge(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device: str, 
     also = (f"; {len(neither)} missing{since} too (your code's own names or typos, not judged): "
             + _shown(neither)) if neither else ""
     if gone:
-        reason = f"{len(gone)} torch names your code uses exist{since} and not here: {_shown(gone)}"
+        verb = "exists" if len(gone) == 1 else "exist"
+        reason = f"{plural_of(len(gone), 'torch name')} your code uses {verb}{since} and not here: {_shown(gone)}"
         outcome = Outcome.FAILED
     elif warned or narrowed:
         reason = f"every torch name your code uses{since} exists here; changed: {_shown([*warned, *narrowed])}"
@@ -360,7 +362,8 @@ def check(pythons: Mapping[str, str], roots: Sequence[str], *, device: str, repr
           baseline_label: str = "", say: Callable[[str], None] = print) -> dict[str, CheckResult]:
     started = time.monotonic()
     uses = scan(roots)
-    say(f"api: {len(uses)} torch names in {len(python_files(roots))} Python files under {', '.join(roots)}, asked of "
+    files = plural_of(len(python_files(roots)), "Python file")
+    say(f"api: {plural_of(len(uses), 'torch name')} in {files} under {', '.join(roots)}, asked of "
         + ", ".join(pythons))
     if not uses:
         return {role: CheckResult(WORKLOAD, ASPECT, device, DTYPE, Outcome.SKIPPED,
