@@ -197,6 +197,20 @@ def test_fsdp2_fails_a_shard_it_could_not_compare_a_wrong_loss_and_a_nan() -> No
         assert judge("fsdp2", {k: v for k, v in base.items() if k not in old})[0] is Outcome.FAILED, old  # it: no pass
 
 
+def test_ddp_is_judged_by_the_fsdp2_rule_in_its_own_words() -> None:
+    """DDP's gradients are whole, all-reduced on every rank: its reason names neither shards nor a sharded model."""
+    base = {**TORCHRUN_OK, "max_abs_err": 5e-7, "max_rel_err": 4.6, "world_size": 2, "backend": "gloo", "steps": 3,
+            "worst_grad": "norm1.weight", "worst_grad_step": 3, "worst_grad_rank": 1, "grad_shards_compared": 72,
+            "max_grad_err": 3e-6, "grad_shards_unmatched": 0, "max_loss_err": 2e-9, "max_loss_rel_err": 1e-7,
+            "worst_loss_step": 2}
+    outcome, reason = judge("ddp", base)
+    assert outcome is Outcome.PASSED and "72 all-reduced gradients (each rank's) within 3e-06" in reason, reason
+    assert "shards" not in reason and "the sharded" not in reason, reason  # 'unsharded' stays: the reference
+    outcome, reason = judge("ddp", {**base, "max_loss_err": 3e-5, "max_loss_rel_err": 1e-3})
+    assert outcome is Outcome.FAILED and reason.startswith("the DDP model's loss differs from the unsharded model's"), \
+        reason
+
+
 def test_a_changed_random_stream_is_said_first_where_a_resumed_step_or_a_curve_fails() -> None:
     changed = {"op": "aten.multinomial.default", "call": 3, "of": 9,
                "how": "aten.multinomial.default draws different numbers for the same seed"}

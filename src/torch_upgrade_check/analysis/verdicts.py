@@ -190,7 +190,8 @@ def _fsdp2(m: dict[str, Any], model: str = "sharded") -> tuple[Outcome, str, dic
     thresholds = {"atol": FSDP2_ATOL, "rtol": FSDP2_RTOL, "grad_tol": FSDP2_GRAD_TOL,
                   "grad_tol_scaled_by": "each unsharded gradient's RMS"}
     where = f"{m.get('world_size')} ranks ({m.get('backend')})"
-    shards = (f"{m.get('grad_shards_compared')} reduced gradient shards within {short(grad)} of each gradient's RMS "
+    unit = "reduced gradient shards" if model == "sharded" else "all-reduced gradients (each rank's)"
+    shards = (f"{m.get('grad_shards_compared')} {unit} within {short(grad)} of each gradient's RMS "
               f"(worst {m.get('worst_grad')}, "
               f"step {m.get('worst_grad_step')}, rank {m.get('worst_grad_rank')}; at most {FSDP2_GRAD_TOL:g})")
     params = _fsdp2_errors("parameters", m.get("max_abs_err"), m.get("max_rel_err"))
