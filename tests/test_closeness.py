@@ -206,6 +206,11 @@ def test_ddp_is_judged_by_the_fsdp2_rule_in_its_own_words() -> None:
     outcome, reason = judge("ddp", base)
     assert outcome is Outcome.PASSED and "72 all-reduced gradients (each rank's) within 3e-06" in reason, reason
     assert "shards" not in reason and "the sharded" not in reason, reason  # 'unsharded' stays: the reference
+    outcome, reason = judge("ddp", {**base, "max_grad_err": 7e-3})
+    assert outcome is Outcome.FAILED and reason.startswith(
+        "the all-reduced gradients differ from the unsharded model's on 2 ranks (gloo): gradient of norm1.weight"), reason
+    outcome, reason = judge("ddp", {**base, "grad_shards_compared": 0})
+    assert outcome is Outcome.FAILED and "no all-reduced gradient was compared" in reason, reason
     outcome, reason = judge("ddp", {**base, "max_loss_err": 3e-5, "max_loss_rel_err": 1e-3})
     assert outcome is Outcome.FAILED and reason.startswith("the DDP model's loss differs from the unsharded model's"), \
         reason

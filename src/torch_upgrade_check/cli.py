@@ -61,8 +61,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                         "compare, A/B like latency (slow: each sample is a whole compile)")
     p.add_argument("--ddp", action="store_true",
                    help="also run the built-in transformer_block's ddp check: DistributedDataParallel steps on 2 "
-                        "ranks (CPU; on CUDA one a GPU, up to 8) under torchrun against the unsharded model, each rank's exit and the process group's "
-                        "shutdown checked (slow: a torchrun and two torch imports)")
+                        "ranks (CPU; on CUDA one a GPU, up to 8) under torchrun against the unsharded model, each "
+                        "rank's exit and the process group's shutdown checked (slow: a torchrun and two torch imports)")
     p.add_argument("--fleet", default=None, metavar="SPEC",
                    help="the GPUs the torch under test must serve, like 'sm_80,sm_90,driver=535.104.05,memory=24GiB' "
                         "(replaces the config's fleet:); judged from the wheel itself as environment[-]/fleet, and "

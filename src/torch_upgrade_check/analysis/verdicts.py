@@ -41,7 +41,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, dataloader, stats
@@ -144,7 +144,7 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         if "host_peak_bytes" in m:
             reason += f"; host RAM +{format_bytes(m['host_peak_bytes'])} (peak resident set growth)"
     elif spec.aspect in ("fsdp2", "ddp"):
-        outcome, reason, thresholds = _under_torchrun(m, "sharded" if spec.aspect == "fsdp2" else "DDP")
+        outcome, reason, thresholds = _under_torchrun(m, DISTRIBUTED_WORDS[spec.aspect])
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
     details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
@@ -182,7 +182,26 @@ def _checkpoint(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         {"bitwise": True}
 
 
-def _fsdp2(m: dict[str, Any], model: str = "sharded") -> tuple[Outcome, str, dict[str, Any]]:
+@dataclass(frozen=True)
+class Words:
+    """How a distributed check's reasons name its model and gradients (one rule, fsdp2's, judges both)."""
+
+    model: str  # "the sharded model's loss"
+    gradients: str  # "the reduced gradients differ"
+    piece: str  # "shard of linear1.weight"
+    one: str  # "no reduced gradient shard was compared"; "24 reduced gradient shards could not be"
+    counted: str  # "72 reduced gradient shards within …"
+
+
+# DDP's gradients are whole, all-reduced on every rank: each is one "shard" of itself to the shared rule
+DISTRIBUTED_WORDS = {
+    "fsdp2": Words("sharded", "reduced gradients", "shard", "reduced gradient shard", "reduced gradient shards"),
+    "ddp": Words("DDP", "all-reduced gradients", "gradient", "all-reduced gradient",
+                 "all-reduced gradients (each rank's)"),
+}
+
+
+def _fsdp2(m: dict[str, Any], words: Words) -> tuple[Outcome, str, dict[str, Any]]:
     """Every step's reduced gradient shards within FSDP2_GRAD_TOL of the unsharded gradients' RMS, every one of them
     compared, and each step's loss and the parameters after the steps within FSDP2_ATOL (or FSDP2_RTOL) of the
     unsharded model's. A missing or NaN figure fails (an old worker, a NaN parameter)."""
@@ -190,39 +209,37 @@ def _fsdp2(m: dict[str, Any], model: str = "sharded") -> tuple[Outcome, str, dic
     thresholds = {"atol": FSDP2_ATOL, "rtol": FSDP2_RTOL, "grad_tol": FSDP2_GRAD_TOL,
                   "grad_tol_scaled_by": "each unsharded gradient's RMS"}
     where = f"{m.get('world_size')} ranks ({m.get('backend')})"
-    unit = "reduced gradient shards" if model == "sharded" else "all-reduced gradients (each rank's)"
-    shards = (f"{m.get('grad_shards_compared')} {unit} within {short(grad)} of each gradient's RMS "
+    shards = (f"{m.get('grad_shards_compared')} {words.counted} within {short(grad)} of each gradient's RMS "
               f"(worst {m.get('worst_grad')}, "
               f"step {m.get('worst_grad_step')}, rank {m.get('worst_grad_rank')}; at most {FSDP2_GRAD_TOL:g})")
     params = _fsdp2_errors("parameters", m.get("max_abs_err"), m.get("max_rel_err"))
     losses = _fsdp2_errors("losses", m.get("max_loss_err"), m.get("max_loss_rel_err"))
-    if not grad <= FSDP2_GRAD_TOL:  # NaN (no shard compared, or an old worker) fails too
-        if not m.get("grad_shards_compared"):
-            return Outcome.FAILED, f"no reduced gradient shard was compared with the unsharded model's on {where}", \
-                thresholds
-        return Outcome.FAILED, (f"the reduced gradients differ from the unsharded model's on {where}: shard of "
+    if not m.get("grad_shards_compared"):  # the worker's worst error starts at 0.0: none compared must not pass
+        return Outcome.FAILED, f"no {words.one} was compared with the unsharded model's on {where}", thresholds
+    if not grad <= FSDP2_GRAD_TOL:  # NaN (an old worker) fails too
+        return Outcome.FAILED, (f"the {words.gradients} differ from the unsharded model's on {where}: {words.piece} of "
                                 f"{m.get('worst_grad')} at step {m.get('worst_grad_step')} (rank "
                                 f"{m.get('worst_grad_rank')}) off by {short(grad)} of its RMS, beyond "
                                 f"{FSDP2_GRAD_TOL:g}; {params}"), thresholds
     if m.get("grad_shards_unmatched") != 0:  # missing: an old worker, which skipped such shards silently
-        return Outcome.FAILED, (f"{m.get('grad_shards_unmatched')} reduced gradient shards on {where} could not be "
+        return Outcome.FAILED, (f"{m.get('grad_shards_unmatched')} {words.one}s on {where} could not be "
                                 f"compared with the unsharded model's gradient: their shape is not its chunk along "
                                 f"their shard dimension (first: {m.get('unmatched_grad')}); {shards}"), thresholds
     if not _fsdp2_within(m.get("max_abs_err"), m.get("max_rel_err")):
         return Outcome.FAILED, (f"differs from the unsharded model after {m.get('steps')} steps on {where}: {params}; "
                                 f"{shards}"), thresholds
     if not _fsdp2_within(m.get("max_loss_err"), m.get("max_loss_rel_err")):
-        return Outcome.FAILED, (f"the {model} model's loss differs from the unsharded model's on {where} (worst at step "
+        return Outcome.FAILED, (f"the {words.model} model's loss differs from the unsharded model's on {where} (worst at step "
                                 f"{m.get('worst_loss_step')}): {losses}, beyond {FSDP2_ATOL:g} (or {FSDP2_RTOL:g} "
                                 f"relative); {shards}; {params}"), thresholds
     return Outcome.PASSED, (f"matches the unsharded model in each of {m.get('steps')} steps on {where}: {shards}; "
                             f"{losses}; {params}"), thresholds
 
 
-def _under_torchrun(m: dict[str, Any], model: str) -> tuple[Outcome, str, dict[str, Any]]:
+def _under_torchrun(m: dict[str, Any], words: Words) -> tuple[Outcome, str, dict[str, Any]]:
     """fsdp2 and ddp: every rank shut down within the bound and exited 0 under torchrun, then the fsdp2 rule (DDP's
     gradients are whole: each is one "shard" of itself). A missing figure fails (an old worker)."""
-    outcome, reason, thresholds = _fsdp2(m, model)
+    outcome, reason, thresholds = _fsdp2(m, words)
     thresholds = {**thresholds, "shutdown_timeout_s": m.get("shutdown_timeout_s")}
     where = f"{m.get('world_size')} ranks ({m.get('backend')}, {m.get('launcher')})"
     hung, left = m.get("hung_ranks"), m.get("left_running")
