@@ -183,7 +183,8 @@ def test_matrix_of_two_runners_merges_into_one_summary(act: str, repo: Path, tmp
     assert "2 checks" in combined[0] and combined[0].count("#1") >= 1 and combined[0].count("#2") >= 1, combined[0]
     assert "reusable-workflow verdict=passed result=success" in run.text("report the verdict")
     outputs = run.workflow_outputs()  # the action's outputs, merged over both runners
-    assert outputs == {"verdict": "passed", "passed": "2", "suspicious": "0", "failed": "0", "errors": "0",
+    assert outputs == {"verdict": "passed", "passed": "2", "suspicious": "0", "shared-failures": "0", "failed": "0",
+                       "errors": "0",
                        "skipped": "0", "not-run": "0", "total": "2"}, outputs
 
 
