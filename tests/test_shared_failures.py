@@ -91,7 +91,8 @@ def test_a_failure_of_another_kind_is_not_excused() -> None:
     assert got.outcome is Outcome.FAILED and "but another way here: NaN" in got.reason, got.reason
     uncompared = numerics(1e-6, 10, uncompared=["grad:head.weight"])
     both = marked(uncompared, uncompared)  # a tensor produced and never compared: never the model's own
-    assert both.outcome is Outcome.FAILED and "a tensor not compared, which is never the model's own" in both.reason
+    assert both.outcome is Outcome.FAILED, both.reason
+    assert "with a tensor not compared on both sides: not new, but not a size the model's rounding explains" in both.reason
 
 
 def test_a_changed_fp64_golden_is_the_upgrades() -> None:
@@ -128,6 +129,13 @@ def test_amp_shared_when_as_close_as_the_baselines_autocast_step_and_not_when_fu
     assert got.outcome is Outcome.FAILED and "float16 autocast step further from the golden than the baseline's" in got.reason
     no_effect = amp([t("output", err * 3, 900, scale=1.0, rmse=err, ref_rmse=err)], mode="compare", low=0)
     assert marked(base, no_effect).outcome is Outcome.FAILED
+    scaler = {"overflow_scale": 65536.0, "overflow_skipped": False, "scaled_step_applied": True,  # broken on both
+              "loss_scale": 32768.0}
+    broken = [decided("amp", {"mode": mode, "checked": {"float16": {
+        "per_tensor": [t("output", err * 3, 900, scale=1.0, rmse=err, ref_rmse=err)], "rtol": 1e-3, "atol": 1e-5,
+        "low_precision_modules": 12, "modules": 14, **scaler}}}) for mode in ("alone", "compare")]
+    got = marked(*broken)
+    assert got.outcome is Outcome.FAILED and "GradScaler's overflow handling on both sides: not new" in got.reason
 
 
 def test_only_shared_failures_pass_the_run_and_the_headline_counts_them_apart() -> None:

@@ -6,10 +6,11 @@ accumulation over many layers, a float16 model's own rounding), not about the up
 a failure) only when all of these hold:
 - the aspect's failure has a size (aspects.Aspect.sized: checks judged tensor by tensor against a golden);
 - both sides' checks FAILED (an error, a crash, a timeout is never excused, nor is any other aspect's failure);
-- the candidate's failure is of no other kind than the baseline's: it finds no problem the baseline's does not
-  (NaN, a tensor produced but not compared, nothing compared, autocast without effect, the GradScaler's overflow
+- both failed only by a size: neither side's check found a problem that is not an error beyond tolerance (NaN,
+  a tensor produced but not compared, nothing compared, autocast without effect, the GradScaler's overflow
   handling, the fp64 golden changed since the baseline, an autocast step further from the golden than the
-  baseline's), and nothing compared or a tensor not compared is never excused on either side;
+  baseline's). One the candidate alone has is a failure of another kind, the upgrade's; one both share is not
+  the model's rounding, and fails as a failure that is not new;
 - the same size: the candidate's worst error (the largest of each tensor's max abs error and RMS error, in units of
   that tensor's scale) is at most SHARED_FACTOR times the baseline's, and its elements outside tolerance at most
   SHARED_FACTOR times the baseline's plus SHARED_SLACK_ELEMENTS.
@@ -31,8 +32,6 @@ from torch_upgrade_check.model import CheckResult, Outcome
 # the harness's kernel changes (0.1% and more) move the worst error tenfold or more
 SHARED_FACTOR = 2.0
 SHARED_SLACK_ELEMENTS = 16
-# problems that mean the check did not compare what it should have: never the model's own
-NEVER_EXCUSED = frozenset({"nothing compared", "a tensor not compared"})
 SHARED_KEY = "shared_with_baseline"  # in an excused result's metrics: the baseline, its reason, the sizes
 
 
@@ -48,7 +47,8 @@ class Size:
 
 @dataclass(frozen=True)
 class Shared:
-    """Whether a candidate failure the baseline shares is the model's own (`same`), and the line that says why."""
+    """Whether a candidate failure the baseline shares is the model's own (`same`), and the words that say why (after
+    "also failed on baseline X")."""
 
     same: bool
     why: str
@@ -79,19 +79,20 @@ def judge_shared(baseline: CheckResult, candidate: CheckResult) -> Shared | None
         return None
     new = sorted(after.problems - before.problems)
     if new:
-        return Shared(False, f"but another way here: {', '.join(new)}")
-    never = sorted((after.problems | before.problems) & NEVER_EXCUSED)
-    if never:
-        return Shared(False, f"{', '.join(never)}, which is never the model's own")
+        return Shared(False, f"but another way here: {', '.join(new)}: the upgrade's, so it fails")
+    both = sorted(after.problems)
+    if both or before.problems:
+        return Shared(False, f"with {', '.join(both or sorted(before.problems))} on both sides: not new, but not a "
+                             f"size the model's rounding explains, so it fails")
     if math.isnan(before.worst) or math.isnan(after.worst):
-        return Shared(False, "but the errors were not measured on both sides")
+        return Shared(False, "but its errors were not measured on both sides, so it fails")
     figures = (f"worst error {short(after.worst)} of the tensor's scale (baseline {short(before.worst)}), "
                f"{after.outside} elements outside tolerance (baseline {before.outside})")
     bound = SHARED_FACTOR * before.outside + SHARED_SLACK_ELEMENTS
     if after.worst > SHARED_FACTOR * before.worst or after.outside > bound:
         return Shared(False, f"but larger here: {figures}; the same size is at most {SHARED_FACTOR:g}× the "
                              f"baseline's worst error and {SHARED_FACTOR:g}× its elements outside tolerance "
-                             f"+ {SHARED_SLACK_ELEMENTS}")
+                             f"+ {SHARED_SLACK_ELEMENTS}: the upgrade's, so it fails")
     return Shared(True, f"at the same size: {figures}")
 
 

@@ -71,8 +71,7 @@ def _preexisting(b: CheckResult | None, r: CheckResult, label: str, fail_on_shar
     if shared is None:
         return replace(r, reason=f"{r.reason} (also {b.outcome.value} on baseline {label}: not new)")
     if not shared.same:
-        return replace(r, reason=f"{r.reason} (also failed on baseline {label}, {shared.why}: the upgrade's, so it "
-                                 f"fails)")
+        return replace(r, reason=f"{r.reason} (also failed on baseline {label}, {shared.why})")
     metrics = {**r.metrics, SHARED_KEY: {"baseline": label, "baseline_reason": b.reason, "why": shared.why}}
     thresholds = {**r.thresholds, "fail_on_shared_failures": fail_on_shared, "shared_factor": SHARED_FACTOR}
     if fail_on_shared:
