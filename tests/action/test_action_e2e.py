@@ -50,6 +50,7 @@ def test_compare_passes_and_writes_summary_outputs_and_report(act: str, repo: Pa
     out = run.outputs()
     assert out["verdict"] == "passed", out
     assert int(out["passed"]) >= 1 and out["failed"] == out["errors"] == out["not-run"] == "0"
+    assert out["shared-failures"] == "0"  # the action's output, through action.yml's outputs
     assert int(out["total"]) >= int(out["passed"])
     for name in ("report", "junit", "summary"):
         assert Path(out[name]).name == {"report": "report.json", "junit": "junit.xml", "summary": "summary.md"}[name]
