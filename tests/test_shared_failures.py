@@ -89,6 +89,8 @@ def test_a_failure_of_another_kind_is_not_excused() -> None:
     nan = decided("numerics", {**FP32, "per_tensor": [t("output", float("inf"), 3, nan=3, rmse=float("inf"))]})
     got = marked(numerics(1e-6, 10), nan)
     assert got.outcome is Outcome.FAILED and "but another way here: NaN" in got.reason, got.reason
+    back = marked(nan, numerics(1e-6, 10))  # NaN on the baseline only: its failure has no size to hold this one to
+    assert back.outcome is Outcome.FAILED and "with NaN there: no size to compare with, so it fails" in back.reason
     uncompared = numerics(1e-6, 10, uncompared=["grad:head.weight"])
     both = marked(uncompared, uncompared)  # a tensor produced and never compared: never the model's own
     assert both.outcome is Outcome.FAILED, both.reason

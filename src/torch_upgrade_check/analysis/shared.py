@@ -80,10 +80,11 @@ def judge_shared(baseline: CheckResult, candidate: CheckResult) -> Shared | None
     new = sorted(after.problems - before.problems)
     if new:
         return Shared(False, f"but another way here: {', '.join(new)}: the upgrade's, so it fails")
-    both = sorted(after.problems)
-    if both or before.problems:
-        return Shared(False, f"with {', '.join(both or sorted(before.problems))} on both sides: not new, but not a "
-                             f"size the model's rounding explains, so it fails")
+    if after.problems:
+        return Shared(False, f"with {', '.join(sorted(after.problems))} on both sides: not new, but not a size the "
+                             f"model's rounding explains, so it fails")
+    if before.problems:  # the baseline's failure has no size to hold this one against
+        return Shared(False, f"with {', '.join(sorted(before.problems))} there: no size to compare with, so it fails")
     if math.isnan(before.worst) or math.isnan(after.worst):
         return Shared(False, "but its errors were not measured on both sides, so it fails")
     figures = (f"worst error {short(after.worst)} of the tensor's scale (baseline {short(before.worst)}), "
