@@ -29,7 +29,8 @@ from torch_upgrade_check.model import CheckResult, Outcome
 
 # fp32 rounding across releases moves a failing model's worst error by a few tens of percent and its count of
 # elements outside tolerance by a few (the real vit_tiny numerics: 11 elements of 5.5 million on three torches);
-# the harness's kernel changes (0.1% and more) move the worst error tenfold or more
+# a 0.1% kernel change (the harness's) puts a float32 error near 1e-3 of the scale, where a model's own rounding
+# leaves it near 1e-5 (the vit_tiny gradient: 5.96e-7 at RMS 0.0575): a hundredfold
 SHARED_FACTOR = 2.0
 SHARED_SLACK_ELEMENTS = 16
 SHARED_KEY = "shared_with_baseline"  # in an excused result's metrics: the baseline, its reason, the sizes
