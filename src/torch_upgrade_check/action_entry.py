@@ -49,7 +49,7 @@ INPUTS: tuple[str, ...] = (
     "candidate-torch-version", "baseline-torch-version", "torch-backend", "index-url", "extra-index-url", "find-links",
     "extra-requirements", "requirements", "extras", "base-ref", "venv-cap", "cache", "device", "fleet", "config", "checks", "rtol", "atol", "max-latency-regression",
     "max-memory-regression", "compile-time", "ddp", "scan", "max-compile-time-regression", "max-latency-ms", "check-timeout-seconds", "fail-on",
-    "ab-budget", "undecided", "threads", "python", "working-directory",
+    "ab-budget", "undecided", "fail-on-shared-failures", "threads", "python", "working-directory",
     "job-summary", "report-dir", "upload-report", "bisect", "bisect-good",
 )
 # The names inputs had before v1.0.0, kept as aliases through v1: each still works, with one warning in the log.
@@ -179,6 +179,7 @@ def validate(values: Mapping[str, str]) -> list[str]:
     for name in ("job-summary", "cache", "bisect", "compile-time", "ddp"):
         if values[name].lower() not in (*TRUE, *FALSE):
             problems.append(f"input '{name}' must be true or false, got {values[name]!r}")
+    problems += _shared_problems(values["fail-on-shared-failures"], bool(baseline))
     if values["venv-cap"]:
         problems.append(_problem(gigabytes, "venv-cap", values["venv-cap"]))
     if not (candidate or baseline):
@@ -225,6 +226,18 @@ def upload_plan(environ: Mapping[str, str]) -> dict[str, str]:
         return {"enabled": "false", "name": "", "path": ""}
     print(f"{PROG}: upload-report: uploading {path} as artifact {name!r}{where}", flush=True)
     return {"enabled": "true", "name": name, "path": str(path)}
+
+
+def _shared_problems(text: str, baseline: bool) -> list[str]:
+    """Input 'fail-on-shared-failures': '' (the config's, else false), true or false, and only with a baseline."""
+    if not text.strip():
+        return []
+    if text.strip().lower() not in (*TRUE, *FALSE):
+        return [f"input 'fail-on-shared-failures' must be true or false (or empty for the config's), got {text!r}"]
+    if not baseline:
+        return ["input 'fail-on-shared-failures' judges failures the baseline shares; set 'baseline-torch-version' "
+                "too, or remove it"]
+    return []
 
 
 def _bisect_problems(values: Mapping[str, str]) -> list[str]:
@@ -292,6 +305,9 @@ def build_argv(values: Mapping[str, str]) -> list[str]:
         if baseline == "auto" or values["base-ref"]:  # the baseline's stack (and auto's pin) at the base commit
             argv += ["--base-ref", values["base-ref"] or "HEAD^1"]
         argv += _install_flags(values)
+        shared = values["fail-on-shared-failures"].strip().lower()
+        if shared:  # not a bisect flag: a bisection's good build passes the checks it bisects
+            argv.append("--fail-on-shared-failures" if shared in TRUE else "--no-fail-on-shared-failures")
     else:
         argv = ["run", "--python", values["python"]]
     argv += ["--device", values["device"], "--out", values["report-dir"]]

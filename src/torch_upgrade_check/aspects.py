@@ -106,14 +106,17 @@ class Aspect:
     dtypes: Dtypes = Dtypes.EACH
     last: bool = False  # planned after a workload's other checks: it reports what they raised
     ab: AB | None = None
+    # judged tensor by tensor against a golden, so a failure has a size: compare excuses one the baseline shares at
+    # the same size as the model's own (analysis.shared has the rule)
+    sized: bool = False
 
 
 _W, _C, _FK = Runs.WORKER, InCompare, FailKind  # short, for the table
 STACK_OPT_IN = "a stack (--requirements, --extras, a lock file, or the config's), or --only naming it"
 TABLE: tuple[Aspect, ...] = (
-    Aspect("numerics", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.8, 3.6)),
+    Aspect("numerics", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.8, 3.6), sized=True),
     Aspect("cross-backend", _W, _C.ALONE, _FK.CORRECTNESS,
-           Cost(None, None, "needs an accelerator: not measured here (skipped on a CPU)")),
+           Cost(None, None, "needs an accelerator: not measured here (skipped on a CPU)"), sized=True),
     Aspect("cross-version", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.2, 14, "compare only; the first of a worker the most"),
            compare_only=True),
     Aspect("compile", _W, _C.SAVED, _FK.CORRECTNESS,
@@ -134,8 +137,9 @@ TABLE: tuple[Aspect, ...] = (
            Cost(12, 12, "opt-in (--ddp): torchrun and 2 processes (gloo), 25 s of CPU"), opt_in="--ddp"),
     Aspect("checkpoint", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.7, 0.7), family="training"),
     Aspect("training-curve", _W, _C.SAVED, _FK.CORRECTNESS, Cost(15, 21, "50 steps, twice"), family="training"),
-    Aspect("sdpa-backends", _W, _C.ALONE, _FK.CORRECTNESS, Cost(3.0, 3.5)),
-    Aspect("amp", _W, _C.SAVED, _FK.CORRECTNESS, Cost(2.2, 4.1), family="training", dtypes=Dtypes.FLOAT32),
+    Aspect("sdpa-backends", _W, _C.ALONE, _FK.CORRECTNESS, Cost(3.0, 3.5), sized=True),
+    Aspect("amp", _W, _C.SAVED, _FK.CORRECTNESS, Cost(2.2, 4.1), family="training", dtypes=Dtypes.FLOAT32,
+           sized=True),
     Aspect("dataloader", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(10, 24, "6 DataLoaders of 2 workers: fork, spawn, forkserver, persistent workers off and on "
                         "(spawned workers import torch)"), dtypes=Dtypes.FIRST),
@@ -190,6 +194,7 @@ PER_SIDE_ASPECTS = tuple(a for a in SAVED_ASPECTS if not ASPECT[a].compare_only)
 LAST = tuple(a.name for a in TABLE if a.last)
 FLOAT32_ONLY = tuple(a.name for a in TABLE if a.dtypes is Dtypes.FLOAT32)
 FIRST_DTYPE_ONLY = tuple(a.name for a in TABLE if a.dtypes is Dtypes.FIRST)
+SIZED_ASPECTS = tuple(a.name for a in TABLE if a.sized)  # a failure the baseline shares at the same size is excused
 def ab_of(aspect: str) -> AB:
     """An A/B aspect's figure (KeyError for an aspect that is not measured A/B)."""
     figure = ASPECT[aspect].ab

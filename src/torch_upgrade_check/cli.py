@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--no-attribution", action="store_true",
                      help="do not profile both sides' forward op by op after a latency check ends regression or "
                           "undecided (where the time went: about 4 fresh process pairs, up to 60 s a check)")
+    cmp.add_argument("--fail-on-shared-failures", action=argparse.BooleanOptionalAction, default=None,
+                     help="fail on a correctness failure the baseline shares at the same size too (by default it is "
+                          "the model's own: a warning; default: the config's fail-on-shared-failures, else no)")
     _add_scan_arg(cmp)
     _add_install_args(cmp)
     _add_run_args(cmp)

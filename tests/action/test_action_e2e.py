@@ -50,6 +50,7 @@ def test_compare_passes_and_writes_summary_outputs_and_report(act: str, repo: Pa
     out = run.outputs()
     assert out["verdict"] == "passed", out
     assert int(out["passed"]) >= 1 and out["failed"] == out["errors"] == out["not-run"] == "0"
+    assert out["shared-failures"] == "0"  # the action's output, through action.yml's outputs
     assert int(out["total"]) >= int(out["passed"])
     for name in ("report", "junit", "summary"):
         assert Path(out[name]).name == {"report": "report.json", "junit": "junit.xml", "summary": "summary.md"}[name]
@@ -183,7 +184,8 @@ def test_matrix_of_two_runners_merges_into_one_summary(act: str, repo: Path, tmp
     assert "2 checks" in combined[0] and combined[0].count("#1") >= 1 and combined[0].count("#2") >= 1, combined[0]
     assert "reusable-workflow verdict=passed result=success" in run.text("report the verdict")
     outputs = run.workflow_outputs()  # the action's outputs, merged over both runners
-    assert outputs == {"verdict": "passed", "passed": "2", "suspicious": "0", "failed": "0", "errors": "0",
+    assert outputs == {"verdict": "passed", "passed": "2", "suspicious": "0", "shared-failures": "0", "failed": "0",
+                       "errors": "0",
                        "skipped": "0", "not-run": "0", "total": "2"}, outputs
 
 

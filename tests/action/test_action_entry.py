@@ -81,6 +81,16 @@ def test_ab_budget_undecided_and_threads_reach_the_cli() -> None:
     assert plan(_env(threads="2")).argv[:1] == ("run",) and "--threads" in plan(_env(threads="2")).argv
 
 
+def test_fail_on_shared_failures_reaches_compare_only_when_set() -> None:
+    versions = {"candidate_torch_version": "2.13.0", "baseline_torch_version": "2.12.1"}
+    assert "--fail-on-shared-failures" in plan(_env(**versions, fail_on_shared_failures="True")).argv
+    assert "--no-fail-on-shared-failures" in plan(_env(**versions, fail_on_shared_failures="false")).argv
+    unset = plan(_env(**versions)).argv  # '': the config's key decides, else false
+    assert not any("shared" in a for a in unset)
+    bisect = bisect_argv(read_inputs(_env(**versions, fail_on_shared_failures="true")), "2.13.0", ["mlp[float32]/*"])
+    assert not any("shared" in a for a in bisect)  # not a bisect flag
+
+
 def test_baseline_alone_compares_with_the_installed_torch_as_candidate() -> None:
     assert plan(_env(baseline_torch_version="2.12.1")).argv[:5] == ("compare", "--candidate", "current",
                                                                      "--baseline", "2.12.1")
@@ -147,6 +157,9 @@ def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
     ({"baseline_torch_version": "current", "undecided": "maybe"}, "input 'undecided' must be fail or pass, got 'maybe'"),
     ({"baseline_torch_version": "current", "ab_budget": "0"}, "input 'ab-budget' must be a positive number"),
     ({"undecided": "pass"}, "input 'undecided' compares with a baseline"),
+    ({"baseline_torch_version": "current", "fail_on_shared_failures": "sometimes"},
+     "input 'fail-on-shared-failures' must be true or false (or empty for the config's), got 'sometimes'"),
+    ({"fail_on_shared_failures": "true"}, "input 'fail-on-shared-failures' judges failures the baseline shares"),
     ({"threads": "0"}, "input 'threads' must be 1 or more (a whole number like 4), got '0'"),
     ({"max_latency_ms": "mlp"}, "input 'max-latency-ms' must be NAME=MS with MS a positive number of milliseconds"),
     ({"fail_on": "speed"}, "input 'fail-on' must be a comma-separated list of correctness, latency, memory, warnings, or none"),
@@ -189,7 +202,8 @@ def test_bad_inputs_are_annotations_and_the_outputs_say_error(tmp_path: Path,
         f"::error title=torch-upgrade-check%3A input 'fail-on'::{problems[1]}"]
     blocks = re.findall(r"^([a-z-]+)<<(ghadelimiter_\S+)\n(.*?)\n\2$", output.read_text(), re.MULTILINE | re.DOTALL)
     written = {name: value for name, _, value in blocks}
-    assert written == {"verdict": "error", "passed": "0", "suspicious": "0", "failed": "0", "errors": "0",
+    assert written == {"verdict": "error", "passed": "0", "suspicious": "0", "shared-failures": "0", "failed": "0",
+                       "errors": "0",
                        "skipped": "0", "not-run": "0", "total": "0", "report": "", "junit": "", "summary": ""}
 
 

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from torch_upgrade_check.analysis.sides import mark_preexisting
 from torch_upgrade_check.model import CheckResult, Outcome, Report
 from torch_upgrade_check.report.annotations import annotations
 from torch_upgrade_check.report.junit import build_junit, junit_to_string
@@ -309,6 +310,23 @@ def _comparison_regression() -> list[Report]:
     return _as_compare([baseline, candidate], "2.12.0", "2.13.0")
 
 
+def _comparison_shared_failure() -> list[Report]:
+    """resnet18's float32 numerics fails on both torches by about as much (a few gradient elements of a deep model,
+    fp32 accumulation) and is judged by the real rule (analysis.shared): a warning, counted apart; mlp passes."""
+    def failing(label: str, err: float, mismatched: int) -> CheckResult:
+        tensors = [tensor("output", 8_000, 1.9, 1.1e-6, rmse=2e-7),
+                   tensor("grad:conv1.weight", 9_408, 0.021, err, mismatched=mismatched, rmse=err / 40),
+                   tensor("grad:fc.weight", 512_000, 0.004, 3e-9, rmse=1e-9)]
+        return _numerics("resnet18", outcome=Outcome.FAILED, metrics={"per_tensor": tensors},
+                         reason=f"1 of 3 tensors differ; worst grad:conv1.weight: {mismatched} of 9408 elements outside "
+                                f"atol·scale + rtol·|golden| (max abs err {err:.3g}, scale 0.021)")
+    both = [_numerics("mlp"), check("mlp", "determinism", metrics={"bitwise_equal": True})]
+    baseline = report(*both, failing("2.12.0", 5.96e-7, 1), label="2.12.0", role="baseline", environment=BASE_ENV)
+    candidate = report(*both, failing("2.13.0", 7.2e-7, 3), _cross("mlp"), label="2.13.0", role="candidate",
+                       environment=CAND_ENV)
+    return _as_compare([baseline, mark_preexisting(baseline, candidate)], "2.12.0", "2.13.0")
+
+
 def _profile(wall: float, ops: dict[tuple[str, str], float], jitter: float) -> dict[str, Any]:
     """One side's profile of a round (worker.opprofile's shape): ms per forward call, per op at its inputs."""
     rows = [{"op": op, "shapes": json.loads(shapes), "dtypes": ["float32"] * len(json.loads(shapes)),
@@ -409,6 +427,7 @@ def cases() -> dict[str, list[Report]]:
         "comparison_clean": _comparison_clean(),
         "comparison_regression": _comparison_regression(),
         "comparison_attributed": _comparison_attributed(),
+        "comparison_shared_failure": _comparison_shared_failure(),
     }
 
 

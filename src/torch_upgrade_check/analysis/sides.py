@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
+from torch_upgrade_check.analysis.shared import SHARED_FACTOR, SHARED_KEY, judge_shared
 from torch_upgrade_check.analysis.verdicts import decide, plural_of, warning_entry, warning_line, warnings_reason
 from torch_upgrade_check.aspects import COMPILE_ASPECTS
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Report, Side, Status
@@ -49,19 +50,37 @@ def first_op_line(op: Mapping[str, Any]) -> str:
             f"{', '.join(op.get('outputs') or []) or 'none'}): {how}")
 
 
-def mark_preexisting(baseline: Report, candidate: Report) -> Report:
-    """A candidate failure that the baseline shares is still a failure, but says it is not new."""
+def mark_preexisting(baseline: Report, candidate: Report, fail_on_shared: bool = False) -> Report:
+    """A candidate failure that the baseline shares says so. A correctness failure the baseline shares at the same
+    size (analysis.shared) is the model's own: a warning (suspicious, metrics[SHARED_KEY]), or with `fail_on_shared`
+    (--fail-on-shared-failures) still a failure; any other shared failure or error fails as before, saying it is not
+    new."""
     base = {r.id: r for r in baseline.results}
-    results = []
-    for r in candidate.results:
-        b = base.get(r.id)
-        note = ""
-        if r.outcome in (Outcome.FAILED, Outcome.ERROR) and b is not None and b.outcome is r.outcome:
-            note = f" (also {b.outcome.value} on baseline {baseline.label}: not new)"
-        elif r.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.SKIPPED) and b is not None and b.outcome is Outcome.PASSED:
-            note = f" (passed on baseline {baseline.label}: new in the candidate)"
-        results.append(replace(r, reason=r.reason + note) if note else r)
-    return replace(candidate, results=tuple(results))
+    return replace(candidate, results=tuple(_preexisting(base.get(r.id), r, baseline.label, fail_on_shared)
+                                            for r in candidate.results))
+
+
+def _preexisting(b: CheckResult | None, r: CheckResult, label: str, fail_on_shared: bool) -> CheckResult:
+    if b is None:
+        return r
+    if r.outcome in (Outcome.FAILED, Outcome.SKIPPED, Outcome.ERROR) and b.outcome is Outcome.PASSED:
+        return replace(r, reason=f"{r.reason} (passed on baseline {label}: new in the candidate)")
+    if r.outcome not in (Outcome.FAILED, Outcome.ERROR) or b.outcome is not r.outcome:
+        return r
+    shared = judge_shared(b, r)
+    if shared is None:
+        return replace(r, reason=f"{r.reason} (also {b.outcome.value} on baseline {label}: not new)")
+    if not shared.same:
+        return replace(r, reason=f"{r.reason} (also failed on baseline {label}, {shared.why})")
+    metrics = {**r.metrics, SHARED_KEY: {"baseline": label, "baseline_reason": b.reason, "why": shared.why}}
+    thresholds = {**r.thresholds, "fail_on_shared_failures": fail_on_shared, "shared_factor": SHARED_FACTOR}
+    if fail_on_shared:
+        return replace(r, metrics=metrics, thresholds=thresholds,
+                       reason=f"{r.reason} (also failed on baseline {label} {shared.why}: the model's own, not new; "
+                              f"fail-on-shared-failures fails it)")
+    return replace(r, outcome=Outcome.SUSPICIOUS, metrics=metrics, thresholds=thresholds,
+                   reason=f"the model's own, not the upgrade's: also failed on baseline {label} {shared.why} "
+                          f"(set fail-on-shared-failures to fail on it); {r.reason}")
 
 
 def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collection[str]) -> Report:

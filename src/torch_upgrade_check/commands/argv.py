@@ -36,6 +36,8 @@ NOT_FORWARDED = {
     "index_url": "forwarded, or the nightly channel's index", "fleet": "refused by bisect",
     "list": "refused by bisect", "help": "argparse's",
     "scan": "not a bisect flag: the api check names the file:line; the step that dropped a name is not sought",
+    "fail_on_shared_failures": "not a bisect flag: a step's good build passes the checks bisected, so no failure is "
+                               "shared (the config's key still applies)",
     "no_attribution": "every step passes it: a step needs its verdict, not where a slower forward's time went",
 }
 REGRESSION_FLAG = {"latency": "max_latency_regression", "compiled-latency": "max_latency_regression",

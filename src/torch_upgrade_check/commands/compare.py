@@ -446,7 +446,8 @@ def judge(sides: Sides, started: float) -> int:
     s, reports = sides.s, sides.reports
     if s.has_baseline:
         reports["candidate"] = judge_against_baseline(
-            reports["baseline"], mark_preexisting(reports["baseline"], reports["candidate"]), s.fail_on_set)
+            reports["baseline"], mark_preexisting(reports["baseline"], reports["candidate"],
+                                                  s.fail_on_shared_failures), s.fail_on_set)
     reports["candidate"] = fleet_memory(s.served, reports["candidate"], shlex.join(
         [PROG, *argv.compare_head(s), "--device", sides.device, *argv.fleet_flags(s, "memory")]))
     sides.reports = {k: replace(r, finished=session.now(), complete=True) for k, r in reports.items()}

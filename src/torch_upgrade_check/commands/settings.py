@@ -109,6 +109,7 @@ class CompareSettings(RunSettings, Install):
     candidate_python: str | None
     baseline_python: str | None
     no_attribution: bool
+    fail_on_shared_failures: bool  # --[no-]fail-on-shared-failures, else the config's, else False
     candidate_spec: provision.TorchSpec | None
     baseline_spec: provision.TorchSpec | None
     thresholds: compare.Thresholds
@@ -326,6 +327,9 @@ def _compare(args: argparse.Namespace, argv: Sequence[str]) -> CompareSettings:
     if problems:
         raise UsageError(*problems)
     undecided = args.undecided or (cfg.undecided if cfg is not None else None) or abjudge.UNDECIDED[0]
+    shared = args.fail_on_shared_failures
+    if shared is None:
+        shared = bool(cfg.fail_on_shared_failures) if cfg is not None else False
     worker = run["session"]
     if (specs["baseline"] or args.baseline_python) and worker.threads is None:
         worker = replace(worker, threads=measure.default_threads())  # both sides measure with the same threads
@@ -335,7 +339,7 @@ def _compare(args: argparse.Namespace, argv: Sequence[str]) -> CompareSettings:
         thresholds=compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"],
                                       ratios["max_compile_time_regression"]),
         ab_budget_s=ab_budget_s or measure.DEFAULT_BUDGET_S, undecided_policy=undecided, venv_cap_gb=venv_cap_gb,
-        stacks=stacks))
+        stacks=stacks, fail_on_shared_failures=shared))
 
 
 def _bisect(args: argparse.Namespace) -> BisectSettings:

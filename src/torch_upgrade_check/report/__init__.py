@@ -8,8 +8,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from torch_upgrade_check.analysis.shared import SHARED_KEY
 from torch_upgrade_check.aspects import ASPECTS, FAIL_KINDS
-from torch_upgrade_check.model import DEVICES, ABState, Outcome, Report, Side, Verdict
+from torch_upgrade_check.model import DEVICES, ABState, CheckResult, Outcome, Report, Side, Verdict
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN})
 ATTENTION = FAILING | {Outcome.SUSPICIOUS}  # what the job summary shows open, before everything that passed
@@ -101,6 +102,32 @@ def merged_verdict(reports: Sequence[Report]) -> Verdict:
     if Verdict.FAILED in verdicts or not verdicts:
         return Verdict.FAILED
     return Verdict.PASSED
+
+
+# a correctness failure the baseline shares at the same size (analysis.shared): a warning, counted apart from suspicious
+SHARED_WORDS = "the model's own, not the upgrade's"
+
+
+def is_shared(result: CheckResult) -> bool:
+    """A candidate's correctness failure that the baseline shares at the same size, left to warn."""
+    return result.outcome is Outcome.SUSPICIOUS and isinstance(result.metrics.get(SHARED_KEY), Mapping)
+
+
+def warning_word(result: CheckResult) -> str:
+    """What a warning (a suspicious result) is called in annotations and JUnit."""
+    if is_shared(result):
+        return f"shared failure ({SHARED_WORDS})"
+    return "undecided" if result.metrics.get("change") == ABState.UNDECIDED else "suspicious"
+
+
+def shared_count(reports: Sequence[Report]) -> int:
+    """The deciding reports' failures the baseline shares at the same size."""
+    return sum(1 for report in deciding(reports) for r in report.results if is_shared(r))
+
+
+def shared_phrase(n: int) -> str:
+    """"2 failures the baseline shares (the model's own, not the upgrade's)"."""
+    return f"{n} failure{'' if n == 1 else 's'} the baseline shares ({SHARED_WORDS})"
 
 
 def total_counts(reports: Sequence[Report]) -> dict[str, int]:

@@ -16,6 +16,7 @@ from torch_upgrade_check.report import (
     run_names,
     sig,
     visible,
+    warning_word,
 )
 
 MAX_ERRORS = 10  # GitHub shows at most 10 error and 10 warning annotations per step
@@ -52,7 +53,7 @@ def annotations(reports: Sequence[Report]) -> list[str]:
                     word = "regressed" if r.metrics["change"] == ABState.REGRESSION else "undecided, beyond its threshold,"
                 errors.append((f"{visible(r.id)} {word} on {run}", _message(r, word)))
             elif r.outcome is Outcome.SUSPICIOUS:
-                word = "undecided" if r.metrics.get("change") == ABState.UNDECIDED else "suspicious"
+                word = warning_word(r)
                 warnings.append((f"{visible(r.id)} {word} on {run}", _message(r, word)))
             elif r.outcome is Outcome.SKIPPED and r.device != "cpu":
                 warnings.append((f"{visible(r.id)} skipped on {run}", r.reason or "skipped"))

@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 
 from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
-from torch_upgrade_check.model import ABState, CheckResult, Outcome, Report
+from torch_upgrade_check.model import CheckResult, Outcome, Report
 from torch_upgrade_check.report import (
     FAILING,
     attribution,
@@ -20,6 +20,7 @@ from torch_upgrade_check.report import (
     one_line,
     run_names,
     visible,
+    warning_word,
 )
 
 NAME = "torch-upgrade-check"
@@ -31,7 +32,8 @@ def build_junit(reports: Sequence[Report]) -> JUnitXml:
 
     failed -> <failure>; error and not-run -> <error> (not-run fails the verdict, so it must not look
     green); skipped -> <skipped>; suspicious -> a passing case whose <system-out> starts with
-    "suspicious" and the reason (it warns and never fails). A run that could not happen gets one `infrastructure`
+    "suspicious" and the reason (it warns and never fails; a correctness failure the baseline shares at the same size
+    starts "shared failure (the model's own, not the upgrade's)"). A run that could not happen gets one `infrastructure`
     <error> case, a run where nothing ran one `nothing-ran` <failure> case, so JUnit agrees with the verdict.
     A comparison's baseline gets its own suite, but informs only: its failing checks become <skipped>
     (type `baseline-failed`, `baseline-error`, `baseline-not-run`), so JUnit consumers count no failure
@@ -143,7 +145,7 @@ def _case(result: CheckResult, *, informs: bool) -> TestCase:
         case.result = [outcome]
     out = "\n".join(f"{k}: {_value(v)}" for k, v in result.metrics.items())
     if result.outcome is Outcome.SUSPICIOUS:  # passes, so the note goes where a passing case keeps text
-        word = "undecided" if result.metrics.get("change") == ABState.UNDECIDED else "suspicious"
+        word = warning_word(result)
         out = "\n\n".join(p for p in (f"{word} (warns, does not fail): {_body(result) or reason}", out) if p)
     if out:
         case.system_out = xml_text(out)

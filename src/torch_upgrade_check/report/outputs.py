@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from torch_upgrade_check.model import Report
-from torch_upgrade_check.report import merged_verdict, total_counts
+from torch_upgrade_check.report import merged_verdict, shared_count, total_counts
 
 
 def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[str, str]:
@@ -13,13 +13,16 @@ def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[
 
     Counts are of checks only: a run that could not happen shows in `verdict` (error), not in `errors`.
     They leave a comparison's baseline out: it informs and does not decide. `suspicious` counts changes
-    beyond a threshold that statistics could not confirm (they warn; `failed` and `verdict` ignore them).
+    beyond a threshold that statistics could not confirm (they warn; `failed` and `verdict` ignore them);
+    `shared-failures` how many of them are correctness failures the baseline shares at the same size (the model's
+    own, not the upgrade's: analysis.shared).
     """
     counts = total_counts(reports)
     outputs = {
         "verdict": merged_verdict(reports).value,
         "passed": str(counts["passed"]),
         "suspicious": str(counts["suspicious"]),
+        "shared-failures": str(shared_count(reports)),
         "failed": str(counts["failed"]),
         "errors": str(counts["error"]),
         "skipped": str(counts["skipped"]),

@@ -21,6 +21,8 @@ from torch_upgrade_check.report import (
     nothing_ran,
     one_line,
     run_names,
+    shared_count,
+    shared_phrase,
     total_counts,
 )
 from torch_upgrade_check.report.checks import aspect_tables, in_part, matrix
@@ -94,7 +96,9 @@ def render_summary(reports: Sequence[Report], *, budget_bytes: int = BUDGET_BYTE
 def headline(reports: Sequence[Report]) -> str:
     """One line: "✅ passed: 42 checks on cpu" or "❌ failed: 3 correctness failures, 2 errors — 48 checks on cpu";
     in a comparison "❌ failed: 1 latency regression, 1 suspicious — 12 checks on cpu, torch 2.12.0 → 2.13.0".
-    Only the deciding reports count (a comparison's baseline informs); a run that could not happen always does."""
+    Only the deciding reports count (a comparison's baseline informs); a run that could not happen always does.
+    A correctness failure the baseline shares at the same size is counted apart from the suspicious checks: "✅ passed:
+    12 checks on cpu, torch 2.13.0 → 2.14.1 (2 failures the baseline shares (the model's own, not the upgrade's))"."""
     if not reports:
         return "❌ failed: no reports, so nothing ran"
     decide = deciding(reports)
@@ -103,7 +107,10 @@ def headline(reports: Sequence[Report]) -> str:
     versions = [f"torch {one_line(reports[b].label)} → {one_line(reports[c].label)}"
                 for c, b in pairs(reports) if b is not None]
     scope = f"{plural(sum(counts.values()), 'check')} on {devices}" + "".join(f", {v}" for v in dict.fromkeys(versions))
-    notes = [f"{counts[k]} {k}" for k in ("suspicious", "skipped") if counts[k]]
+    shared = shared_count(reports)
+    suspicious = counts["suspicious"] - shared
+    notes = [*([shared_phrase(shared)] if shared else []), *([f"{suspicious} suspicious"] if suspicious else []),
+             *([f"{counts['skipped']} skipped"] if counts["skipped"] else [])]
     if verdict is Verdict.PASSED:
         return f"✅ passed: {scope}" + (f" ({', '.join(notes)})" if notes else "")
     runs = list(zip(reports, run_names(reports)))
@@ -121,8 +128,10 @@ def headline(reports: Sequence[Report]) -> str:
         parts.append(plural(counts["error"], "error"))
     if counts["not-run"]:
         parts.append(f"{counts['not-run']} not run")
-    if counts["suspicious"]:
-        parts.append(f"{counts['suspicious']} suspicious")
+    if shared:
+        parts.append(shared_phrase(shared))
+    if suspicious:
+        parts.append(f"{suspicious} suspicious")
     idle = [name for r, name in runs if any(r is d for d in decide) and nothing_ran(r)]
     if idle:
         skipped = f" ({counts['skipped']} skipped)" if counts["skipped"] else ""

@@ -36,7 +36,8 @@ changes float64 too, as a real kernel change does.
 - linear-1e-3: nn.functional.linear's output is x(1+1e-3) in every dtype but float64, eagerly and compiled alike
   (Dynamo traces the change into the graph), as a GEMM library update changes the kernel both paths call; float64,
   the golden's dtype, is exact. A compiled model judged against its own eager cannot see it; against the baseline's
-  compiled outputs it fails.
+  compiled outputs it fails. linear-2e-3, linear-1e-2 (any linear-De-D) scale by 1+2e-3, 1+1e-2 instead: the same
+  change, larger (a candidate whose failure is larger than the baseline's).
 - compile-slower: Inductor's compile_fx takes 50% longer (it sleeps half its own time; TUC_COMPILE_SLOWER=1.0 sleeps
   all of it), as cold compiles did in 2.9 (about +40%); what it compiles is unchanged. compile_fx is most of a
   cold compile, not all of it: matmul's whole cold compile measured 1.3x at 50%.
@@ -140,6 +141,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import time
 
@@ -770,8 +772,8 @@ def install(names: str) -> None:
             _asserts_under_max_autotune()
         elif name.startswith("recompile-at-size-") and name.removeprefix("recompile-at-size-").isdigit():
             F.gelu = _guards_on_size(F.gelu, int(name.removeprefix("recompile-at-size-")))
-        elif name == "linear-1e-3":
-            F.linear = _scaled_output(F.linear, 1 + 1e-3)
+        elif re.fullmatch(r"linear-[0-9]e-[0-9]", name):  # linear-1e-3, linear-2e-3, linear-1e-2, ...
+            F.linear = _scaled_output(F.linear, 1 + float(name.removeprefix("linear-")))
         elif name.endswith("-slower"):
             _slower_op(name.removesuffix("-slower"))
         elif name == "autocast-disabled":
