@@ -65,3 +65,4 @@ def test_compare_judges_every_cross_version_check_of_the_suite_against_the_same_
         outcomes = {r["id"]: r["outcome"] for r in report["results"]}
         assert {f"{w}[float32]/cross-version" for w in MASKED_FLEX} <= set(outcomes)
         assert set(outcomes.values()) == {"passed"}, outcomes
+    assert (tmp_path / "summary.md").read_text().startswith("## ✅ passed")  # nothing left unjudged

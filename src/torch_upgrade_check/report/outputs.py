@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from torch_upgrade_check.model import Report
 from torch_upgrade_check.report import merged_verdict, total_counts
+from torch_upgrade_check.report.unjudged import not_judged
 
 
 def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[str, str]:
@@ -14,6 +15,8 @@ def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[
     Counts are of checks only: a run that could not happen shows in `verdict` (error), not in `errors`.
     They leave a comparison's baseline out: it informs and does not decide. `suspicious` counts changes
     beyond a threshold that statistics could not confirm (they warn; `failed` and `verdict` ignore them).
+    `not-judged` counts the candidate's cross-version checks skipped because the baseline failed them (they are in
+    `skipped` too, and warn in the headline).
     """
     counts = total_counts(reports)
     outputs = {
@@ -25,6 +28,7 @@ def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[
         "skipped": str(counts["skipped"]),
         "not-run": str(counts["not-run"]),
         "total": str(sum(counts.values())),
+        "not-judged": str(len(not_judged(reports))),  # skipped cross-version checks whose baseline failed them
     }
     clash = sorted(set(paths) & set(outputs))
     if clash:

@@ -42,6 +42,7 @@ from torch_upgrade_check.report.markdown import (
     tail_block,
     truncation_notice,
 )
+from torch_upgrade_check.report.unjudged import not_judged, not_judged_note
 
 BUDGET_BYTES = 900_000  # GitHub drops a step summary over 1 MiB; the margin leaves room for other steps
 _ENV_ORDER = ("torch_version", "torch_git", "cuda", "cudnn", "nccl", "triton", "cuda_devices", "driver")
@@ -93,7 +94,8 @@ def render_summary(reports: Sequence[Report], *, budget_bytes: int = BUDGET_BYTE
 
 def headline(reports: Sequence[Report]) -> str:
     """One line: "✅ passed: 42 checks on cpu" or "❌ failed: 3 correctness failures, 2 errors — 48 checks on cpu";
-    in a comparison "❌ failed: 1 latency regression, 1 suspicious — 12 checks on cpu, torch 2.12.0 → 2.13.0".
+    in a comparison "❌ failed: 1 latency regression, 1 suspicious — 12 checks on cpu, torch 2.12.0 → 2.13.0", and
+    "⚠️ passed: …; 3 cross-version checks not judged: the baseline failed them" where those compared nothing.
     Only the deciding reports count (a comparison's baseline informs); a run that could not happen always does."""
     if not reports:
         return "❌ failed: no reports, so nothing ran"
@@ -104,8 +106,10 @@ def headline(reports: Sequence[Report]) -> str:
                 for c, b in pairs(reports) if b is not None]
     scope = f"{plural(sum(counts.values()), 'check')} on {devices}" + "".join(f", {v}" for v in dict.fromkeys(versions))
     notes = [f"{counts[k]} {k}" for k in ("suspicious", "skipped") if counts[k]]
+    unjudged = not_judged_note(len(not_judged(reports)))  # compared with nothing: never a plain green
     if verdict is Verdict.PASSED:
-        return f"✅ passed: {scope}" + (f" ({', '.join(notes)})" if notes else "")
+        return (f"{'⚠️' if unjudged else '✅'} passed: {scope}" + (f" ({', '.join(notes)})" if notes else "")
+                + (f"; {unjudged}" if unjudged else ""))
     runs = list(zip(reports, run_names(reports)))
     parts = []
     broken = [(r, name) for r, name in runs if r.infra_error]
@@ -123,6 +127,8 @@ def headline(reports: Sequence[Report]) -> str:
         parts.append(f"{counts['not-run']} not run")
     if counts["suspicious"]:
         parts.append(f"{counts['suspicious']} suspicious")
+    if unjudged:
+        parts.append(unjudged)
     idle = [name for r, name in runs if any(r is d for d in decide) and nothing_ran(r)]
     if idle:
         skipped = f" ({counts['skipped']} skipped)" if counts["skipped"] else ""
