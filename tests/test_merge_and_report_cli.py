@@ -19,7 +19,7 @@ from torch_upgrade_check.commands import report as report_command
 from torch_upgrade_check.model import CheckResult, Outcome, Report
 from torch_upgrade_check.schema import read_reports, write_reports
 
-COUNTS = ("passed", "suspicious", "shared-failures", "failed", "errors", "skipped", "not-run", "total")
+COUNTS = ("passed", "suspicious", "shared-failures", "failed", "errors", "skipped", "not-run", "total", "not-judged")
 
 
 def result(aspect: str, outcome: Outcome = Outcome.PASSED, workload: str = "mlp", **fields: object) -> CheckResult:

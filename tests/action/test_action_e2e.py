@@ -17,7 +17,7 @@ from act_harness import ActRun, copy_repository, find_tool, run_act
 pytestmark = [pytest.mark.act, pytest.mark.slow]
 
 LATENCY_CHECK = "matmul[float32]/latency"
-COUNTS = ("passed", "suspicious", "failed", "errors", "skipped", "not-run", "total")
+COUNTS = ("passed", "suspicious", "failed", "errors", "skipped", "not-run", "total", "not-judged")
 IMPOSSIBLE_LIMIT = "matmul=0.000001"  # milliseconds: no matmul is that fast
 
 
@@ -186,7 +186,7 @@ def test_matrix_of_two_runners_merges_into_one_summary(act: str, repo: Path, tmp
     outputs = run.workflow_outputs()  # the action's outputs, merged over both runners
     assert outputs == {"verdict": "passed", "passed": "2", "suspicious": "0", "shared-failures": "0", "failed": "0",
                        "errors": "0",
-                       "skipped": "0", "not-run": "0", "total": "2"}, outputs
+                       "skipped": "0", "not-run": "0", "total": "2", "not-judged": "0"}, outputs
 
 
 def test_runner_objects_bring_their_own_python_and_a_gpu_runner_on_the_cpu_fails(

@@ -204,7 +204,7 @@ def test_bad_inputs_are_annotations_and_the_outputs_say_error(tmp_path: Path,
     written = {name: value for name, _, value in blocks}
     assert written == {"verdict": "error", "passed": "0", "suspicious": "0", "shared-failures": "0", "failed": "0",
                        "errors": "0",
-                       "skipped": "0", "not-run": "0", "total": "0", "report": "", "junit": "", "summary": ""}
+                       "skipped": "0", "not-run": "0", "total": "0", "not-judged": "0", "report": "", "junit": "", "summary": ""}
 
 
 def test_annotations_stop_at_githubs_ten_and_say_how_many_more() -> None:

@@ -74,7 +74,7 @@ def test_what_gets_annotated(case: str, expected: list[str]) -> None:
 def test_outputs_merge_verdicts_and_sum_counts() -> None:
     out = action_outputs(CASES["matrix"], {"report": "r.json"})
     assert out == {"verdict": "failed", "passed": "16", "suspicious": "0", "shared-failures": "0", "failed": "1", "errors": "0", "skipped": "1",
-                   "not-run": "0", "total": "18", "report": "r.json"}
+                   "not-run": "0", "total": "18", "not-judged": "0", "report": "r.json"}
     assert action_outputs(CASES["all_passed"], {})["verdict"] == "passed"
     assert action_outputs(CASES["all_passed"] + CASES["infra_error"] + CASES["matrix"], {})["verdict"] == "error"
     assert action_outputs(CASES["crash_and_timeout"], {})["errors"] == "2"

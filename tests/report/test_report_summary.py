@@ -12,6 +12,7 @@ from report_cases import GOLDEN, cases, check, oversized, report
 
 from torch_upgrade_check.model import ASPECTS, CheckResult, Outcome
 from torch_upgrade_check.report import CORRECTNESS_ASPECTS, worst_tensor
+from torch_upgrade_check.report.outputs import action_outputs
 from torch_upgrade_check.report.summary import headline, render_summary
 
 CASES = cases()
@@ -302,6 +303,52 @@ def test_a_baseline_whose_own_checks_crashed_leaves_cross_version_open_and_says_
     assert "baseline" in text
     plain = _html(render_summary(CASES["comparison_clean"]))  # a baseline that ran cleanly adds no line
     assert not plain.xpath("//h3[. = 'What needs attention']")
+
+
+def _baseline_broke_cross_version(outcome: Outcome) -> tuple[list, int]:
+    """comparison_clean with the baseline's cross-version saves ending in `outcome` and the candidate's skipped."""
+    base, cand = CASES["comparison_clean"]
+    saves = {r.id: dataclasses.replace(r, outcome=outcome, reason="Unsupported: Attempted to call function marked as "
+                                       "skipped", metrics={}) for r in cand.results if r.aspect == "cross-version"}
+    kept = [r for r in base.results if r.id not in saves]
+    skipped = tuple(dataclasses.replace(r, outcome=Outcome.SKIPPED, reason="the baseline saved no outputs for this "
+                                        "check") if r.id in saves else r for r in cand.results)
+    return [dataclasses.replace(base, results=(*kept, *saves.values())),
+            dataclasses.replace(cand, results=skipped)], len(saves)
+
+
+@pytest.mark.parametrize("outcome", [Outcome.ERROR, Outcome.FAILED, Outcome.NOT_RUN])
+def test_cross_version_checks_the_baseline_failed_are_named_in_the_headline_and_counted(outcome: Outcome) -> None:
+    # issue 46 item 11: the candidate compared nothing there, so the run is not a plain green; it still passes
+    reports, n = _baseline_broke_cross_version(outcome)
+    assert n == 2
+    line = headline(reports)
+    assert line.startswith("⚠️ passed: ") and line.endswith("; 2 cross-version checks not judged: the baseline "
+                                                            "failed them"), line
+    assert "(2 skipped)" in line
+    assert action_outputs(reports, {})["not-judged"] == "2" and action_outputs(reports, {})["skipped"] == "2"
+    first = next(r for r in reports[1].results if r.outcome is Outcome.SKIPPED)
+    one = [reports[0], dataclasses.replace(reports[1], results=tuple(r for r in reports[1].results if r is not first))]
+    assert headline(one).endswith("; 1 cross-version check not judged: the baseline failed it")
+    assert render_summary(reports).startswith("## ⚠️ passed")
+
+
+def test_cross_version_checks_not_judged_join_a_failing_headline_and_a_clean_baseline_adds_nothing() -> None:
+    reports, _ = _baseline_broke_cross_version(Outcome.ERROR)
+    failing = next(r for r in reports[1].results if r.aspect == "numerics")
+    cand = dataclasses.replace(reports[1], results=tuple(
+        dataclasses.replace(r, outcome=Outcome.FAILED) if r is failing else r for r in reports[1].results))
+    line = headline([reports[0], cand])
+    assert line.startswith("❌ failed: 1 correctness failure, 2 cross-version checks not judged: the baseline failed "
+                           "them — "), line
+    clean = CASES["comparison_clean"]
+    assert headline(clean).startswith("✅ passed") and "not judged" not in headline(clean)
+    assert action_outputs(clean, {})["not-judged"] == "0"
+    # a skip the baseline did not cause (it passed there) is not counted as not judged
+    base, cand = clean
+    skipped = tuple(dataclasses.replace(r, outcome=Outcome.SKIPPED, reason="the baseline saved no outputs for this "
+                                        "check") if r.aspect == "cross-version" else r for r in cand.results)
+    assert "not judged" not in headline([base, dataclasses.replace(cand, results=skipped)])
 
 
 def test_checks_in_one_version_only_are_listed() -> None:

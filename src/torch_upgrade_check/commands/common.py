@@ -17,6 +17,7 @@ from torch_upgrade_check.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, EXI
 from torch_upgrade_check.model import FAIL_ON, CheckResult, Outcome, Report, Verdict
 from torch_upgrade_check.orchestrate import session
 from torch_upgrade_check.report import merged_verdict
+from torch_upgrade_check.report.unjudged import not_judged, not_judged_note
 from torch_upgrade_check.schema import write_reports
 
 PROG = "torch-upgrade-check"
@@ -143,6 +144,7 @@ def finish(output: Output, reports: list[Report], report_path: Path | None, elap
     text = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
     code = exit_code(reports, output.fail_on)
     note = " (--fail-on lets it pass)" if verdict is Verdict.FAILED and code == EXIT_PASSED else ""
-    say(f"{PROG}: {verdict.value.upper()}{note} ({text or 'nothing ran'}) in {elapsed:.0f}s; "
-        f"report: {report_path or output.out}")
+    unjudged = not_judged_note(len(not_judged(reports)))
+    say(f"{PROG}: {verdict.value.upper()}{note} ({text or 'nothing ran'}{'; ' + unjudged if unjudged else ''}) "
+        f"in {elapsed:.0f}s; report: {report_path or output.out}")
     return code

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from torch_upgrade_check.model import Report
 from torch_upgrade_check.report import merged_verdict, shared_count, total_counts
+from torch_upgrade_check.report.unjudged import not_judged
 
 
 def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[str, str]:
@@ -15,7 +16,8 @@ def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[
     They leave a comparison's baseline out: it informs and does not decide. `suspicious` counts changes
     beyond a threshold that statistics could not confirm (they warn; `failed` and `verdict` ignore them);
     `shared-failures` how many of them are correctness failures the baseline shares at the same size (the model's
-    own, not the upgrade's: analysis.shared).
+    own, not the upgrade's: analysis.shared). `not-judged` counts the candidate's cross-version checks skipped
+    because the baseline failed them (they are in `skipped` too, and warn in the headline).
     """
     counts = total_counts(reports)
     outputs = {
@@ -28,6 +30,7 @@ def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[
         "skipped": str(counts["skipped"]),
         "not-run": str(counts["not-run"]),
         "total": str(sum(counts.values())),
+        "not-judged": str(len(not_judged(reports))),  # skipped cross-version checks whose baseline failed them
     }
     clash = sorted(set(paths) & set(outputs))
     if clash:

@@ -44,6 +44,7 @@ from torch_upgrade_check.report.markdown import (
     tail_block,
     truncation_notice,
 )
+from torch_upgrade_check.report.unjudged import not_judged, not_judged_note
 
 BUDGET_BYTES = 900_000  # GitHub drops a step summary over 1 MiB; the margin leaves room for other steps
 _ENV_ORDER = ("torch_version", "torch_git", "cuda", "cudnn", "nccl", "triton", "cuda_devices", "driver")
@@ -95,7 +96,8 @@ def render_summary(reports: Sequence[Report], *, budget_bytes: int = BUDGET_BYTE
 
 def headline(reports: Sequence[Report]) -> str:
     """One line: "✅ passed: 42 checks on cpu" or "❌ failed: 3 correctness failures, 2 errors — 48 checks on cpu";
-    in a comparison "❌ failed: 1 latency regression, 1 suspicious — 12 checks on cpu, torch 2.12.0 → 2.13.0".
+    in a comparison "❌ failed: 1 latency regression, 1 suspicious — 12 checks on cpu, torch 2.12.0 → 2.13.0", and
+    "⚠️ passed: …; 3 cross-version checks not judged: the baseline failed them" where those compared nothing.
     Only the deciding reports count (a comparison's baseline informs); a run that could not happen always does.
     A correctness failure the baseline shares at the same size is counted apart from the suspicious checks: "✅ passed:
     12 checks on cpu, torch 2.13.0 → 2.14.1 (2 failures the baseline shares (the model's own, not the upgrade's))"."""
@@ -111,8 +113,10 @@ def headline(reports: Sequence[Report]) -> str:
     suspicious = counts["suspicious"] - shared
     notes = [*([shared_phrase(shared)] if shared else []), *([f"{suspicious} suspicious"] if suspicious else []),
              *([f"{counts['skipped']} skipped"] if counts["skipped"] else [])]
+    unjudged = not_judged_note(len(not_judged(reports)))  # compared with nothing: never a plain green
     if verdict is Verdict.PASSED:
-        return f"✅ passed: {scope}" + (f" ({', '.join(notes)})" if notes else "")
+        return (f"{'⚠️' if unjudged else '✅'} passed: {scope}" + (f" ({', '.join(notes)})" if notes else "")
+                + (f"; {unjudged}" if unjudged else ""))
     runs = list(zip(reports, run_names(reports)))
     parts = []
     broken = [(r, name) for r, name in runs if r.infra_error]
@@ -132,6 +136,8 @@ def headline(reports: Sequence[Report]) -> str:
         parts.append(shared_phrase(shared))
     if suspicious:
         parts.append(f"{suspicious} suspicious")
+    if unjudged:
+        parts.append(unjudged)
     idle = [name for r, name in runs if any(r is d for d in decide) and nothing_ran(r)]
     if idle:
         skipped = f" ({counts['skipped']} skipped)" if counts["skipped"] else ""

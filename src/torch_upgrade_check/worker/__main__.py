@@ -49,8 +49,10 @@ def _die_with_parent() -> None:
 def _run_one(spec: Any, events: IO[str], cache: dict | None) -> None:
     from torch_upgrade_check.model import Observation
     from torch_upgrade_check.schema import START_MARKER
-    from torch_upgrade_check.worker import checks, warned
+    from torch_upgrade_check.worker import checks, isolation, warned
 
+    if cache is None:  # a check of the plan starts as in a fresh process; the A/B rounds keep their compiled models
+        isolation.forget_compiled()
     sys.stdout.flush()
     print(f"{START_MARKER}{spec.id}", file=sys.stderr, flush=True)  # crash tails start here
     _emit(events, {"event": "start", "id": spec.id, "time": time.time()})

@@ -7,6 +7,10 @@ changes float64 too, as a real kernel change does.
 - sdpa-zero-grad: scaled_dot_product_attention's backward returns zero gradients; outputs are exact.
 - linear-grad-5pct: nn.functional.linear's input gradient is 5% too large; outputs are exact.
 - flex-grad-5pct: FlexAttention's query/key/value gradients are 5% too large; outputs are exact.
+- flex-masked-fails: FlexAttention with a block mask or a score_mod raises Dynamo's "Unsupported: Attempted to call
+  function marked as skipped" (as eager FlexAttention with a mask did on torch 2.13.0 once Dynamo's caches held what
+  an earlier failed call left: a graph break on torch._safe_softmax in its math path); without either it computes
+  as before. For a baseline: the candidate's cross-version checks of those workloads have nothing to compare with.
 - no-compile: torch.compile silently runs the model eagerly (as Dynamo does past its recompile limit).
 - new-warning: nn.functional.gelu warns a FutureWarning, attributed to its caller (as torch's deprecations
   are, like 2.4's torch.load one that announced the 2.6 break); outputs are exact.
@@ -193,6 +197,17 @@ def _warning(fn):
         return fn(*args, **kwargs)
 
     return gelu
+
+
+def _fails_with_a_mask(flex_attention):
+    def flex(query, key, value, score_mod=None, block_mask=None, *args, **kwargs):
+        if score_mod is not None or block_mask is not None:
+            from torch._dynamo.exc import Unsupported  # at the call: Dynamo is seconds to import
+
+            raise Unsupported("Attempted to call function marked as skipped")
+        return flex_attention(query, key, value, score_mod, block_mask, *args, **kwargs)
+
+    return flex
 
 
 def _graph_break(fn):
@@ -738,6 +753,10 @@ def install(names: str) -> None:
             import torch.nn.attention.flex_attention as flex
 
             flex.flex_attention = _scaled_backward(flex.flex_attention, 1.05)
+        elif name == "flex-masked-fails":
+            import torch.nn.attention.flex_attention as flex
+
+            flex.flex_attention = _fails_with_a_mask(flex.flex_attention)
         elif name == "new-warning":
             F.gelu = _warning(F.gelu)
         elif name == "graph-break":
