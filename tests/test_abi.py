@@ -34,12 +34,13 @@ def torch_lib() -> Path:
     return Path(str(metadata.distribution("torch").locate_file("torch/lib")))
 
 
-def build_extension(folder: Path, name: str, symbol: str) -> Path:
+def build_extension(folder: Path, name: str, symbol: str, *, links_torch: bool = True) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.c").write_text(SOURCE.format(symbol=symbol))
     out = folder / f"_{name}.cpython-311-x86_64-linux-gnu.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", str(folder / f"{name}.c"), "-o", str(out), "-Wl,--no-as-needed",
-                    f"-L{torch_lib()}", "-lc10"], check=True, capture_output=True)
+    linked = ["-Wl,--no-as-needed", f"-L{torch_lib()}", "-lc10"] if links_torch else ["-Wl,--allow-shlib-undefined"]
+    subprocess.run(["gcc", "-shared", "-fPIC", str(folder / f"{name}.c"), "-o", str(out), *linked], check=True,
+                   capture_output=True)
     return out
 
 
@@ -49,9 +50,11 @@ def envs(tmp_path_factory: pytest.TempPathFactory, torch_python: str) -> dict[st
     libc10 = abi.read_elf(torch_lib() / "libc10.so")
     assert NOW in libc10.defined and OLD not in libc10.defined  # the premise, on the torch under test
     good, stale = build_extension(root / "src", "good", NOW), build_extension(root / "src", "stale", OLD)
+    plain = build_extension(root / "src", "plain", "tuc_elsewhere", links_torch=False)  # a C library: no torch
     packages = {"tuc_good": "", "tuc_stale": ""}  # an extension loaded lazily: importing the package loads nothing
     return {"good": str(build_env(root / "good", {"tuc_good": ""}, {"tuc_good": good})),
-            "stale": str(build_env(root / "stale", packages, {"tuc_good": good, "tuc_stale": stale}))}
+            "stale": str(build_env(root / "stale", packages, {"tuc_good": good, "tuc_stale": stale})),
+            "plain": str(build_env(root / "plain", {"tuc_plain": ""}, {"tuc_plain": plain}))}
 
 
 def _environment(python: str) -> abi.Environment:
@@ -69,6 +72,17 @@ def test_an_extension_needing_a_symbol_torch_does_not_export_fails(envs: dict[st
                            "c10::MessageLogger::MessageLogger(char const*, int, int)")
     (missing,) = cand.metrics["missing"].values()
     assert missing["mangled"] == [OLD] and missing["distribution"] == "tuc-stale"
+
+
+def test_no_shared_object_linking_torch_is_a_skip_not_a_pass(envs: dict[str, str]) -> None:
+    """Issue 46 item 6: a venv whose shared objects link no torch library (a C extension of its own) compares nothing
+    against torch's exports; it passed as "no shared object here links torch's libraries"."""
+    env = _environment(envs["plain"])
+    assert any(Path(p).name.startswith("_plain.") for _, ps in env.libraries.values() for p in ps)  # it was listed
+    result = abi.judge({"candidate": env}, device="cpu", repro="", labels={"candidate": "2.13.0"})["candidate"]
+    assert result.outcome.value == "skipped" and result.metrics["extensions"] == 0, result.reason
+    assert result.reason.startswith("no shared object here links torch's libraries (") and result.reason.endswith(
+        "none needs libtorch or libc10), so none was checked against torch 2.13.0's exports"), result.reason
 
 
 def test_the_compare_fails_on_the_stale_extension_and_a_a_passes(tmp_path: Path, envs: dict[str, str]) -> None:

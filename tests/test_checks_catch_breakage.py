@@ -567,6 +567,23 @@ def test_one_op_slower_where_the_models_latency_passes_is_named_by_op_latency(tm
     assert code == 0
 
 
+def test_an_op_the_candidate_alone_cannot_run_is_named_by_op_latency_never_passed(tmp_path: Path,
+                                                                                  torch_python: str) -> None:
+    """Issue 46 item 6: aten gelu raises on the candidate (gelu-raises): op-latency timed the other ops, left gelu out
+    of the comparison and passed ("unchanged"). It warns, naming the op and what the candidate raised."""
+    check = "mlp[float32]/op-latency"
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["gelu-raises"]))
+    code, cand = compared(torch_python, broken, tmp_path / "out", check)
+    ops = cand[check]
+    assert ops["outcome"] == "suspicious", ops["reason"]
+    assert ops["reason"].startswith("1 op the baseline timed could not be timed on the candidate, so its latency was "
+                                    "never compared: aten.gelu.default float32[32, 128] (NotImplementedError: Could "
+                                    "not run 'aten::gelu' with arguments from the 'CPU' backend"), ops["reason"]
+    assert list(ops["metrics"]["ops_failed_on_candidate"]) == [k for k in ops["metrics"]["ops_not_timed"]
+                                                               if k.startswith("aten.gelu.default")]
+    assert ops["metrics"]["ops_timed"] >= 3 and code == 0  # the other ops were compared; op-latency warns only
+
+
 def test_a_warning_new_in_the_users_own_tests_is_judged_like_a_workloads(tmp_path: Path, torch_python: str) -> None:
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_gelu.py").write_text(

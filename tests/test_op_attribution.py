@@ -188,6 +188,43 @@ def test_op_latency_results_warn_at_most_and_say_what_was_not_timed() -> None:
     assert [r.outcome for r in op_timing.results(crashed)] == [Outcome.ERROR, Outcome.SKIPPED]
 
 
+def test_op_latency_names_the_ops_only_the_candidate_could_not_time_and_never_passes_on_them() -> None:
+    """Issue 46 item 6: an op that raises on the candidate alone was left out of the comparison and the check passed
+    on the ops that remained ("unchanged", "1 not timed"); all of them raising left it skipped. Both warn, naming the
+    op and what the candidate raised; an op neither side times (it changes its inputs) is only counted."""
+    spec = CheckSpec("mlp", "op-latency", "cpu", "float32", params={"store": "/tmp/out/baseline-outputs"})
+    raised = "NotImplementedError: Could not run 'aten::gelu' with arguments from the 'CPU' backend"
+
+    def row(key: str, op: str, **seen: object) -> dict:
+        return {"key": key, "op": op, "inputs": ["float32[32, 128]"], "count": 2, **seen}
+
+    def answer(*rows: dict) -> Observation:
+        return Observation(spec.id, "ok", metrics={"ops": list(rows)})
+
+    def track(candidate_mm: dict) -> op_timing.OpTrack:
+        t = op_timing.OpTrack(spec, keys=["g", "m", "c"])
+        copy = row("c", "aten.copy_.default", not_timed="changes its inputs (not timed)")
+        op_timing._timed(t, answer(row("g", "aten.gelu.default", ms=0.01), row("m", "aten.mm.default", ms=0.02), copy),
+                         "b")
+        op_timing._timed(t, answer(row("g", "aten.gelu.default", error=raised), candidate_mm, copy), "c")
+        return t
+
+    some = track(row("m", "aten.mm.default", ms=0.02))
+    some.ops["m"]["pairs"] = [rounds(0.02, 0.02)] * 2
+    _, cand = op_timing.results(some)
+    assert cand.outcome is Outcome.SUSPICIOUS, cand.reason
+    assert cand.reason.startswith("1 op the baseline timed could not be timed on the candidate, so its latency was "
+                                  f"never compared: aten.gelu.default float32[32, 128] ({raised}); 1 op timed at "
+                                  "the baseline's shapes"), cand.reason
+    assert cand.metrics["ops_failed_on_candidate"] == {"g": raised} and "2 not timed" in cand.reason
+    assert cand.details.startswith(f"not timed on the candidate: aten.gelu.default float32[32, 128]: {raised}")
+    none = track(row("m", "aten.mm.default", error=raised.replace("gelu", "mm")))
+    _, cand = op_timing.results(none)
+    assert cand.outcome is Outcome.SUSPICIOUS and cand.reason.startswith("2 ops the baseline timed could not be "
+                                                                         "timed on the candidate"), cand.reason
+    assert cand.reason.endswith("no recorded op could be timed on both sides; 3 not timed (see report.json)")
+
+
 def test_op_latency_is_planned_beside_each_latency_check_and_only_selects_by_its_own_name(tmp_path) -> None:
     def ids(*only: str) -> list[str]:
         settings = session.Settings(workloads=BUILTIN, only=only, out=tmp_path)

@@ -88,7 +88,8 @@ def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collect
     candidate (suspicious, or failed under `--fail-on warnings`), compile's new graph breaks and recompiles
     (failed, unless the workload allows graph breaks), the SDPA backend the default picks (shown, not
     judged: a backend that is wrong fails on its own), and compile-cache's warm process that no longer loads from the
-    cache what the baseline's loaded (suspicious). Each only where both sides' checks passed."""
+    cache what the baseline's loaded (suspicious). Each only where both sides' checks passed (compile-cache's also
+    where the candidate's was skipped for caching nothing)."""
     base = {r.id: r for r in baseline.results}
     # a warning counts as new only when no workload raised it on the baseline (and as gone when none did on the
     # candidate): one that torch raises once per process is filed under whichever check met it first
@@ -102,7 +103,7 @@ def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collect
     for r in candidate.results:
         b = base.get(r.id)
         both_passed = b is not None and r.outcome is Outcome.PASSED and b.outcome is Outcome.PASSED
-        results.append(judges[r.aspect](b, r) if both_passed and r.aspect in judges else r)
+        results.append(judges[r.aspect](b, r) if (both_passed or _cached_nothing(b, r)) and r.aspect in judges else r)
     return replace(candidate, results=tuple(results))
 
 
@@ -197,6 +198,13 @@ def first_graph_difference(before: Any, after: Any) -> dict[str, str] | None:
         return {"where": f"graph {min(len(before), len(after)) + 1}", "baseline": f"{len(before)} graphs",
                 "candidate": f"{len(after)} graphs"}
     return None
+
+
+def _cached_nothing(before: CheckResult | None, after: CheckResult) -> bool:
+    """A compile-cache skipped because the candidate cached nothing (its warm process ran: `warm_cache` is there), where
+    the baseline's passed: judged against the baseline's hits as a pass is."""
+    return (after.aspect == "compile-cache" and after.outcome is Outcome.SKIPPED and "warm_cache" in after.metrics
+            and before is not None and before.outcome is Outcome.PASSED)
 
 
 def _cache_no_longer_used(before: CheckResult, after: CheckResult, label: str) -> CheckResult:

@@ -10,7 +10,7 @@ visibility) by one of the torch libraries of the environment; a missing one fail
 and its distribution. This finds the break where no import would: an extension loaded lazily, on first use.
 pyelftools finds the sections; the symbol tables are unpacked in bulk with struct (libtorch_cpu's 75,000 symbols
 one by one through pyelftools take seconds). A check that could read none of the files, or none of torch's own
-libraries, is skipped, saying which: never a pass on nothing read.
+libraries, or found no shared object linking torch, is skipped, saying which: never a pass on nothing compared.
 """
 
 from __future__ import annotations
@@ -243,14 +243,19 @@ def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: M
         unread = found.unread(label)
         if unread:
             reason, outcome = unread, Outcome.SKIPPED
+        elif not count:  # nothing to check against torch's exports: never a pass on nothing compared
+            read = found.total - len(unreadable)
+            reason = (f"no shared object here links torch's libraries ({read} read, none needs libtorch or libc10), "
+                      f"so none was checked against torch {label}'s exports")
+            reason += f"; {len(unreadable)} could not be read ({unreadable[0]})" if unreadable else ""
+            outcome = Outcome.SKIPPED
         elif missing:
             shown = "; ".join(m.says() for m in missing[:LISTED])
             reason = (f"{len(missing)} of {count} shared objects linking torch need symbols torch {label} does not "
                       f"export: {shown}")
             outcome = Outcome.FAILED
         else:
-            reason = (f"every torch symbol the {count} shared objects linking torch need is exported by torch {label}"
-                      if count else "no shared object here links torch's libraries")
+            reason = f"every torch symbol the {count} shared objects linking torch need is exported by torch {label}"
             reason += f"; {len(unreadable)} could not be read ({unreadable[0]})" if unreadable else ""
             outcome = Outcome.PASSED
         results[role] = CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics,

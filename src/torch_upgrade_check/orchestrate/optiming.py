@@ -1,6 +1,10 @@
 """compare's op-latency check: the aten ops of one recorded forward and backward (the baseline's, at the team's
 shapes: worker.opreplay), each timed on both sides (worker.optiming) and judged op by op (analysis.optiming), so a
 single op's regression is named even where the model-level latency passes. It warns (`suspicious`); it never fails.
+An op the baseline timed that the candidate could not (it raised there, or is no op of the candidate's torch) is
+named and warns too, never a pass on what was not compared; it does not fail, since the replay calls the baseline's
+recorded op with the baseline's arguments, which a candidate that renamed an op or changed its schema refuses while
+the model's own code calls the new form: whether the model runs is the other checks' (cross-version, latency) verdict.
 
 Measured after the A/B checks, as they are: PAIRS fresh baseline/candidate pairs (measure.Pair: the same threads,
 pinned CPUs and environment), every op-latency check in each. In the first pair the baseline records the ops (unless
@@ -39,6 +43,8 @@ class OpTrack:
     inner: dict[str, int] = field(default_factory=dict)
     ops: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> op, inputs, count, pairs
     not_timed: dict[str, str] = field(default_factory=dict)  # key -> why (a side's error, or not timeable)
+    baseline_timed: set[str] = field(default_factory=set)
+    candidate_untimed: dict[str, str] = field(default_factory=dict)  # key -> why the candidate could not time it
     recorded: dict[str, Any] = field(default_factory=dict)
     failed: tuple[Observation, Observation] | None = None
     skipped: str = ""
@@ -104,8 +110,12 @@ def _timed(t: OpTrack, obs: Observation, side: str) -> dict[str, float]:
         if why:
             who = "" if row.get("not_timed") else f"{'baseline' if side == 'b' else 'candidate'}: "
             t.not_timed.setdefault(key, f"{who}{why}")
+            if side == "c":
+                t.candidate_untimed.setdefault(key, str(why))
         elif isinstance(row.get("ms"), (int, float)) and row["ms"] > 0:
             got[key] = float(row["ms"])
+            if side == "b":
+                t.baseline_timed.add(key)
             t.ops.setdefault(key, {"op": row.get("op"), "inputs": row.get("inputs"), "count": row.get("count"),
                                    "pairs": []})
     return got
@@ -163,12 +173,38 @@ def results(t: OpTrack) -> tuple[CheckResult, CheckResult]:
                               + (" (cross-version's recording)" if t.recorded.get("reused") else ""))
     outcome = {"slower": Outcome.SUSPICIOUS, "unchanged": Outcome.PASSED}.get(j.state, Outcome.SKIPPED)
     skipped = f"; {len(t.not_timed)} not timed (see report.json)" if t.not_timed else ""
+    reason, lost = j.reason + skipped, lost_on_candidate(t)
+    if lost:  # the baseline timed them and the candidate could not: never a pass on what was not compared
+        outcome, reason = Outcome.SUSPICIOUS, f"{_lost_text(t, lost)}; {reason}"
     metrics = {"ops": [_rounded(r) for r in j.rows[:KEPT_ROWS]], "slower_ops": [optiming.label(r) for r in j.flagged],
                "ops_timed": len(j.rows), "ops_not_timed": dict(list(t.not_timed.items())[:20]),
+               **({"ops_failed_on_candidate": dict(list(lost.items())[:20])} if lost else {}),
                "pairs": PAIRS, "rounds": ROUNDS, "max_timed": MAX_TIMED, **t.recorded}
-    cand = CheckResult(**common, outcome=outcome, reason=j.reason + skipped, metrics=metrics, details=j.details,
+    details = "\n".join([*(f"not timed on the candidate: {_label(t, k)}: {why}" for k, why in lost.items()), j.details])
+    cand = CheckResult(**common, outcome=outcome, reason=reason, metrics=metrics, details=details.strip(),
                        thresholds={"op_latency_factor": optiming.FACTOR, "op_latency_alpha": optiming.ALPHA})
     return base, cand
+
+
+def lost_on_candidate(t: OpTrack) -> dict[str, str]:
+    """key -> why, for each op kept for timing that the baseline timed and the candidate could not (it raised there,
+    or is no op of the candidate's torch)."""
+    kept = set(t.keys or [])
+    return {k: why for k, why in t.candidate_untimed.items() if k in t.baseline_timed and k in kept}
+
+
+def _label(t: OpTrack, key: str) -> str:
+    return optiming.label(t.ops[key]) if key in t.ops else key
+
+
+def _lost_text(t: OpTrack, lost: dict[str, str]) -> str:
+    """"1 op the baseline timed could not be timed on the candidate, so its latency was never compared:
+    aten.gelu.default float32[32, 128] (NotImplementedError: …)"."""
+    shown = "; ".join(f"{_label(t, k)} ({why})" for k, why in list(lost.items())[:optiming.SHOWN])
+    more = f"; and {len(lost) - optiming.SHOWN} more" if len(lost) > optiming.SHOWN else ""
+    one = len(lost) == 1
+    return (f"{len(lost)} op{'' if one else 's'} the baseline timed could not be timed on the candidate, so "
+            f"{'its' if one else 'their'} latency was never compared: {shown}{more}")
 
 
 def _rounded(row: dict[str, Any]) -> dict[str, Any]:

@@ -105,16 +105,20 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: de
 def judge(cold: dict[str, torch.Tensor], warm: dict[str, torch.Tensor], repeatable: bool, rtol: float, atol: float
           ) -> dict[str, Any]:
     """The warm process's outputs against the cold compile's: bitwise where the cold compile repeats itself bitwise,
-    else every element within the dtype's tolerance of the cold output."""
+    else every element within the dtype's tolerance of the cold output. Whether they are within that tolerance is
+    kept either way (`warm_within_tolerance`): a warm process that missed the cache compiled again, and under
+    max-autotune a fresh compile may pick another kernel, so the rule reads it beside the hits and misses."""
+    m = tensors.compare(warm, cold, rtol=rtol, atol=atol)
+    differing = [t["name"] for t in m["per_tensor"] if t["mismatched"]] + list(m.get("uncompared") or [])
+    within = {"warm_within_tolerance": not differing, "rtol": rtol, "atol": atol}
     if repeatable:
         diff = tensors.bitwise_diff(cold, warm)
         extra = sorted(set(warm) - set(cold))
         return {"rule": "bitwise", "warm_equal": diff["bitwise_equal"] and not extra,
                 "differing_tensors": diff["differing_tensors"] + len(extra), "compared_tensors": diff["compared_tensors"],
-                "max_abs_diff": diff["max_abs_diff"], "first_differing": (diff["first_differing"] + extra)[:5]}
-    m = tensors.compare(warm, cold, rtol=rtol, atol=atol)
-    differing = [t["name"] for t in m["per_tensor"] if t["mismatched"]] + list(m.get("uncompared") or [])
-    return {"rule": "tolerance", "rtol": rtol, "atol": atol, "warm_equal": not differing,
+                "max_abs_diff": diff["max_abs_diff"], "first_differing": (diff["first_differing"] + extra)[:5],
+                **within, **({"beyond_tolerance": differing[:5], "beyond_tolerance_tensors": len(differing)} if differing else {})}
+    return {"rule": "tolerance", **within, "warm_equal": not differing,
             "differing_tensors": len(differing), "compared_tensors": m["tensors"], "max_abs_diff": m["max_abs_err"],
             "first_differing": differing[:5]}
 
@@ -141,8 +145,8 @@ def cache_counts() -> dict[str, int]:
 def calls(spec: CheckSpec, inst: Instance, compiled: Any, device: devices.Device, training: bool
           ) -> tuple[dict[str, torch.Tensor], dict[str, float], str]:
     """The compiled forward (no grad) and, when `training`, the compiled training step: their outputs and gradients
-    (copies: under CUDA graphs a later call reuses its buffers), each call's seconds, and the training step's error
-    where it raised (the forward is then what is compared)."""
+    (copies, which `compiling` makes: under CUDA graphs a later call reuses their memory), each call's seconds, and
+    the training step's error where it raised (the forward is then what is compared)."""
     opts = compiling.options(spec)
     if isinstance(inst.model, torch.nn.Module):
         inst.model.eval()
@@ -154,7 +158,7 @@ def calls(spec: CheckSpec, inst: Instance, compiled: Any, device: devices.Device
     if training:
         start = time.perf_counter()
         try:
-            out.update({k: v.clone() for k, v in compiling.step(inst, compiled, opts).items()})
+            out.update(compiling.step(inst, compiled, opts))
         except Exception as e:  # an autograd.Function whose backward Dynamo cannot trace: `compile` says so too
             return out, times, f"{type(e).__name__}: {first_line(e)}"[:300]
         device.synchronize()

@@ -95,14 +95,16 @@ def outputs(fn: Callable[..., Any], inputs: tuple[Any, ...], opts: Mapping[str, 
 
 
 def step(inst: Instance, compiled: Any, opts: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-    """The gradients of the workload's loss through the compiled model (its backward is compiled too)."""
+    """The gradients of the workload's loss through the compiled model (its backward is compiled too), copied: under
+    CUDA graphs (reduce-overhead) the backward's outputs are the graph's memory, which the next call (the size
+    sweep's, the next step's) reuses, so a gradient kept uncopied would be judged by what a later call left there."""
     leaves = grad_leaves(inst)
     if uses_cudagraphs(opts) and hasattr(torch.compiler, "cudagraph_mark_step_begin"):
         torch.compiler.cudagraph_mark_step_begin()
     with torch.enable_grad():
         out = compiled(*inst.inputs)
         grads = torch.autograd.grad(inst.loss(out), [t for _, t in leaves], allow_unused=True)  # type: ignore[misc]
-    return {f"grad:{name}": g.detach() for (name, _), g in zip(leaves, grads) if g is not None}
+    return {f"grad:{name}": g.detach().clone() for (name, _), g in zip(leaves, grads) if g is not None}
 
 
 def graphs_compiled() -> int:

@@ -49,9 +49,21 @@ changes float64 too, as a real kernel change does.
   torch.library: the original kernel (torch.library.get_kernel), so every output is exact and only that op is
   slower, as a release whose kernel for one op lost its vectorised path is (topk +51%, pytorch/pytorch#167462;
   scatter_reduce 15-58x, #183812). The built-in mlp's forward measured 2.2x slower with gelu 4x here.
+- OP-raises (gelu, …): the aten op's CPU kernel raises NotImplementedError as torch does for an op with no kernel for
+  a backend ("Could not run 'aten::gelu' with arguments from the 'CPU' backend"), through torch.library, as a
+  release that drops an op's kernel for a backend or a dtype does; every other op is untouched.
 - cache-hit-wrong: a graph Inductor loads from its FX graph cache (another process's compile, on disk) computes every
   floating output x(1+1e-3), as a cache entry that restores a kernel's constants or layout wrongly would; a graph it
   compiles itself is exact, so a cold compile (and the compile check, whose caches are off) passes.
+- cache-miss-retuned: every process misses the FX graph cache and AOTAutograd's (their keys include the process id,
+  as a cache key that takes in something a process draws anew does), so a restarted process compiles again; and where
+  its cache folder already held another process's graphs as it compiled (a restart), its compile picks other kernels,
+  as max-autotune's benchmarks may in another process: every floating output of the graphs it compiled is
+  x(1+TUC_RETUNED) (default 1e-6: within float32's tolerance; 1e-2 is beyond it). The first process to compile in a
+  folder (the cold compile) is exact.
+- caches-bypassed: Inductor's FX graph cache and AOTAutograd's cache bypass every graph (their cacheability checks
+  raise their Bypass exceptions), as a release whose new graph feature its caches do not support yet does: every
+  process compiles cold, and what it computes is unchanged.
 - cache-hit-crashes: loading a graph from the FX graph cache raises an AssertionError, as the fp8 Inductor assertion
   that fired only through the FX graph cache did (pytorch#187484); a cold compile works.
 - compiled-slower: each call of an Inductor-compiled graph (CompiledFxGraph.__call__) takes 50% longer (it busy-waits
@@ -277,6 +289,20 @@ def _slower_op(op: str) -> None:
         lib.impl(op, kernel, "CPU", with_keyset=True)
 
 
+def _raising_op(op: str) -> None:
+    import warnings
+
+    lib = torch.library.Library("aten", "IMPL")
+    _LIBRARIES.append(lib)
+
+    def kernel(*args, **kwargs):
+        raise NotImplementedError(f"Could not run 'aten::{op}' with arguments from the 'CPU' backend ({op}-raises)")
+
+    with warnings.catch_warnings():  # torch warns that a kernel is overridden: a real release would not
+        warnings.simplefilter("ignore")
+        lib.impl(op, kernel, "CPU")
+
+
 def _uniform_from_another_stream() -> None:
     import warnings
 
@@ -416,6 +442,67 @@ def _cache_hit_breaks(how: str) -> None:
     tuc_hooks.once_imported("torch._inductor.codecache", codecache)
     if how == "wrong":
         tuc_hooks.once_imported("torch._inductor.output_code", output_code)
+
+
+def _cache_misses_retuned() -> None:
+    factor = 1 + float(os.environ.get("TUC_RETUNED") or 1e-6)
+    mine = f"tucpid{os.getpid()}"
+
+    def keyed(original):
+        def key(*args, **kwargs):
+            found, lines = original(*args, **kwargs)
+            return f"{found}{mine}", lines
+
+        return key
+
+    def others_there() -> bool:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        folder = os.path.join(cache_dir(), "fxgraph")
+        return os.path.isdir(folder) and any(mine not in entry for sub in os.listdir(folder)
+                                             for entry in os.listdir(os.path.join(folder, sub)))
+
+    def output_code(module) -> None:
+        graph = module.CompiledFxGraph
+        post_compile, call = graph.post_compile, graph.__call__
+
+        def post_compile_(self, *args, **kwargs):
+            self._tuc_retuned = others_there()
+            return post_compile(self, *args, **kwargs)
+
+        def __call__(self, inputs):
+            out = call(self, inputs)
+            return _times(out, factor) if getattr(self, "_tuc_retuned", False) else out
+
+        graph.post_compile, graph.__call__ = post_compile_, __call__
+
+    def codecache(module) -> None:
+        module.compiled_fx_graph_hash = keyed(module.compiled_fx_graph_hash)
+
+    def autograd_cache(module) -> None:
+        module.autograd_cache_key = keyed(module.autograd_cache_key)
+
+    # not imported here (Inductor's config sizes its compile pool on import)
+    tuc_hooks.once_imported("torch._inductor.codecache", codecache)
+    tuc_hooks.once_imported("torch._functorch._aot_autograd.autograd_cache", autograd_cache)
+    tuc_hooks.once_imported("torch._inductor.output_code", output_code)
+
+
+def _caches_bypassed() -> None:
+    def codecache(module) -> None:
+        def _check_can_cache(*args, **kwargs):
+            raise module.BypassFxGraphCache("tuc caches-bypassed: this graph is not cacheable")
+
+        module.FxGraphCache._check_can_cache = staticmethod(_check_can_cache)
+
+    def autograd_cache(module) -> None:
+        def check_cacheable(*args, **kwargs):
+            raise module.BypassAOTAutogradCache("tuc caches-bypassed: this graph is not cacheable")
+
+        module.check_cacheable = check_cacheable
+
+    tuc_hooks.once_imported("torch._inductor.codecache", codecache)
+    tuc_hooks.once_imported("torch._functorch._aot_autograd.autograd_cache", autograd_cache)
 
 
 def _slower_compiled_calls() -> None:
@@ -785,6 +872,10 @@ def install(names: str) -> None:
             _slower_compile()
         elif name in ("cache-hit-wrong", "cache-hit-crashes"):
             _cache_hit_breaks(name.removeprefix("cache-hit-"))
+        elif name == "caches-bypassed":
+            _caches_bypassed()
+        elif name == "cache-miss-retuned":
+            _cache_misses_retuned()
         elif name == "compiled-slower":
             _slower_compiled_calls()
         elif name == "max-autotune-asserts":
@@ -793,6 +884,8 @@ def install(names: str) -> None:
             F.gelu = _guards_on_size(F.gelu, int(name.removeprefix("recompile-at-size-")))
         elif re.fullmatch(r"linear-[0-9]e-[0-9]", name):  # linear-1e-3, linear-2e-3, linear-1e-2, ...
             F.linear = _scaled_output(F.linear, 1 + float(name.removeprefix("linear-")))
+        elif name.endswith("-raises"):
+            _raising_op(name.removesuffix("-raises"))
         elif name.endswith("-slower"):
             _slower_op(name.removesuffix("-slower"))
         elif name == "autocast-disabled":
