@@ -779,6 +779,27 @@ def test_a_global_loss_off_by_a_tenth_of_a_percent_fails_ddp(tmp_path: Path, tor
     assert result["reason"].startswith("the DDP model's loss differs from the unsharded model's"), result["reason"]
 
 
+# the second bucket DDP all-reduces once it has rebuilt its buckets (worker/ddp.py's BUCKET_CAP_MB): the attention's
+BUCKET_1 = {"norm1.weight", "norm1.bias", "self_attn.out_proj.bias", "self_attn.out_proj.weight",
+            "self_attn.in_proj_bias", "self_attn.in_proj_weight"}
+
+
+@pytest.mark.parametrize("breakage", ["ddp-bucket-scaled", "ddp-bucket-dropped"])
+def test_a_gradient_bucket_reduced_wrongly_fails_ddp_naming_its_gradients(tmp_path: Path, torch_python: str,
+                                                                         breakage: str) -> None:
+    """Issue 46: ddp's rule had met a broken loss all-reduce and a hung shutdown, never a broken DDP. One gradient
+    bucket's all-reduce x0.999, or skipped (its gradients left each rank's own): the check fails naming a gradient of
+    that bucket at a step that bucket existed in, the other bucket's gradients exact. The real torch passes
+    (test_ddp_under_torchrun_matches_the_unsharded_model_and_shuts_down_on_the_real_torch)."""
+    result = ddp_on(str(interpreter(torch_python, tmp_path / "py", breaks=[breakage])), tmp_path / "out")
+    assert result["outcome"] == "failed", result["reason"]
+    m = result["metrics"]
+    assert result["reason"].startswith("the all-reduced gradients differ from the unsharded model's on 2 ranks (gloo): "
+                                       f"gradient of {m['worst_grad']} at step "), result["reason"]
+    assert m["worst_grad"] in BUCKET_1 and m["worst_grad_step"] >= 2, m  # DDP's first step has one bucket, all of them
+    assert m["max_grad_err"] > (1e-2 if breakage.endswith("dropped") else 5e-4), m
+
+
 TEAM_API = ("import torch\n"
             "from torch._dynamo import config\n"
             "\n"
