@@ -27,9 +27,10 @@ def batch(step: int, world: int, start: dict[str, Any] | None) -> tuple[torch.Te
     return rows, torch.randn(rows.shape, generator=gen)
 
 
-def _whole(t: torch.Tensor) -> torch.Tensor:
-    """A DTensor gathered (a collective: every rank calls it), on the host."""
-    return tensors.host(t.full_tensor() if hasattr(t, "full_tensor") else t)
+def _kept(t: torch.Tensor) -> torch.Tensor:
+    """A copy on the host that training cannot change (tensors.host of a CPU tensor shares its storage), a DTensor
+    gathered first (a collective: every rank calls it)."""
+    return tensors.host(t.full_tensor() if hasattr(t, "full_tensor") else t).clone()
 
 
 class Recorder:
@@ -38,7 +39,7 @@ class Recorder:
 
     def __init__(self, ref: torch.nn.Module, world: int, lr: float) -> None:
         self.world = world
-        self.state = {k: tensors.host(v) for k, v in ref.state_dict().items()}
+        self.state = {k: _kept(v) for k, v in ref.state_dict().items()}
         self.gold = copy.deepcopy(ref).to("cpu", torch.float64)
         self.gold_opt = torch.optim.SGD(self.gold.parameters(), lr=lr)
         self.batches: list[torch.Tensor] = []
@@ -50,12 +51,12 @@ class Recorder:
              project: torch.Tensor) -> None:
         """Step `step`'s global loss and reduced gradients (before the optimizer uses them), and the golden's."""
         n = step + 1
-        self.batches.append(tensors.host(rows))
-        self.projects.append(tensors.host(project))
-        self.outputs[f"loss:step{n}"] = tensors.host(global_loss.float())
+        self.batches.append(_kept(rows))
+        self.projects.append(_kept(project))
+        self.outputs[f"loss:step{n}"] = _kept(global_loss.float())
         for name, p in model.named_parameters():
             if p.grad is not None:
-                self.outputs[f"grad:step{n}:{name}"] = _whole(p.grad)
+                self.outputs[f"grad:step{n}:{name}"] = _kept(p.grad)
         gold_loss = (self.gold(rows.double().cpu()) * project.double().cpu()).mean()
         gold_loss.backward()
         self.golden[f"loss:step{n}"] = gold_loss.detach()
@@ -68,7 +69,7 @@ class Recorder:
     def finish(self, model: torch.nn.Module) -> dict[str, Any]:
         """The record: the parameters after the steps (and the golden's) added."""
         for name, p in model.named_parameters():
-            self.outputs[f"param:{name}"] = _whole(p.detach())
+            self.outputs[f"param:{name}"] = _kept(p.detach())
         for name, p in self.gold.named_parameters():
             self.golden[f"param:{name}"] = p.detach().clone()
         return {"torch": str(torch.__version__), "world": self.world, "state": self.state, "batches": self.batches,
