@@ -1,6 +1,7 @@
 """DDP check under torchrun (worker/torchrun.py launches it): `DistributedDataParallel` training steps on 2 ranks
 must match the unsharded single-process model by fsdp2's rule (each step's all-reduced gradients, each step's global
-loss, the parameters after the steps); torchrun.py checks every rank's exit and the process group's shutdown.
+loss, the parameters after the steps); torchrun.py checks every rank's exit and the process group's shutdown. In
+compare the candidate is also judged against the baseline's steps (worker/steps.py).
 """
 
 from __future__ import annotations
