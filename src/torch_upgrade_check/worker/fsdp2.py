@@ -58,7 +58,7 @@ def compared(dist: Any, model: torch.nn.Module, inner: torch.nn.Module, ref: tor
     `sharded`, else whole) and global loss, and the parameters after the steps. With `record` (compare's sides),
     also what the wrapped model computed and its fp64 golden (steps.record_steps), for the other side; `start` is
     the baseline's record: its batches replace the seeded ones."""
-    recorder = steps.Recorder(ref, world, LR) if record else None
+    recorder = steps.Recorder(ref, world, LR, keeps=rank == 0) if record else None
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=LR)
     loss_err = {"abs": 0.0, "rel": 0.0, "step": 0}

@@ -34,11 +34,11 @@ def _kept(t: torch.Tensor) -> torch.Tensor:
 
 
 class Recorder:
-    """The wrapped model's steps as the ranks computed them, and the fp64 golden's beside them (on rank 0 only the
-    record is kept; every rank must call step and finish: gathering a shard is a collective)."""
+    """The wrapped model's steps as the ranks computed them, and the fp64 golden's beside them. Every rank calls step
+    and finish (gathering a shard is a collective); only the one that `keeps` (rank 0) records and trains the golden."""
 
-    def __init__(self, ref: torch.nn.Module, world: int, lr: float) -> None:
-        self.world = world
+    def __init__(self, ref: torch.nn.Module, world: int, lr: float, keeps: bool) -> None:
+        self.world, self.keeps = world, keeps
         self.state = {k: _kept(v) for k, v in ref.state_dict().items()}
         self.gold = copy.deepcopy(ref).to("cpu", torch.float64)
         self.gold_opt = torch.optim.SGD(self.gold.parameters(), lr=lr)
@@ -51,12 +51,13 @@ class Recorder:
              project: torch.Tensor) -> None:
         """Step `step`'s global loss and reduced gradients (before the optimizer uses them), and the golden's."""
         n = step + 1
+        grads = {f"grad:step{n}:{name}": _kept(p.grad) for name, p in model.named_parameters() if p.grad is not None}
+        if not self.keeps:
+            return
         self.batches.append(_kept(rows))
         self.projects.append(_kept(project))
         self.outputs[f"loss:step{n}"] = _kept(global_loss.float())
-        for name, p in model.named_parameters():
-            if p.grad is not None:
-                self.outputs[f"grad:step{n}:{name}"] = _kept(p.grad)
+        self.outputs.update(grads)
         gold_loss = (self.gold(rows.double().cpu()) * project.double().cpu()).mean()
         gold_loss.backward()
         self.golden[f"loss:step{n}"] = gold_loss.detach()
@@ -67,9 +68,11 @@ class Recorder:
         self.gold_opt.zero_grad()
 
     def finish(self, model: torch.nn.Module) -> dict[str, Any]:
-        """The record: the parameters after the steps (and the golden's) added."""
-        for name, p in model.named_parameters():
-            self.outputs[f"param:{name}"] = _kept(p.detach())
+        """The record: the parameters after the steps (and the golden's) added; {} on a rank that does not keep it."""
+        params = {f"param:{name}": _kept(p.detach()) for name, p in model.named_parameters()}
+        if not self.keeps:
+            return {}
+        self.outputs.update(params)
         for name, p in self.gold.named_parameters():
             self.golden[f"param:{name}"] = p.detach().clone()
         return {"torch": str(torch.__version__), "world": self.world, "state": self.state, "batches": self.batches,
