@@ -153,6 +153,8 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
     details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
+    if not details and isinstance(m.get("vs_baseline"), Mapping):  # fsdp2, ddp: the steps unlike the baseline's
+        details = _mismatch_details(m["vs_baseline"])
     if spec.aspect == "compile-cache":  # the warm process's own words: its traceback, or its output's last lines
         details = str(m.get("warm_traceback") or m.get("warm_tail") or "")
     return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds, details=details, **base)
