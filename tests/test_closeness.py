@@ -237,7 +237,7 @@ def test_a_compare_candidates_ddp_and_fsdp2_are_judged_against_the_baseline_step
             f"the {model} model's losses, gradients or parameters differ from baseline 2.13.0's {model} steps: 1 of 2 "
             "tensors differ; worst grad:step2:linear1.weight: rmse 0.0001 > 2× the baseline's 1e-08"), reason
         assert "; against the unsharded model: matches the unsharded model in each of 3 steps" in reason, reason
-        top = [{"index": "grad:step2:linear1.weight[3, 7]", "got": 0.5, "expected": 0.4995, "abs_err": 5e-4}]  # 3 digits
+        top = [{"index": "grad:step2:linear1.weight[3, 7]", "got": 0.5, "expected": 0.4995, "abs_err": 5e-4}]  # shown in 3 digits
         details = decide(spec(aspect), Observation("x", "ok", {**base, "vs_baseline": {**off, "top_mismatches": top}}))
         assert "grad:step2:linear1.weight[3, 7]: 0.5 vs 0.499, 0.0005" in details.details, details.details
         outcome, reason = judge(aspect, {**base, "baseline_missing": "the baseline saved no steps"})

@@ -56,8 +56,8 @@ def compared(dist: Any, model: torch.nn.Module, inner: torch.nn.Module, ref: tor
     """STEPS SGD steps of the wrapped `model` on this rank's rows beside the unsharded `ref` on every rank's rows,
     judged as the metrics rank 0 reports: each step's reduced gradients (`inner`'s, this rank's shard when
     `sharded`, else whole) and global loss, and the parameters after the steps. With `record` (compare's sides),
-    also what the wrapped model computed and its fp64 golden (steps.record_steps), for the other side; `start` is
-    the baseline's record: its batches replace the seeded ones."""
+    also what the wrapped model computed and its fp64 golden (steps.Recorder), for the other side; `start` is
+    the baseline's record: its batches replace the seeded ones (its weights: `starting_model`)."""
     recorder = steps.Recorder(ref, world, LR, keeps=rank == 0) if record else None
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=LR)

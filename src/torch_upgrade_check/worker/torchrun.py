@@ -59,14 +59,8 @@ def run(spec: CheckSpec, device: devices.Device, trainer: str, label: str) -> di
             stages = {r: ranks[r].get("stage", "never started") for r in range(world)}
             raise RuntimeError(f"{label} ranks did not finish their training steps (torchrun exit {code}, stages {stages}"
                                f"{f', killed after {waited:.0f}s' if code is None else ''})\n{_tail(log, 40)}")
-        result = {**json.loads(result_file.read_text()), "mode": mode}
-        if mode == "save" and store is not None:
-            store.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(folder / "steps.pt", store)
-            result["saved"] = str(store)
-        elif mode == "compare":
-            result.update({"vs_baseline": steps.against_baseline(steps.load(folder / "steps.pt"), steps.load(start),
-                                                                 spec.dtype)} if start else {"baseline_missing": missing})
+        result = {**json.loads(result_file.read_text()), "mode": mode,
+                  **_kept_or_judged(mode, folder / "steps.pt", store, start, missing, spec.dtype)}
         tail = _tail(log, 20) if code != 0 else ""
     return {**result, "world_size": world, "backend": backend, "launcher": "torchrun --standalone",
             "torchrun_exit": code, "hung_ranks": hung, "left_running": left,
@@ -75,6 +69,20 @@ def run(spec: CheckSpec, device: devices.Device, trainer: str, label: str) -> di
             "rank_pids": [r.get("pid") for r in ranks],
             "rank_peak_host_bytes": [r.get("peak_host_bytes") for r in ranks],
             **({"torchrun_tail": tail} if tail else {})}
+
+
+def _kept_or_judged(mode: str, recorded: Path, store: Path | None, start: Path | None, missing: str,
+                    dtype: str) -> dict[str, Any]:
+    """compare's sides: the baseline keeps its recorded steps in the store, the candidate is judged against them."""
+    if mode == "save" and store is not None:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(recorded, store)
+        return {"saved": str(store)}
+    if mode == "compare":
+        if start is None:
+            return {"baseline_missing": missing}
+        return {"vs_baseline": steps.against_baseline(steps.load(recorded), steps.load(start), dtype)}
+    return {}
 
 
 def _baseline_steps(store: Path | None, world: int) -> tuple[Path | None, str]:
