@@ -789,7 +789,7 @@ def test_a_gradient_bucket_reduced_wrongly_fails_ddp_naming_its_gradients(tmp_pa
                                                                          breakage: str) -> None:
     """Issue 46: ddp's rule had met a broken loss all-reduce and a hung shutdown, never a broken DDP. One gradient
     bucket's all-reduce x0.999, or skipped (its gradients left each rank's own): the check fails naming a gradient of
-    that bucket at a step that bucket existed in, the other bucket's gradients exact. The real torch passes
+    that bucket at a step that bucket existed in (the other bucket is all-reduced as before). The real torch passes
     (test_ddp_under_torchrun_matches_the_unsharded_model_and_shuts_down_on_the_real_torch)."""
     result = ddp_on(str(interpreter(torch_python, tmp_path / "py", breaks=[breakage])), tmp_path / "out")
     assert result["outcome"] == "failed", result["reason"]
