@@ -834,6 +834,62 @@ def test_a_global_loss_off_by_a_tenth_of_a_percent_fails_ddp(tmp_path: Path, tor
     assert result["reason"].startswith("the DDP model's loss differs from the unsharded model's"), result["reason"]
 
 
+# the second bucket DDP all-reduces once it has rebuilt its buckets (worker/ddp.py's BUCKET_CAP_MB): the attention's
+BUCKET_1 = {"norm1.weight", "norm1.bias", "self_attn.out_proj.bias", "self_attn.out_proj.weight",
+            "self_attn.in_proj_bias", "self_attn.in_proj_weight"}
+
+
+@pytest.mark.parametrize("breakage", ["ddp-bucket-scaled", "ddp-bucket-dropped"])
+def test_a_gradient_bucket_reduced_wrongly_fails_ddp_naming_its_gradients(tmp_path: Path, torch_python: str,
+                                                                         breakage: str) -> None:
+    """Issue 46: ddp's rule had met a broken loss all-reduce and a hung shutdown, never a broken DDP. One gradient
+    bucket's all-reduce x0.999, or skipped (its gradients left each rank's own): the check fails naming a gradient of
+    that bucket at a step that bucket existed in (the other bucket is all-reduced as before). The real torch passes
+    (test_ddp_under_torchrun_matches_the_unsharded_model_and_shuts_down_on_the_real_torch)."""
+    result = ddp_on(str(interpreter(torch_python, tmp_path / "py", breaks=[breakage])), tmp_path / "out")
+    assert result["outcome"] == "failed", result["reason"]
+    m = result["metrics"]
+    assert result["reason"].startswith("the all-reduced gradients differ from the unsharded model's on 2 ranks (gloo): "
+                                       f"gradient of {m['worst_grad']} at step "), result["reason"]
+    assert m["worst_grad"] in BUCKET_1 and m["worst_grad_step"] >= 2, m  # DDP's first step has one bucket, all of them
+    assert m["max_grad_err"] > (1e-2 if breakage.endswith("dropped") else 5e-4), m
+
+
+def test_the_same_torch_on_both_sides_passes_ddp_and_fsdp2_against_the_baseline(tmp_path: Path,
+                                                                                torch_python: str) -> None:
+    """Issue 46: in compare the candidate's DDP and FSDP2 steps are judged against the baseline's too: an A/A
+    passes both comparisons, every loss, gradient and parameter compared (3 losses, 3 x 12 gradients, 12 parameters),
+    and the baseline saved its steps."""
+    code, cand = compared(torch_python, torch_python, tmp_path, DDP, FSDP2, extra=("--ddp",))
+    for check in (DDP, FSDP2):
+        result = cand[check]
+        assert result["outcome"] == "passed", result["reason"]
+        assert "; against the baseline: its losses, gradients and parameters as close to the fp64 golden as baseline " \
+               in result["reason"], result["reason"]
+        vs = result["metrics"]["vs_baseline"]
+        assert (vs["tensors"], vs["mismatched_count"], vs.get("uncompared")) == (51, 0, None), vs
+    assert code == 0
+    base = results_by_id(load_report(tmp_path)["reports"][0])
+    assert all(base[c]["outcome"] == "passed" and base[c]["metrics"]["saved"] for c in (DDP, FSDP2))
+
+
+def test_a_candidate_whose_kernels_change_both_models_fails_ddp_and_fsdp2_against_the_baseline(
+        tmp_path: Path, torch_python: str) -> None:
+    """Issue 46: nn.functional.linear x(1+1e-3) on the candidate changes the DDP (or sharded) model and the unsharded
+    one alike: each matches the other, and passed. Against the baseline's steps (its fp64 golden, its own error the
+    floor) the losses and gradients are far off: both checks fail, naming a gradient."""
+    broken = str(interpreter(torch_python, tmp_path / "py", breaks=["linear-1e-3"]))
+    code, cand = compared(torch_python, broken, tmp_path / "out", DDP, FSDP2, extra=("--ddp",))
+    assert code == 1
+    for check, model in ((DDP, "DDP"), (FSDP2, "sharded")):
+        result = cand[check]
+        assert result["outcome"] == "failed", result["reason"]
+        assert result["reason"].startswith(f"the {model} model's losses, gradients or parameters differ from baseline "), \
+            result["reason"]
+        assert "worst grad:step" in result["reason"], result["reason"]
+        assert "; against the unsharded model: matches the unsharded model in each of 3 steps" in result["reason"]
+
+
 TEAM_API = ("import torch\n"
             "from torch._dynamo import config\n"
             "\n"

@@ -216,6 +216,36 @@ def test_ddp_is_judged_by_the_fsdp2_rule_in_its_own_words() -> None:
         reason
 
 
+def test_a_compare_candidates_ddp_and_fsdp2_are_judged_against_the_baseline_steps_too() -> None:
+    """Issue 46: in compare the candidate's steps are held to the baseline's fp64 golden, the baseline's own error the
+    floor: off beyond it fails even where the unsharded model matches; none compared (the baseline saved nothing, an
+    old worker) fails; within it passes and says so."""
+    base = {**TORCHRUN_OK, "max_abs_err": 5e-7, "max_rel_err": 4.6, "world_size": 2, "backend": "gloo", "steps": 3,
+            "worst_grad": "norm1.weight", "worst_grad_step": 3, "worst_grad_rank": 1, "grad_shards_compared": 72,
+            "max_grad_err": 3e-6, "grad_shards_unmatched": 0, "max_loss_err": 2e-9, "max_loss_rel_err": 1e-7,
+            "worst_loss_step": 2, "mode": "compare"}
+    same = {"rtol": 1.3e-6, "atol": 1e-5, "baseline_torch": "2.13.0", "per_tensor": [
+        tensor("loss:step1", ref_rmse=1e-8), tensor("grad:step2:linear1.weight", ref_rmse=1e-8)]}
+    off = {**same, "per_tensor": [tensor("loss:step1", ref_rmse=1e-8), tensor(
+        "grad:step2:linear1.weight", ref_rmse=1e-8, rmse=1e-4, mismatched=90, max_abs_err=3e-4, scale=0.1)]}
+    for aspect, model in (("ddp", "DDP"), ("fsdp2", "sharded")):
+        outcome, reason = judge(aspect, {**base, "vs_baseline": same})
+        assert outcome is Outcome.PASSED and "; against the baseline: its losses, gradients and parameters as close to " \
+            "the fp64 golden as baseline 2.13.0's: all 2 tensors are within tolerance" in reason, reason
+        outcome, reason = judge(aspect, {**base, "vs_baseline": off})
+        assert outcome is Outcome.FAILED and reason.startswith(
+            f"the {model} model's losses, gradients or parameters differ from baseline 2.13.0's {model} steps: 1 of 2 "
+            "tensors differ; worst grad:step2:linear1.weight: rmse 0.0001 > 2× the baseline's 1e-08"), reason
+        assert "; against the unsharded model: matches the unsharded model in each of 3 steps" in reason, reason
+        top = [{"index": "grad:step2:linear1.weight[3, 7]", "got": 0.5, "expected": 0.4995, "abs_err": 5e-4}]  # shown in 3 digits
+        details = decide(spec(aspect), Observation("x", "ok", {**base, "vs_baseline": {**off, "top_mismatches": top}}))
+        assert "grad:step2:linear1.weight[3, 7]: 0.5 vs 0.499, 0.0005" in details.details, details.details
+        outcome, reason = judge(aspect, {**base, "baseline_missing": "the baseline saved no steps"})
+        assert outcome is Outcome.FAILED and reason.startswith(
+            f"not compared with the baseline's {model} steps: the baseline saved no steps"), reason
+    assert judge("ddp", {**base, "mode": "save"})[0] is Outcome.PASSED  # the baseline's own: judged alone
+
+
 def test_a_changed_random_stream_is_said_first_where_a_resumed_step_or_a_curve_fails() -> None:
     changed = {"op": "aten.multinomial.default", "call": 3, "of": 9,
                "how": "aten.multinomial.default draws different numbers for the same seed"}

@@ -33,7 +33,9 @@ Rules (thresholds are recorded on each result):
   device has it) gave num_workers=0's batches bitwise and in order; in compare num_workers=0's are the baseline's
   (analysis.dataloader has the rule).
 - fsdp2 and ddp run under torchrun: every rank exited 0 and shut its process group down within the shutdown bound
-  (a rank still running then is named, and was killed), then fsdp2's rule (on DDP's all-reduced, whole, gradients).
+  (a rank still running then is named, and was killed), then fsdp2's rule (on DDP's all-reduced, whole, gradients);
+  in compare also each step's loss and gradients and the parameters after the steps against the baseline's, by the
+  cross-version rule (analysis.distributed).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, dataloader, stats
+from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, dataloader, distributed, stats
 from torch_upgrade_check.analysis.closeness import as_float, plural_of, short
 from torch_upgrade_check.aspects import ARTIFACT_ASPECTS, COMPILE_ASPECTS
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
@@ -145,9 +147,14 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
             reason += f"; host RAM +{format_bytes(m['host_peak_bytes'])} (peak resident set growth)"
     elif spec.aspect in ("fsdp2", "ddp"):
         outcome, reason, thresholds = _under_torchrun(m, DISTRIBUTED_WORDS[spec.aspect])
+        if m.get("mode") == "compare":  # and against the baseline's steps
+            outcome, reason, thresholds = _and_baseline(m, DISTRIBUTED_WORDS[spec.aspect], spec.dtype,
+                                                        (outcome, reason, thresholds))
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
     details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
+    if not details and isinstance(m.get("vs_baseline"), Mapping):  # fsdp2, ddp: the steps unlike the baseline's
+        details = _mismatch_details(m["vs_baseline"])
     if spec.aspect == "compile-cache":  # the warm process's own words: its traceback, or its output's last lines
         details = str(m.get("warm_traceback") or m.get("warm_tail") or "")
     return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds, details=details, **base)
@@ -255,6 +262,17 @@ def _under_torchrun(m: dict[str, Any], words: Words) -> tuple[Outcome, str, dict
     peaks = ", ".join(format_bytes(b) if isinstance(b, int) else "?" for b in m.get("rank_peak_host_bytes") or [])
     shut = ", ".join(f"{s:.2f} s" if isinstance(s, (int, float)) else "?" for s in m.get("shutdown_s") or [])
     return outcome, f"{reason}; every rank exited 0, shut down in {shut}; peak host RAM per rank {peaks}", thresholds
+
+
+def _and_baseline(m: dict[str, Any], words: Words, dtype: str,
+                  alone: tuple[Outcome, str, dict[str, Any]]) -> tuple[Outcome, str, dict[str, Any]]:
+    """compare's candidate: the comparison with the unsharded model, then the one with the baseline's steps."""
+    outcome, reason, thresholds = alone
+    ok, said, against = distributed.against_baseline(m, words.model, dtype)
+    thresholds = {**thresholds, "vs_baseline": against}
+    if outcome is Outcome.PASSED and not ok:
+        return Outcome.FAILED, f"{said}; against the unsharded model: {reason}", thresholds
+    return outcome, f"{reason}; against the baseline: {said}", thresholds
 
 
 def _fsdp2_within(abs_err: Any, rel_err: Any) -> bool:

@@ -1,7 +1,8 @@
 """FSDP2 check under torchrun (worker/torchrun.py launches it, and checks every rank's exit and the process group's
 shutdown): `fully_shard` training steps across ranks must match the unsharded model: each step's reduced gradient
 shards against the same slice of the unsharded model's gradients, each step's global loss against the unsharded
-model's, and the parameters after the steps. `compared` is DDP's rule too (worker/ddp.py), its gradients whole.
+model's, and the parameters after the steps. `compared` is DDP's rule too (worker/ddp.py), its gradients whole. In
+compare both sides record their steps (worker/steps.py): the candidate is also judged against the baseline's.
 """
 
 from __future__ import annotations
@@ -13,46 +14,58 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import devices, torchrun
+from torch_upgrade_check.worker import devices, steps, torchrun
 
 STEPS = 3
+LR = 0.05
 
 
 def run(spec: CheckSpec, device: devices.Device) -> dict[str, Any]:
     return torchrun.run(spec, device, "fsdp2", "FSDP2")
 
 
-def train(dist: Any, rank: int, world: int, device: Any, dtype: torch.dtype) -> dict[str, Any]:
+def train(dist: Any, rank: int, world: int, device: Any, dtype: torch.dtype,
+          start: dict[str, Any] | None = None, record: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """FSDP2's steps (every layer and the model fully_shard-ed) beside the unsharded model's on this rank."""
     from torch.distributed.fsdp import fully_shard
 
-    from torch_upgrade_check.worker.workloads import transformer_block
-
-    torch.manual_seed(0)
-    ref = transformer_block(device, dtype)["model"]
+    ref = starting_model(device, dtype, start)
     model = copy.deepcopy(ref)
     for layer in model.children():
         if any(p.requires_grad for p in layer.parameters()):
             fully_shard(layer)
     fully_shard(model)
-    return compared(dist, model, model, ref, rank, world, device, dtype, sharded=True)
+    return compared(dist, model, model, ref, rank, world, device, dtype, sharded=True, start=start, record=record)
+
+
+def starting_model(device: Any, dtype: torch.dtype, start: dict[str, Any] | None) -> torch.nn.Module:
+    """The unsharded model both trainers start from: seeded, or (compare's candidate) the baseline's own weights,
+    so that both torches train exactly the same function whatever their random streams."""
+    from torch_upgrade_check.worker.workloads import transformer_block
+
+    torch.manual_seed(0)
+    ref = transformer_block(device, dtype)["model"]
+    if start is not None:
+        ref.load_state_dict({k: v.to(device, dtype) for k, v in start["state"].items()})
+    return ref
 
 
 def compared(dist: Any, model: torch.nn.Module, inner: torch.nn.Module, ref: torch.nn.Module, rank: int, world: int,
-             device: Any, dtype: torch.dtype, *, sharded: bool) -> dict[str, Any]:
+             device: Any, dtype: torch.dtype, *, sharded: bool, start: dict[str, Any] | None = None,
+             record: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """STEPS SGD steps of the wrapped `model` on this rank's rows beside the unsharded `ref` on every rank's rows,
     judged as the metrics rank 0 reports: each step's reduced gradients (`inner`'s, this rank's shard when
-    `sharded`, else whole) and global loss, and the parameters after the steps."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    `sharded`, else whole) and global loss, and the parameters after the steps. With `record` (compare's sides),
+    also what the wrapped model computed and its fp64 golden (steps.Recorder), for the other side; `start` is
+    the baseline's record: its batches replace the seeded ones (its weights: `starting_model`)."""
+    recorder = steps.Recorder(ref, world, LR, keeps=rank == 0) if record else None
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=LR)
     loss_err = {"abs": 0.0, "rel": 0.0, "step": 0}
     worst = {"grad_err": 0.0, "grad_index": -1, "grad_step": 0, "grad_shards": 0, "unmatched": 0, "unmatched_index": -1}
     for step in range(STEPS):
-        gen = torch.Generator().manual_seed(1000 + step)
-        batch = torch.randn(world * 2, 16, 64, generator=gen).to(device, dtype)
-        # a projection on fixed random weights (as the workloads' loss): a mean of squares after the layer's
-        # final LayerNorm is ~1 whatever the weights, and its gradients are rounding noise
-        project = torch.randn(batch.shape, generator=gen).to(device, dtype)
+        batch, project = steps.batch(step, world, start)
+        batch, project = batch.to(device, dtype), project.to(device, dtype)
         rows = slice(rank * 2, (rank + 1) * 2)
         loss = (model(batch[rows]).float() * project[rows].float()).mean()
         loss.backward()  # FSDP2 reduce-scatters, DDP all-reduces (averages) the gradients here
@@ -60,20 +73,23 @@ def compared(dist: Any, model: torch.nn.Module, inner: torch.nn.Module, ref: tor
         ref_loss = (ref(batch).float() * project.float()).mean()
         ref_loss.backward()
         _worst_shard(inner, ref, rank if sharded else 0, world if sharded else 1, step, worst)  # whole: 1 slice
+        global_loss = loss.detach().clone()
+        dist.all_reduce(global_loss)
+        if recorder is not None:
+            recorder.step(step, inner, global_loss / world, batch, project)
         opt.step()
         opt.zero_grad()
         ref_opt.step()
         ref_opt.zero_grad()
-        global_loss = loss.detach().clone()
-        dist.all_reduce(global_loss)
         _worse_loss(loss_err, float(global_loss) / world, float(ref_loss), step)
     names = [n for n, _ in inner.named_parameters()]
     gathered = _every_ranks_worst(dist, worst, world, device, names)
     max_err, max_rel = _parameters_error(inner, ref)
     # report.json is strict JSON: an infinite or NaN error goes as the string "inf" or "nan"
-    return {"max_abs_err": _number(max_err), "max_rel_err": _number(max_rel),
-            "max_loss_err": _number(loss_err["abs"]), "max_loss_rel_err": _number(loss_err["rel"]),
-            "worst_loss_step": loss_err["step"], "steps": STEPS, **gathered}
+    result = {"max_abs_err": _number(max_err), "max_rel_err": _number(max_rel),
+              "max_loss_err": _number(loss_err["abs"]), "max_loss_rel_err": _number(loss_err["rel"]),
+              "worst_loss_step": loss_err["step"], "steps": STEPS, **gathered}
+    return result, (recorder.finish(inner) if recorder is not None else {})
 
 
 def _worse(a: float, b: float) -> float:

@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import devices
+from torch_upgrade_check.worker import devices, steps
 from torch_upgrade_check.worker.instance import Skip
 
 TRAIN_TIMEOUT_S = 180  # torchrun's start, both ranks' torch imports and the steps
@@ -38,10 +39,16 @@ def run(spec: CheckSpec, device: devices.Device, trainer: str, label: str) -> di
     if not group.ok:
         raise Skip(group.reason)
     backend, world = group.backend, group.world
+    from torch_upgrade_check.worker import crossversion  # not in the ranks: each imports this module
+
+    mode = spec.params.get("mode") or "alone"
+    store = crossversion.store_path(spec).with_suffix(f".{trainer}.pt") if mode != "alone" else None
+    start, missing = _baseline_steps(store, world) if mode == "compare" else (None, "")
     with tempfile.TemporaryDirectory(prefix=f"tuc-{trainer}-") as tmp:
         folder, log = Path(tmp), Path(tmp) / "torchrun.log"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
-               "-m", "torch_upgrade_check.worker.torchrun", trainer, backend, spec.device, spec.dtype, tmp]
+               "-m", "torch_upgrade_check.worker.torchrun", trainer, backend, spec.device, spec.dtype, tmp,
+               str(start or "-"), "record" if store else "-"]
         with log.open("w") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         code, hung, waited = _wait(proc, folder, world)
@@ -52,7 +59,8 @@ def run(spec: CheckSpec, device: devices.Device, trainer: str, label: str) -> di
             stages = {r: ranks[r].get("stage", "never started") for r in range(world)}
             raise RuntimeError(f"{label} ranks did not finish their training steps (torchrun exit {code}, stages {stages}"
                                f"{f', killed after {waited:.0f}s' if code is None else ''})\n{_tail(log, 40)}")
-        result = json.loads(result_file.read_text())
+        result = {**json.loads(result_file.read_text()), "mode": mode,
+                  **_kept_or_judged(mode, folder / "steps.pt", store, start, missing, spec.dtype)}
         tail = _tail(log, 20) if code != 0 else ""
     return {**result, "world_size": world, "backend": backend, "launcher": "torchrun --standalone",
             "torchrun_exit": code, "hung_ranks": hung, "left_running": left,
@@ -61,6 +69,30 @@ def run(spec: CheckSpec, device: devices.Device, trainer: str, label: str) -> di
             "rank_pids": [r.get("pid") for r in ranks],
             "rank_peak_host_bytes": [r.get("peak_host_bytes") for r in ranks],
             **({"torchrun_tail": tail} if tail else {})}
+
+
+def _kept_or_judged(mode: str, recorded: Path, store: Path | None, start: Path | None, missing: str,
+                    dtype: str) -> dict[str, Any]:
+    """compare's sides: the baseline keeps its recorded steps in the store, the candidate is judged against them."""
+    if mode == "save" and store is not None:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(recorded, store)
+        return {"saved": str(store)}
+    if mode == "compare":
+        if start is None:
+            return {"baseline_missing": missing}
+        return {"vs_baseline": steps.against_baseline(steps.load(recorded), steps.load(start), dtype)}
+    return {}
+
+
+def _baseline_steps(store: Path | None, world: int) -> tuple[Path | None, str]:
+    """The baseline's saved steps, which this side starts from and is judged against; else None and why not."""
+    if store is None or not store.exists():
+        return None, "the baseline saved no steps (its check did not finish there: see the baseline's result)"
+    ran = steps.load(store).get("world")
+    if ran != world:
+        return None, f"the baseline ran {ran} ranks, this side {world}: their steps are not the same computation"
+    return store, ""
 
 
 def _wait(proc: subprocess.Popen[bytes], folder: Path, world: int) -> tuple[int | None, list[int], float]:
@@ -128,9 +160,12 @@ def _tail(path: Path, lines: int = 20) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def main(trainer: str, backend: str, device_name: str, dtype_name: str, folder: str) -> None:
-    """One rank: the trainer's `train(dist, rank, world, device, dtype)` between the process group's start and its
-    shutdown, each stage written to rank<N>.json; rank 0 writes the trainer's result."""
+def main(trainer: str, backend: str, device_name: str, dtype_name: str, folder: str, start: str = "-",
+         record: str = "-") -> None:
+    """One rank: the trainer's `train(dist, rank, world, device, dtype, start, record)` between the process group's
+    start and its shutdown, each stage written to rank<N>.json; rank 0 writes the trainer's result (and with
+    `record`, its steps.pt: worker/steps.py). `start`: the baseline's steps.pt, or "-"."""
+    import torch
     import torch.distributed as dist
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -138,8 +173,13 @@ def main(trainer: str, backend: str, device_name: str, dtype_name: str, folder: 
     _write(me, {"pid": os.getpid(), "stage": "started"})
     device = devices.get(device_name).rank_device(rank)
     dist.init_process_group(backend)  # env:// from torchrun
-    result = importlib.import_module(TRAINERS[trainer]).train(dist, rank, world, device, devices.DTYPES[dtype_name])
+    baseline = steps.load(Path(start)) if start != "-" else None
+    result, kept = importlib.import_module(TRAINERS[trainer]).train(dist, rank, world, device, devices.DTYPES[dtype_name],
+                                                                    baseline, record == "record")
     if rank == 0:
+        if kept:
+            torch.save(kept, Path(folder) / "steps.tmp")
+            os.replace(Path(folder) / "steps.tmp", Path(folder) / "steps.pt")
         _write(Path(folder) / "result.json", result)
     dist.barrier()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
@@ -151,4 +191,4 @@ def main(trainer: str, backend: str, device_name: str, dtype_name: str, folder: 
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:8])

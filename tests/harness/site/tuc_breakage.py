@@ -133,6 +133,15 @@ changes float64 too, as a real kernel change does.
 - remove-private-attr: torch._C._set_cublas_allow_tf32 (the private flag setter behind
   torch.backends.cuda.matmul.allow_tf32) no longer exists, as private names are renamed or removed between releases
   (torch._dynamo.config keys, the TF32 flags 2.13 changed, pytorch/pytorch#181247); computing is untouched.
+- ddp-bucket-scaled: DistributedDataParallel's second gradient bucket (bucket 1) comes back from its all-reduce x0.999
+  on every rank, as a reducer that averages one bucket with a wrong divisor, or a lossy collective, would leave it;
+  every other bucket, the forward and every loss are exact. DDP starts with one bucket and splits it by its size cap
+  from its second step on (the ddp check's model: two buckets), so steps 2 and 3 carry it. It wraps DDP's default
+  all-reduce (torch's own allreduce_hook, registered as every DDP model is built: its docs promise DDP's results
+  without a hook), so only that bucket's result changes.
+- ddp-bucket-dropped: the same bucket is never all-reduced: the hook hands back the rank's own gradients, of its own
+  rows only, as a reducer that skips a bucket (marked ready twice, or never launched) would; the ranks' gradients,
+  and then their parameters, silently differ; every other bucket is all-reduced as before.
 - fsdp2-shards-dim-1: fully_shard shards every parameter with two or more dimensions along dim 1, not dim 0 (as a
   release that changes its default placement would); the training steps are as right as before.
 - rank-hangs-at-shutdown: torch.distributed.destroy_process_group never returns on rank 1 (RANK=1: it sleeps), as
@@ -765,6 +774,30 @@ def _scaled_all_reduce(all_reduce, factor: float):
     return scaled
 
 
+def _broken_bucket(distributed, how: str) -> None:
+    """Every DistributedDataParallel built from now on all-reduces its buckets through torch's default comm hook,
+    bucket 1's result scaled x0.999 (`how` "scaled") or never all-reduced ("dropped")."""
+    ddp = distributed.DistributedDataParallel
+    init = ddp.__init__
+
+    def hook(state, bucket):
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        if bucket.index() != 1:
+            return default_hooks.allreduce_hook(state, bucket)
+        if how == "dropped":
+            local = torch.futures.Future()
+            local.set_result(bucket.buffer())  # this rank's own gradients, never reduced
+            return local
+        return default_hooks.allreduce_hook(state, bucket).then(lambda fut: fut.value().mul_(0.999))
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.register_comm_hook(None, hook)  # None: the default process group, as DDP's own all-reduce uses
+
+    ddp.__init__ = __init__
+
+
 def _shards_dim_1(fsdp) -> None:
     from torch.distributed.tensor import Shard
 
@@ -949,6 +982,9 @@ def install(names: str) -> None:
             import torch.utils.data.dataloader as dataloader
 
             _persistent_reorders(dataloader._MultiProcessingDataLoaderIter)
+        elif name in ("ddp-bucket-scaled", "ddp-bucket-dropped"):
+            broken = functools.partial(_broken_bucket, how=name.removeprefix("ddp-bucket-"))
+            tuc_hooks.once_imported("torch.nn.parallel.distributed", broken)
         elif name == "fsdp2-shards-dim-1":
             tuc_hooks.once_imported("torch.distributed.fsdp", _shards_dim_1)
         elif name == "remove-private-attr":
