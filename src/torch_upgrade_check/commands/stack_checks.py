@@ -191,6 +191,30 @@ def _pip(python: str, logs: Path) -> list[str]:
     return [str(provision.venv_python(folder)), "-m", "pip"]
 
 
+def side_index(s: CompareSettings, spec: provision.TorchSpec) -> resolve.Index:
+    """Where a side's torch comes from (its backend's index, or --index-url), for a dry run."""
+    return resolve.Index(s.index_url or provision.index_for(s.torch_backend, spec, provision.detect_cuda_driver()),
+                         s.extra_index_url, s.find_links, spec.pre)
+
+
+def torch_not_on_index(s: CompareSettings, sides: Sides, base_python: str, out: Path) -> str | None:
+    """After an install failed: the line naming a side's torch version that its index does not have (the team's
+    input: exit 2), from pip's dry run of torch alone; None when each side's torch is there (or pip cannot ask)."""
+    for role, (spec, prepared) in sides.items():
+        if spec is None or prepared or spec.kind == "current":
+            continue
+        try:
+            pip = _pip(base_python, out / "logs")
+        except InfrastructureError:
+            return None
+        why = resolve.torch_absent(pip, spec.requirement, spec.text, side_index(s, spec),
+                                   out / "logs" / f"torch-on-index-{role}.log", env=installer.installer_env("pip"))
+        if why:
+            return (f"the {role}'s {why}; pass a torch version that index has, or the --torch-backend (or --index-url) "
+                    "that has this one")
+    return None
+
+
 @dataclass(frozen=True)
 class Blocked:
     """The resolve stage found a side's stack that cannot be installed: the team's files (exit 2, `message` names
@@ -215,10 +239,9 @@ def resolve_stage(s: CompareSettings, only: Sequence[str], sides: Sides, base_py
                                         reason="a prepared interpreter (or current): nothing is installed into it",
                                         repro=repro)
             continue
-        index = resolve.Index(s.index_url or provision.index_for(s.torch_backend, spec, provision.detect_cuda_driver()),
-                              s.extra_index_url, s.find_links, spec.pre)
         own = stacks.get(role, stk)
-        todo.append(resolve.Side(role, spec.requirement, index, spec.text, (*s.extra_requirement, *own.requirements)))
+        todo.append(resolve.Side(role, spec.requirement, side_index(s, spec), spec.text,
+                                 (*s.extra_requirement, *own.requirements)))
     if not todo or todo[-1].role != "candidate":
         return skipped, None
     logs = out / "logs"
@@ -234,6 +257,9 @@ def resolve_stage(s: CompareSettings, only: Sequence[str], sides: Sides, base_py
 
 def _blocked(refs: Mapping[str, str | None], role: str, own: stack.Stack, r: CheckResult, logs: Path) -> Blocked:
     log = r.metrics.get("log", logs)
+    if r.metrics.get("torch_absent"):  # the index's answer, named: the side's torch version is not there
+        return Blocked(f"the {role}'s {r.reason} (log: {log}); pass a torch version that index has, or the "
+                       "--torch-backend (or --index-url) that has this one", False)
     if r.metrics.get("runner"):
         return Blocked(f"{r.reason} (log: {log}); pip could not finish: check the runner's network and index, then "
                        "run again", True)
