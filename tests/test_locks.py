@@ -224,3 +224,63 @@ def test_a_poetry_lock_bump_is_read_from_each_sides_lock(tmp_path: Path, monkeyp
     monkeypatch.chdir(repo)
     s = compare("--requirements", "pyproject.toml", "--requirements", "poetry.lock")
     assert (s.baseline, s.candidate) == ("2.13.0", "2.14.1")
+
+
+def _bump_repo(tmp_path: Path, main: dict[str, str], bump: dict[str, str]) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    commit(repo, "the stack", main)
+    git(repo, "checkout", "-qb", "bump")
+    commit(repo, "the pull request", bump)
+    return repo
+
+
+def test_a_pull_request_that_leaves_torch_alone_compares_the_stacks_and_says_so(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_upgrade_check.commands.stack_checks import nothing_compared, unchanged_torch_note
+
+    monkeypatch.chdir(_bump_repo(tmp_path, {"requirements.txt": "torch==2.13.0\ntimm==1.0.30\n"},
+                                 {"requirements.txt": "torch==2.13.0\ntimm==1.0.31\n"}))
+    s = compare("--requirements", "requirements.txt")
+    assert (s.baseline, s.candidate) == ("2.13.0", "2.13.0")
+    assert unchanged_torch_note(s) == ("torch 2.13.0 on both sides: the pull request leaves torch alone and changes "
+                                       "the stack (timm); each side installs its own stack, and the checks compare "
+                                       "the stacks")
+    assert nothing_compared(s, {"baseline": "2.13.0+cpu", "candidate": "2.13.0+cpu"}, "install") is None
+
+
+@pytest.mark.slow
+def test_a_pin_moved_that_resolves_to_the_same_torch_is_the_teams_input_not_a_pass(tmp_path: Path) -> None:
+    """The pull request moves torch's range, and both ranges resolve torch 2.13.0: exit 2 naming the file and both
+    pins, before anything is installed (pip's dry run of each side's torch)."""
+    from conftest import run_cli
+
+    repo = _bump_repo(tmp_path, {"requirements.txt": "torch>=2.12,<2.14\n"}, {"requirements.txt": "torch>=2.13,<2.14\n"})
+    proc = run_cli("compare", "--baseline", "auto", "--candidate", "auto", "--base-ref", "main", "--installer", "pip",
+                   "--torch-backend", "pypi", "--requirements", "requirements.txt", "--device", "cpu",
+                   "--venv-dir", str(tmp_path / "venvs"), "--out", str(tmp_path / "out"), cwd=repo)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = proc.stderr.strip().splitlines()[0]
+    assert ("the pull request moves torch's pin (requirements.txt at --base-ref main: <2.14,>=2.12; requirements.txt "
+            "in the working tree: <2.14,>=2.13), but both sides resolve torch 2.13.0") in line, proc.stderr
+    assert not (tmp_path / "venvs").exists()  # nothing installed, nothing PASSED
+
+
+@pytest.mark.slow
+def test_both_sides_installing_the_same_torch_for_a_moved_pin_is_exit_2_not_passed(tmp_path: Path) -> None:
+    """The same pull request with resolve left out (--only): each side's venv is installed (torch 2.13.0 twice), and the
+    installed torch, read by each side's probe, stops the run before any check could pass."""
+    from conftest import run_cli
+
+    repo = _bump_repo(tmp_path, {"requirements.txt": "torch>=2.12,<2.14\n"}, {"requirements.txt": "torch>=2.13,<2.14\n"})
+    proc = run_cli("compare", "--baseline", "auto", "--candidate", "auto", "--base-ref", "main", "--installer", "pip",
+                   "--torch-backend", "pypi", "--requirements", "requirements.txt", "--device", "cpu",
+                   "--only", "stack[-]/imports", "--venv-dir", str(tmp_path / "venvs"), "--out", str(tmp_path / "out"),
+                   cwd=repo)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = proc.stderr.strip().splitlines()[0]
+    assert "but both sides install torch 2.13.0" in line and "requirements.txt at --base-ref main" in line, proc.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert [r["label"].split("+")[0] for r in report["reports"]] == ["2.13.0", "2.13.0"]
+    assert all(not r["results"] for r in report["reports"])  # no check ran, so none passed

@@ -90,7 +90,8 @@ def plan_sides(s: CompareSettings) -> dict[str, Report]:
     the output folder's logs and saved baseline outputs of an earlier run removed."""
     settings, out = s.session, s.output.out
     if not s.list:
-        for note in stack_checks.stack_notes(s.refs, s.stacks):
+        unchanged = stack_checks.unchanged_torch_note(s)
+        for note in [*stack_checks.stack_notes(s.refs, s.stacks), *([unchanged] if unchanged else [])]:
             say(note)
     shutil.rmtree(out / "logs", ignore_errors=True)
     shutil.rmtree(out / "baseline-outputs", ignore_errors=True)  # a candidate must never compare with an earlier run's
@@ -188,6 +189,9 @@ def provision_sides(s: CompareSettings, reports: dict[str, Report], started: flo
     for role in reports:
         env = {**session.environment(probes[role]), "device_choice": choice.record(s.device)}
         reports[role] = replace(reports[role], device=device, label=env.get("torch_version", "?"), environment=env)
+    same = stack_checks.nothing_compared(s, {role: r.label for role, r in reports.items()}, "install")
+    if same is not None:  # never a PASSED that compared a torch with itself
+        return team_input(output, list(reports.values()), same)
     head = argv.compare_head(s)
     lost = choice.result(shlex.join([PROG, *head, "--device", choice.expected]))
     served = fleet_result(s.served, reports["candidate"].environment, device,

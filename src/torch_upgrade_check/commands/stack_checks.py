@@ -166,6 +166,44 @@ def auto_pins(asked: Asked, given: Mapping[str, str | None],
     return pinned
 
 
+def _public(version: str) -> str:
+    return version.split("+")[0]  # 2.13.0+cpu is the 2.13.0 a pin names
+
+
+def nothing_compared(s: CompareSettings, versions: Mapping[str, str | None], verb: str) -> str | None:
+    """The line that stops a comparison that would not happen (exit 2, the team's input), when both sides are `auto`:
+    the pull request's files move torch's pin but both sides `verb` (resolve, install) the same torch, or a side
+    gets a torch other than the version its files pin. None when each side has the torch its files ask."""
+    if set(s.auto) != set(ROLES) or not all(versions.get(role) for role in ROLES):
+        return None
+    pins = {"baseline": s.baseline or "", "candidate": s.candidate or ""}
+    got = {role: str(versions[role]) for role in ROLES}
+    files = {role: f"{', '.join(s.stacks[role].sources) or 'the stack'} {where(s.refs, role)}" for role in ROLES}
+    fix = ("pin the torch each side means there (torch==VERSION, or its lock file), or pass --baseline VERSION "
+           "--candidate VERSION")
+    if pins["baseline"] != pins["candidate"] and _public(got["baseline"]) == _public(got["candidate"]):
+        return (f"the pull request moves torch's pin ({files['baseline']}: {pins['baseline']}; {files['candidate']}: "
+                f"{pins['candidate']}), but both sides {verb} torch {got['candidate']}: nothing would be compared; {fix}")
+    for role in ROLES:
+        pinned = pins[role]
+        if provision.VERSION_RE.match(pinned) and _public(got[role]) != _public(pinned):
+            return (f"the {role}'s {files[role]} pins torch {pinned}, but it would {verb} torch {got[role]}: the "
+                    f"comparison would not test the pin; {fix}")
+    return None
+
+
+def unchanged_torch_note(s: CompareSettings) -> str | None:
+    """The line saying a pull request leaves torch alone and changes the stack: the stacks are what is compared."""
+    stacks = s.stacks
+    if set(s.auto) != set(ROLES) or s.baseline != s.candidate or stacks["baseline"] is stacks["candidate"]:
+        return None
+    team = resolve.pinned_by_team(stacks["baseline"].requirements, stacks["candidate"].requirements)
+    if not team:
+        return None
+    return (f"torch {s.candidate} on both sides: the pull request leaves torch alone and changes the stack "
+            f"({', '.join(sorted(team))}); each side installs its own stack, and the checks compare the stacks")
+
+
 def early_device(device: str) -> str:
     """The device a stack check is filed under before the sides are probed: the one asked for, else the CPU."""
     return device if device != "auto" else "cpu"
@@ -284,6 +322,10 @@ def resolve_first(s: CompareSettings, only: Sequence[str], sides: Sides, base_py
                                      repro=repro(device, CheckSpec(resolve.WORKLOAD, resolve.ASPECT, device, resolve.DTYPE)))
     reports = with_results(reports, results)
     cand = results.get("candidate")
+    same = None if blocked is not None else nothing_compared(
+        s, {role: str(r.metrics.get("torch", "")) for role, r in results.items()}, "resolve")
+    if same is not None:  # the pull request's torch bump would be tested against itself: stop before installing
+        blocked = Blocked(same, False)
     if blocked is None and (cand is None or cand.outcome is not Outcome.FAILED):
         return reports, False, None
     return {role: replace(r, finished=session.now(), complete=True, device=device,
