@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from packaging.markers import InvalidMarker, Marker
+from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
@@ -56,7 +56,7 @@ def applies_here(marker: Any, where: str) -> bool:
     texts = list(marker.values()) if isinstance(marker, Mapping) else [marker]  # poetry 2.1: a marker per group
     try:
         return any(Marker(str(t)).evaluate() for t in texts)
-    except InvalidMarker as e:
+    except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName) as e:
         raise UsageError(f"{where}: marker {marker!r} is not one packaging reads ({e}); regenerate the lock") from None
 
 
