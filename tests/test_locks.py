@@ -250,6 +250,23 @@ def test_a_pull_request_that_leaves_torch_alone_compares_the_stacks_and_says_so(
     assert nothing_compared(s, {"baseline": "2.13.0+cpu", "candidate": "2.13.0+cpu"}, "install") is None
 
 
+def test_what_each_side_got_is_held_to_the_pins_its_files_moved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_upgrade_check.commands.stack_checks import nothing_compared
+
+    monkeypatch.chdir(_bump_repo(tmp_path, {"requirements.txt": "torch==2.13.0\n"}, {"requirements.txt": "torch==2.14.1\n"}))
+    s = compare("--requirements", "requirements.txt")
+    assert nothing_compared(s, {"baseline": "2.13.0+cpu", "candidate": "2.14.1"}, "install") is None
+    same = nothing_compared(s, {"baseline": "2.14.1", "candidate": "2.14.1"}, "install")
+    assert same is not None and same.startswith(
+        "the pull request moves torch's pin (requirements.txt at --base-ref main: 2.13.0; requirements.txt in the "
+        "working tree: 2.14.1), but both sides install torch 2.14.1: nothing would be compared;"), same
+    other = nothing_compared(s, {"baseline": "2.12.0", "candidate": "2.14.1"}, "install")
+    assert other is not None and other.startswith(
+        "the baseline's requirements.txt at --base-ref main pins torch 2.13.0, but it would install torch 2.12.0"), other
+    fixed = compare("--requirements", "requirements.txt", "--candidate", "2.13.0")  # a version given: not the files'
+    assert nothing_compared(fixed, {"baseline": "2.13.0", "candidate": "2.13.0"}, "install") is None
+
+
 @pytest.mark.slow
 def test_a_pin_moved_that_resolves_to_the_same_torch_is_the_teams_input_not_a_pass(tmp_path: Path) -> None:
     """The pull request moves torch's range, and both ranges resolve torch 2.13.0: exit 2 naming the file and both

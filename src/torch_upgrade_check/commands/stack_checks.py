@@ -181,7 +181,8 @@ def nothing_compared(s: CompareSettings, versions: Mapping[str, str | None], ver
     files = {role: f"{', '.join(s.stacks[role].sources) or 'the stack'} {where(s.refs, role)}" for role in ROLES}
     fix = ("pin the torch each side means there (torch==VERSION, or its lock file), or pass --baseline VERSION "
            "--candidate VERSION")
-    if pins["baseline"] != pins["candidate"] and _public(got["baseline"]) == _public(got["candidate"]):
+    # the same build: a pull request from 2.13.0 to 2.13.0+cpu changes the build, and 2.13.0 → 2.13.0+cpu is compared
+    if pins["baseline"] != pins["candidate"] and got["baseline"] == got["candidate"]:
         return (f"the pull request moves torch's pin ({files['baseline']}: {pins['baseline']}; {files['candidate']}: "
                 f"{pins['candidate']}), but both sides {verb} torch {got['candidate']}: nothing would be compared; {fix}")
     for role in ROLES:
