@@ -5,7 +5,9 @@ candidate's as --head-ref (or the working tree) has them. commands/compare.py ca
 otherwise runs as before: the results join each side's report first, so the worker's checks add to them. A
 candidate whose stack does not resolve with its torch stops the run there (exit 1): nothing is installed for it.
 A side whose stack does not resolve on its own is the team's file (exit 2), unless pip could not reach the index
-(exit 3).
+(exit 3); so is a side's torch version its index does not have, and, with both sides `auto`, a pull request that
+moves torch's pin while both sides resolve or install the same torch (`nothing_compared`: never a PASSED that
+compared nothing).
 """
 
 from __future__ import annotations
