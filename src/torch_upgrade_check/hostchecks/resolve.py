@@ -16,7 +16,7 @@ resolver moved unasked.
 
 A side whose torch itself is not on its index (a typo, a CUDA variant the backend lacks) is named as such, before
 any package is blamed: torch alone (`--no-deps`) is resolved again, and when the index has no such torch the side's
-result is an error naming the version and the index (`Resolution.torch_absent`, exit 2: the team's input). A
+result is an error naming the version and the index (metrics `torch_absent`, exit 2: the team's input). A
 companion with no release for the candidate's torch names its newest release and the torch that one requires.
 
 A conflict that only the candidate's torch causes fails the check (exit 1, kind correctness). A stack that
