@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pure renderers and GitHub's files", ("report", "github", "pr_comment")),
     ("the host: processes, venvs, timeouts, and the checks run beside the workers", ("orchestrate", "hostchecks")),
     ("front ends: inputs, commands, the CLI and the action's entry",
-     ("config", "stack", "runner_status", "scaffold", "commands", "cli", "action_entry", "__main__")),
+     ("config", "locks", "stack", "runner_status", "scaffold", "commands", "cli", "action_entry", "__main__")),
 )
 
 

@@ -129,3 +129,62 @@ def test_an_index_the_runner_cannot_reach_is_the_runners_failure_not_the_stacks(
     conflict.write_text("ERROR: Cannot install torch==2.13.0 and torchvision==0.29.1 because these package versions "
                         "have conflicting dependencies.\nERROR: ResolutionImpossible: for help visit ...\n")
     assert not resolve.runner_caused(conflict)
+
+
+def test_a_torch_the_index_does_not_have_is_the_teams_input_naming_version_and_index(tmp_path: Path) -> None:
+    """No stack: the install of torch 2.13.7 (a typo) fails, and the index's answer names it (exit 2, not exit 3)."""
+    proc = run_cli("compare", "--candidate", "2.13.7", "--torch-backend", "pypi", "--installer", "pip", "--device", "cpu",
+                   "--venv-dir", str(tmp_path / "venvs"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = proc.stderr.strip().splitlines()[0]
+    assert line.startswith("torch-upgrade-check: error: the candidate's torch 2.13.7 is not on PyPI (or the index pip "
+                           "is configured with): "), proc.stderr
+    assert "pass a torch version that index has" in line and "Traceback" not in proc.stderr
+
+
+def _wheel(folder: Path, name: str, version: str, requires: list[str]) -> None:
+    """A real wheel of a companion (metadata only), for pip to read from --find-links."""
+    import zipfile
+
+    info = f"{name.replace('-', '_')}-{version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    with zipfile.ZipFile(folder / f"{name.replace('-', '_')}-{version}-py3-none-any.whl", "w") as z:
+        z.writestr(f"{info}/METADATA", meta)
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+
+
+@pytest.mark.slow
+def test_a_companion_with_no_release_for_the_candidate_names_its_newest_and_the_torch_it_requires(tmp_path: Path) -> None:
+    links = tmp_path / "links"
+    links.mkdir()
+    _wheel(links, "tuc-team-ext", "1.0", ["torch==2.13.0"])
+    _wheel(links, "tuc-team-ext", "1.1", ["torch<2.14,>=2.12"])
+    index = resolve.Index(find_links=(str(links),))
+    sides = [resolve.Side("baseline", "torch==2.13.0", index, "2.13.0"),
+             resolve.Side("candidate", "torch==2.14.1", index, "2.14.1")]
+    results = resolve.check(sides, ["tuc-team-ext"], PIP, tmp_path / "logs", device="cpu", repro="")
+    cand = results["candidate"]
+    assert results["baseline"].outcome.value == "passed" and cand.outcome.value == "failed", cand.reason
+    assert ("no tuc-team-ext release on the index accepts torch 2.14.1: the newest, tuc-team-ext 1.1, requires "
+            "torch<2.14,>=2.12") in cand.reason, cand.reason
+
+
+@pytest.mark.slow
+def test_a_typo_in_the_pull_requests_torch_pin_is_named_not_blamed_on_torchvision(tmp_path: Path) -> None:
+    from team_repo import commit, git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    commit(repo, "pin", {"requirements.txt": "torch==2.13.0\ntorchvision==0.28.0\n"})
+    git(repo, "checkout", "-qb", "typo")
+    commit(repo, "bump (a typo)", {"requirements.txt": "torch==2.13.7\ntorchvision==0.28.0\n"})
+    proc = run_cli("compare", "--baseline", "auto", "--base-ref", "main", "--candidate", "auto", "--installer", "pip",
+                   "--torch-backend", "pypi", "--requirements", "requirements.txt", "--venv-dir", str(tmp_path / "venvs"),
+                   "--device", "cpu", "--out", str(tmp_path / "out"), cwd=repo)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = proc.stderr.strip().splitlines()[0]
+    assert "the candidate's torch 2.13.7 is not on PyPI (or the index pip is configured with)" in line, proc.stderr
+    assert "torchvision" not in line.split("(log:")[0]
+    assert not (tmp_path / "venvs").exists()

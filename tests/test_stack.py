@@ -172,11 +172,11 @@ def test_bad_files_are_exit_2_one_line_each_and_nothing_is_installed(tmp_path: P
     lines = proc.stderr.strip().splitlines()
     assert lines == [
         f"torch-upgrade-check: error: requirements file {tmp_path / 'missing.txt'} not found; pass the path of a "
-        "requirements*.txt, a pyproject.toml, a uv.lock or a poetry.lock (relative to the current folder, or to the "
-        "config file for its 'requirements:')",
+        "requirements*.txt, a pyproject.toml, a uv.lock, a poetry.lock, a pdm.lock, a pylock.toml or a Pipfile.lock "
+        "(relative to the current folder, or to the config file for its 'requirements:')",
         f"torch-upgrade-check: error: requirements file {tmp_path / 'Pipfile'} is not a requirements*.txt, a "
-        "pyproject.toml, a uv.lock or a poetry.lock; pass one of those (uv export, pip-compile or poetry export write "
-        "a requirements.txt from other lock files)"]
+        "pyproject.toml, a uv.lock, a poetry.lock, a pdm.lock, a pylock.toml or a Pipfile.lock; pass one of those "
+        "(pipenv lock writes a Pipfile.lock from a Pipfile; pip-compile a requirements.txt from a requirements.in)"]
     assert not (tmp_path / "venvs").exists()
 
 

@@ -92,7 +92,8 @@ def _add_install_args(p: argparse.ArgumentParser) -> None:
                      help="another package for both venvs, e.g. numpy (repeatable)")
     p.add_argument("--requirements", action="append", default=[], metavar="FILE",
                      help="the team's stack for both venvs, each side's torch pinned: a requirements*.txt, "
-                          "pyproject.toml, uv.lock or poetry.lock (repeatable; adds to the config's 'requirements:')")
+                          "pyproject.toml, uv.lock, poetry.lock, pdm.lock, pylock.toml or Pipfile.lock (repeatable; "
+                          "adds to the config's 'requirements:')")
     p.add_argument("--extras", action="append", default=[], metavar="LIST",
                      help="pyproject.toml optional-dependencies or dependency-groups to install too (comma list)")
     p.add_argument("--venv-dir", default=None, metavar="DIR",

@@ -1,4 +1,4 @@
-"""The team's stack: requirements files, pyproject.toml, uv.lock and poetry.lock -> requirements for both venvs (no torch).
+"""The team's stack: requirements files, pyproject.toml and lock files -> requirements for both venvs (no torch).
 
 Read with `packaging` (every requirement) and `tomllib` (every TOML file), never with patterns: a line pip
 would reject is an error here too, naming the file and the line. The team's own torch requirement is set
@@ -10,17 +10,17 @@ aside (`Stack.torch`): each side pins its own torch, and the stack is installed 
 - `pyproject.toml`: `[project] dependencies`, and for each name in `--extras` its
   `[project.optional-dependencies]` group or PEP 735 `[dependency-groups]` group (references to the
   project's own extras and `include-group` are followed).
-- `uv.lock` (lock versions 1) and `poetry.lock` (lock-version 1.1 and 2.x): every locked package pinned to
-  its version, except torch, the project itself, and what only torch needs (its own dependencies, which
-  the candidate's torch brings in its own versions): those are the packages no other locked package
-  reaches without going through torch.
+- `uv.lock`, `poetry.lock`, `pdm.lock`, `pylock.toml` (PEP 751) and `Pipfile.lock`: read by locks.py, which
+  says what each pins; torch's pin for this runner is kept apart (`Stack.locked`), and decides `auto` over a
+  project file's range.
 """
 
 from __future__ import annotations
 
-import sys
+import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from torch_upgrade_check import locks
 from torch_upgrade_check.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -37,9 +38,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 Reader = Callable[[Path], str]
-KINDS = "a requirements*.txt, a pyproject.toml, a uv.lock or a poetry.lock"
-UV_LOCK_VERSIONS = (1,)
-POETRY_LOCK_VERSIONS = ("1.1", "2.0", "2.1")
+KINDS = "a requirements*.txt, a pyproject.toml, a uv.lock, a poetry.lock, a pdm.lock, a pylock.toml or a Pipfile.lock"
 # requirements-file options that change where packages come from: the tool's own flag says it for both sides
 REFUSED = {"-i": "--index-url", "--index-url": "--index-url", "--extra-index-url": "--extra-index-url",
            "-f": "--find-links", "--find-links": "--find-links", "--pre": "a version range naming the pre-release",
@@ -61,6 +60,7 @@ class Stack:
     sources: tuple[str, ...] = ()
     torch: tuple[str, ...] = ()  # the team's own torch requirements, set aside (each side pins its own)
     absent: tuple[str, ...] = ()  # files asked for that this side does not have (load's absent_ok), as given
+    locked: tuple[tuple[str, str], ...] = ()  # (lock file as given, the torch version it pins for this runner)
 
     def __bool__(self) -> bool:
         return bool(self.sources or self.absent)
@@ -75,6 +75,7 @@ def load(paths: Sequence[str | Path], extras: Sequence[str] = (), *, base: Path 
     absent: list[str] = []
     reqs: list[Requirement] = []
     sources: list[str] = []
+    locked: list[tuple[str, str]] = []
     wanted = tuple(dict.fromkeys(e.strip() for item in extras for e in item.split(",") if e.strip()))
     if wanted and not any(Path(p).name == "pyproject.toml" for p in paths):
         problems.append(f"--extras {','.join(wanted)} names groups of a pyproject.toml, and no --requirements file is "
@@ -82,8 +83,11 @@ def load(paths: Sequence[str | Path], extras: Sequence[str] = (), *, base: Path 
     for given in paths:
         path = (base / given) if base is not None and not Path(given).is_absolute() else Path(given)
         try:
-            reqs += read_file(path, wanted, read)
+            found = read_file(path, wanted, read)
+            reqs += found
             sources.append(str(given))
+            if locks.is_lock(path):  # a lock's torch is a pin (torch==X): it decides auto over a project file's range
+                locked += [(str(given), str(r.specifier)[2:]) for r in found if canonicalize_name(r.name) == "torch"]
         except Absent as e:
             if not absent_ok:
                 problems += e.problems
@@ -99,7 +103,7 @@ def load(paths: Sequence[str | Path], extras: Sequence[str] = (), *, base: Path 
             torch.append(str(req))
         else:
             kept.setdefault(str(req), req)  # the same line in two files once
-    return Stack(tuple(kept), tuple(sources), tuple(torch), tuple(absent))
+    return Stack(tuple(kept), tuple(sources), tuple(torch), tuple(absent), tuple(locked))
 
 
 def read_file(path: Path, extras: Sequence[str] = (), read: Reader | None = None) -> list[Requirement]:
@@ -111,13 +115,19 @@ def read_file(path: Path, extras: Sequence[str] = (), read: Reader | None = None
     if name == "pyproject.toml":
         return from_pyproject(_toml(path, read), path, extras)
     if name == "uv.lock":
-        return from_uv_lock(_toml(path, read), path)
+        return locks.from_uv_lock(_toml(path, read), path)
     if name == "poetry.lock":
-        return from_poetry_lock(_toml(path, read), path)
+        return locks.from_poetry_lock(_toml(path, read), path)
+    if name == "pdm.lock":
+        return locks.from_pdm_lock(_toml(path, read), path)
+    if name == "Pipfile.lock":
+        return locks.from_pipfile_lock(_json(path, read), path)
+    if locks.is_lock(path):
+        return locks.from_pylock(_toml(path, read), path)
     if path.suffix in (".txt", ".in"):
         return from_requirements_txt(path, read=read)
-    raise UsageError(f"requirements file {path} is not {KINDS}; pass one of those (uv export, pip-compile or "
-                     "poetry export write a requirements.txt from other lock files)")
+    raise UsageError(f"requirements file {path} is not {KINDS}; pass one of those (pipenv lock writes a "
+                     "Pipfile.lock from a Pipfile; pip-compile a requirements.txt from a requirements.in)")
 
 
 def _read(path: Path) -> str:
@@ -138,6 +148,13 @@ def _toml(path: Path, read: Reader) -> dict[str, Any]:
         return tomllib.loads(read(path))
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: invalid TOML: {e}; fix the file (it must load with Python's tomllib)") from None
+
+
+def _json(path: Path, read: Reader) -> Any:
+    try:
+        return json.loads(read(path))
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}: invalid JSON: {e}; fix the file (run the tool that writes it again)") from None
 
 
 def _requirement(text: str, where: str) -> Requirement:
@@ -242,69 +259,6 @@ def from_pyproject(data: Mapping[str, Any], path: Path, extras: Sequence[str]) -
     return reqs
 
 
-def _locked(path: Path, packages: Any) -> list[dict[str, Any]]:
-    if not isinstance(packages, list) or not all(isinstance(p, dict) and "name" in p for p in packages):
-        raise UsageError(f"{path}: its [[package]] entries are not what this lock format holds; regenerate the lock")
-    return packages
-
-
-def _pins(path: Path, packages: list[dict[str, Any]], deps: Mapping[str, set[str]], skip: set[str]) -> list[Requirement]:
-    """name==version for each package some root reaches without going through torch (see the module docstring)."""
-    names = {canonicalize_name(p["name"]) for p in packages}
-    reached_by_someone = {d for ds in deps.values() for d in ds}
-    roots = [n for n in names if n not in reached_by_someone and n != "torch"] + [n for n in skip if n in names]
-    keep: set[str] = set()
-    todo = list(roots)
-    while todo:
-        name = todo.pop()
-        if name in keep or name == "torch":
-            continue
-        keep.add(name)
-        todo += deps.get(name, ())
-    versions: dict[str, set[str]] = {}
-    for p in packages:
-        versions.setdefault(canonicalize_name(p["name"]), set()).add(str(p.get("version", "")))
-    reqs = []
-    for name in sorted(keep - skip):
-        found = sorted(v for v in versions.get(name, ()) if v)
-        # a package locked at several versions (one per platform or Python) is left to the resolver
-        reqs.append(_requirement(f"{name}=={found[0]}" if len(found) == 1 else name, str(path)))
-    return reqs
-
-
-def from_uv_lock(data: Mapping[str, Any], path: Path) -> list[Requirement]:
-    version = data.get("version")
-    if version not in UV_LOCK_VERSIONS:
-        raise UsageError(f"{path}: uv.lock version {version!r} is not supported (this tool reads version "
-                         f"{', '.join(map(str, UV_LOCK_VERSIONS))}); export it with 'uv export --format "
-                         "requirements-txt' and pass that file")
-    packages = _locked(path, data.get("package", []))
-    deps: dict[str, set[str]] = {}
-    projects: set[str] = set()
-    for p in packages:
-        name = canonicalize_name(p["name"])
-        edges = [*p.get("dependencies", []),
-                 *(d for group in (p.get("optional-dependencies") or {}).values() for d in group),
-                 *(d for group in (p.get("dev-dependencies") or {}).values() for d in group)]
-        deps.setdefault(name, set()).update(canonicalize_name(d["name"]) for d in edges if isinstance(d, dict) and "name" in d)
-        source = p.get("source") or {}
-        if "editable" in source or "virtual" in source or source.get("directory") == ".":
-            projects.add(name)  # the project itself (or a workspace member): its dependencies stay, it is not installed
-    return _pins(path, packages, deps, projects)
-
-
-def from_poetry_lock(data: Mapping[str, Any], path: Path) -> list[Requirement]:
-    version = str((data.get("metadata") or {}).get("lock-version", ""))
-    if version not in POETRY_LOCK_VERSIONS:
-        raise UsageError(f"{path}: poetry.lock lock-version {version or 'missing'!r} is not supported (this tool reads "
-                         f"{', '.join(POETRY_LOCK_VERSIONS)}); export it with 'poetry export -f requirements.txt' and "
-                         "pass that file")
-    packages = _locked(path, data.get("package", []))
-    deps = {canonicalize_name(p["name"]): {canonicalize_name(d) for d in (p.get("dependencies") or {})}
-            for p in packages}
-    return _pins(path, packages, deps, set())
-
-
 def requested(cfg: Any, requirements: Sequence[str], extras: Sequence[str], read: Reader | None = None, *,
               absent_ok: bool = False) -> Stack:
     """The stack `compare`'s flags and config (`cfg`, a config.Config or None) ask for: the config's `requirements:`
@@ -340,7 +294,10 @@ def at_ref(ref: str, flag: str) -> Reader:
 
 
 def torch_spec(found: Stack, where: str) -> str:
-    """The torch the stack pins, as a compare SPEC: `2.13.0` for `torch==2.13.0`, the range for a range."""
+    """The torch the stack pins, as a compare SPEC: `2.13.0` for `torch==2.13.0`, the range for a range; a lock
+    file's pin decides over a project file's range (which must accept it)."""
+    if found.locked:
+        return _locked_pin(found, where)
     specs = sorted({str(Requirement(t).specifier) for t in found.torch})
     if not specs or specs == [""]:
         raise UsageError(f"no torch requirement with a version in {', '.join(found.sources) or 'no file'} {where}; pin "
@@ -350,3 +307,20 @@ def torch_spec(found: Stack, where: str) -> str:
                          "the version instead of auto")
     spec = specs[0]
     return spec[2:] if spec.startswith("==") and "," not in spec and "*" not in spec else spec
+
+
+def _locked_pin(found: Stack, where: str) -> str:
+    """The one torch version the stack's lock files pin, checked against every torch range the other files ask."""
+    pins = sorted({version for _, version in found.locked})
+    if len(pins) > 1:
+        named = ", ".join(f"{path} pins torch {version}" for path, version in found.locked)
+        raise UsageError(f"the stack's lock files {where} disagree: {named}; lock them again from one project, or pass "
+                         "the version instead of auto")
+    pin = pins[0]
+    for text in found.torch:
+        req = Requirement(text)
+        if not req.specifier.contains(pin, prereleases=True):
+            lock = found.locked[0][0]
+            raise UsageError(f"{lock} {where} pins torch {pin}, which the stack's {req} excludes: the lock is stale; "
+                             "lock again (uv lock, poetry lock, pdm lock, pipenv lock), or pass the version instead of auto")
+    return pin

@@ -69,6 +69,14 @@ def test_verdict_lines() -> None:
     assert headline([]) == "❌ failed: no reports, so nothing ran"
 
 
+def test_the_first_line_names_each_sides_installed_torch() -> None:
+    assert headline(CASES["comparison_clean"]).endswith(", torch 2.12.0 → 2.13.0")
+    baseline, candidate = CASES["comparison_clean"]
+    same = [dataclasses.replace(baseline, label="2.13.0+cpu"), dataclasses.replace(candidate, label="2.13.0+cpu")]
+    assert headline(same).endswith(", torch 2.13.0+cpu on both sides"), headline(same)  # only the stacks differ
+    assert render_summary(same).splitlines()[0].endswith(r"torch 2\.13\.0\+cpu on both sides")  # Markdown-escaped
+
+
 def test_failing_rows_come_first_with_repro_and_details() -> None:
     doc = _html(render_summary(CASES["correctness_failure"]))
     numerics = next(t for t in _tables(doc) if t[0][:2] == ["check", "outcome"] and "mismatched" in t[0])

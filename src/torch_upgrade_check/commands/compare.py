@@ -90,7 +90,8 @@ def plan_sides(s: CompareSettings) -> dict[str, Report]:
     the output folder's logs and saved baseline outputs of an earlier run removed."""
     settings, out = s.session, s.output.out
     if not s.list:
-        for note in stack_checks.stack_notes(s.refs, s.stacks):
+        unchanged = stack_checks.unchanged_torch_note(s)
+        for note in [*stack_checks.stack_notes(s.refs, s.stacks), *([unchanged] if unchanged else [])]:
             say(note)
     shutil.rmtree(out / "logs", ignore_errors=True)
     shutil.rmtree(out / "baseline-outputs", ignore_errors=True)  # a candidate must never compare with an earlier run's
@@ -152,11 +153,12 @@ def provision_sides(s: CompareSettings, reports: dict[str, Report], started: flo
     its probe; the device both use. An exit code instead when the run ends here."""
     settings, output = s.session, s.output
     pythons: dict[str, str] = {}
+    sides = {role: (spec, prepared) for role, spec, prepared in (
+        ("baseline", s.baseline_spec, s.baseline_python), ("candidate", s.candidate_spec, s.candidate_python))
+        if role in reports}
+    tool_python = ""
     try:
         tool_python = session.resolve_python(s.python)
-        sides = {role: (spec, prepared) for role, spec, prepared in (
-            ("baseline", s.baseline_spec, s.baseline_python), ("candidate", s.candidate_spec, s.candidate_python))
-            if role in reports}
         if not s.list:  # the team's stack resolved with each side's torch before anything is installed
             reports, stop, blocked = stack_checks.resolve_first(
                 s, settings.only, sides, tool_python, output.out, reports,
@@ -173,6 +175,10 @@ def provision_sides(s: CompareSettings, reports: dict[str, Report], started: flo
         probes = in_parallel({role: (lambda python=python, role=role: session.probe(python, settings, name=f"probe-{role}"))
                               for role, python in pythons.items()})
     except InfrastructureError as e:
+        # an install that failed because the index has no such torch is the team's input, named (exit 2)
+        absent = stack_checks.torch_not_on_index(s, sides, tool_python, output.out) if tool_python and not s.list else None
+        if absent:
+            return team_input(output, list(reports.values()), absent)
         return infra(output, list(reports.values()), str(e))
     if s.has_baseline and _same_threads(probes):
         return infra(output, list(reports.values()), _same_threads(probes))
@@ -183,6 +189,9 @@ def provision_sides(s: CompareSettings, reports: dict[str, Report], started: flo
     for role in reports:
         env = {**session.environment(probes[role]), "device_choice": choice.record(s.device)}
         reports[role] = replace(reports[role], device=device, label=env.get("torch_version", "?"), environment=env)
+    same = stack_checks.nothing_compared(s, {role: r.label for role, r in reports.items()}, "install")
+    if same is not None:  # never a PASSED that compared a torch with itself
+        return team_input(output, list(reports.values()), same)
     head = argv.compare_head(s)
     lost = choice.result(shlex.join([PROG, *head, "--device", choice.expected]))
     served = fleet_result(s.served, reports["candidate"].environment, device,

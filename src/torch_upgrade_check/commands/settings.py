@@ -117,6 +117,7 @@ class CompareSettings(RunSettings, Install):
     undecided_policy: str
     venv_cap_gb: float
     stacks: Mapping[str, Stack]  # role -> the stack read at that side's ref
+    auto: tuple[str, ...] = ()  # the roles given as `auto`: their SPEC is the torch their stack's files pin
 
     @property
     def stack(self) -> Stack:
@@ -339,7 +340,8 @@ def _compare(args: argparse.Namespace, argv: Sequence[str]) -> CompareSettings:
         thresholds=compare.Thresholds(ratios["max_latency_regression"], ratios["max_memory_regression"],
                                       ratios["max_compile_time_regression"]),
         ab_budget_s=ab_budget_s or measure.DEFAULT_BUDGET_S, undecided_policy=undecided, venv_cap_gb=venv_cap_gb,
-        stacks=stacks, fail_on_shared_failures=shared))
+        stacks=stacks, fail_on_shared_failures=shared,
+        auto=tuple(role for role in stack_checks.ROLES if given[role] == "auto")))
 
 
 def _bisect(args: argparse.Namespace) -> BisectSettings:

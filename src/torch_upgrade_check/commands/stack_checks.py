@@ -5,7 +5,9 @@ candidate's as --head-ref (or the working tree) has them. commands/compare.py ca
 otherwise runs as before: the results join each side's report first, so the worker's checks add to them. A
 candidate whose stack does not resolve with its torch stops the run there (exit 1): nothing is installed for it.
 A side whose stack does not resolve on its own is the team's file (exit 2), unless pip could not reach the index
-(exit 3).
+(exit 3); so is a side's torch version its index does not have, and, with both sides `auto`, a pull request that
+moves torch's pin while both sides resolve or install the same torch (`nothing_compared`: never a PASSED that
+compared nothing).
 """
 
 from __future__ import annotations
@@ -166,6 +168,45 @@ def auto_pins(asked: Asked, given: Mapping[str, str | None],
     return pinned
 
 
+def _public(version: str) -> str:
+    return version.split("+")[0]  # 2.13.0+cpu is the 2.13.0 a pin names
+
+
+def nothing_compared(s: CompareSettings, versions: Mapping[str, str | None], verb: str) -> str | None:
+    """The line that stops a comparison that would not happen (exit 2, the team's input), when both sides are `auto`:
+    the pull request's files move torch's pin but both sides `verb` (resolve, install) the same torch, or a side
+    gets a torch other than the version its files pin. None when each side has the torch its files ask."""
+    if set(s.auto) != set(ROLES) or not all(versions.get(role) for role in ROLES):
+        return None
+    pins = {"baseline": s.baseline or "", "candidate": s.candidate or ""}
+    got = {role: str(versions[role]) for role in ROLES}
+    files = {role: f"{', '.join(s.stacks[role].sources) or 'the stack'} {where(s.refs, role)}" for role in ROLES}
+    fix = ("pin the torch each side means there (torch==VERSION, or its lock file), or pass --baseline VERSION "
+           "--candidate VERSION")
+    # the same build: a pull request from 2.13.0 to 2.13.0+cpu changes the build, and 2.13.0 → 2.13.0+cpu is compared
+    if pins["baseline"] != pins["candidate"] and got["baseline"] == got["candidate"]:
+        return (f"the pull request moves torch's pin ({files['baseline']}: {pins['baseline']}; {files['candidate']}: "
+                f"{pins['candidate']}), but both sides {verb} torch {got['candidate']}: nothing would be compared; {fix}")
+    for role in ROLES:
+        pinned = pins[role]
+        if provision.VERSION_RE.match(pinned) and _public(got[role]) != _public(pinned):
+            return (f"the {role}'s {files[role]} pins torch {pinned}, but it would {verb} torch {got[role]}: the "
+                    f"comparison would not test the pin; {fix}")
+    return None
+
+
+def unchanged_torch_note(s: CompareSettings) -> str | None:
+    """The line saying a pull request leaves torch alone and changes the stack: the stacks are what is compared."""
+    stacks = s.stacks
+    if set(s.auto) != set(ROLES) or s.baseline != s.candidate or stacks["baseline"] is stacks["candidate"]:
+        return None
+    team = resolve.pinned_by_team(stacks["baseline"].requirements, stacks["candidate"].requirements)
+    if not team:
+        return None
+    return (f"torch {s.candidate} on both sides: the pull request leaves torch alone and changes the stack "
+            f"({', '.join(sorted(team))}); each side installs its own stack, and the checks compare the stacks")
+
+
 def early_device(device: str) -> str:
     """The device a stack check is filed under before the sides are probed: the one asked for, else the CPU."""
     return device if device != "auto" else "cpu"
@@ -189,6 +230,30 @@ def _pip(python: str, logs: Path) -> list[str]:
                          "making a venv with pip for the resolve check", say=lambda _: None,
                          env=installer.installer_env("uv"))
     return [str(provision.venv_python(folder)), "-m", "pip"]
+
+
+def side_index(s: CompareSettings, spec: provision.TorchSpec) -> resolve.Index:
+    """Where a side's torch comes from (its backend's index, or --index-url), for a dry run."""
+    return resolve.Index(s.index_url or provision.index_for(s.torch_backend, spec, provision.detect_cuda_driver()),
+                         s.extra_index_url, s.find_links, spec.pre)
+
+
+def torch_not_on_index(s: CompareSettings, sides: Sides, base_python: str, out: Path) -> str | None:
+    """After an install failed: the line naming a side's torch version that its index does not have (the team's
+    input: exit 2), from pip's dry run of torch alone; None when each side's torch is there (or pip cannot ask)."""
+    for role, (spec, prepared) in sides.items():
+        if spec is None or prepared or spec.kind == "current":
+            continue
+        try:
+            pip = _pip(base_python, out / "logs")
+        except InfrastructureError:
+            return None
+        why = resolve.torch_absent(pip, spec.requirement, spec.text, side_index(s, spec),
+                                   out / "logs" / f"torch-on-index-{role}.log", env=installer.installer_env("pip"))
+        if why:
+            return (f"the {role}'s {why}; pass a torch version that index has, or the --torch-backend (or --index-url) "
+                    "that has this one")
+    return None
 
 
 @dataclass(frozen=True)
@@ -215,10 +280,9 @@ def resolve_stage(s: CompareSettings, only: Sequence[str], sides: Sides, base_py
                                         reason="a prepared interpreter (or current): nothing is installed into it",
                                         repro=repro)
             continue
-        index = resolve.Index(s.index_url or provision.index_for(s.torch_backend, spec, provision.detect_cuda_driver()),
-                              s.extra_index_url, s.find_links, spec.pre)
         own = stacks.get(role, stk)
-        todo.append(resolve.Side(role, spec.requirement, index, spec.text, (*s.extra_requirement, *own.requirements)))
+        todo.append(resolve.Side(role, spec.requirement, side_index(s, spec), spec.text,
+                                 (*s.extra_requirement, *own.requirements)))
     if not todo or todo[-1].role != "candidate":
         return skipped, None
     logs = out / "logs"
@@ -234,6 +298,9 @@ def resolve_stage(s: CompareSettings, only: Sequence[str], sides: Sides, base_py
 
 def _blocked(refs: Mapping[str, str | None], role: str, own: stack.Stack, r: CheckResult, logs: Path) -> Blocked:
     log = r.metrics.get("log", logs)
+    if r.metrics.get("torch_absent"):  # the index's answer, named: the side's torch version is not there
+        return Blocked(f"the {role}'s {r.reason} (log: {log}); pass a torch version that index has, or the "
+                       "--torch-backend (or --index-url) that has this one", False)
     if r.metrics.get("runner"):
         return Blocked(f"{r.reason} (log: {log}); pip could not finish: check the runner's network and index, then "
                        "run again", True)
@@ -258,6 +325,10 @@ def resolve_first(s: CompareSettings, only: Sequence[str], sides: Sides, base_py
                                      repro=repro(device, CheckSpec(resolve.WORKLOAD, resolve.ASPECT, device, resolve.DTYPE)))
     reports = with_results(reports, results)
     cand = results.get("candidate")
+    same = None if blocked is not None else nothing_compared(
+        s, {role: str(r.metrics.get("torch", "")) for role, r in results.items()}, "resolve")
+    if same is not None:  # the pull request's torch bump would be tested against itself: stop before installing
+        blocked = Blocked(same, False)
     if blocked is None and (cand is None or cand.outcome is not Outcome.FAILED):
         return reports, False, None
     return {role: replace(r, finished=session.now(), complete=True, device=device,

@@ -14,6 +14,11 @@ torchvision together resolves the baseline's torchvision with the baseline's tor
 two resolutions is listed in two parts: the packages whose requirements the team changed, and those the
 resolver moved unasked.
 
+A side whose torch itself is not on its index (a typo, a CUDA variant the backend lacks) is named as such, before
+any package is blamed: torch alone (`--no-deps`) is resolved again, and when the index has no such torch the side's
+result is an error naming the version and the index (metrics `torch_absent`, exit 2: the team's input). A
+companion with no release for the candidate's torch names its newest release and the torch that one requires.
+
 A conflict that only the candidate's torch causes fails the check (exit 1, kind correctness). A stack that
 does not resolve on its own side (the baseline's with its torch, the candidate's with any torch) is the team's
 file (exit 2, commands/stack_checks names it); a dry run that timed out or could not reach the index is the runner's
@@ -53,6 +58,10 @@ class Index:
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     pre: bool = False
+
+    def name(self) -> str:
+        """The index a side's torch comes from, as a message names it."""
+        return self.torch_index or "PyPI (or the index pip is configured with)"
 
     def options(self) -> list[str]:
         opts = ["--extra-index-url", self.torch_index] if self.torch_index else []
@@ -231,6 +240,28 @@ def _listed(lines: Sequence[str]) -> str:
     return "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
 
 
+def torch_absent(pip: Sequence[str], requirement: str, label: str, index: Index, log: Path, *,
+                 env: Mapping[str, str] | None = None) -> str | None:
+    """The index's answer when it has no torch for `requirement` (torch alone, without its dependencies): a line naming
+    the version and the index with pip's own reason; None when it has one, or when pip could not ask (the runner's)."""
+    got = dry_run(pip, [requirement], index, log=log, no_deps=True, env=env)
+    if got.ok or got.runner:
+        return None
+    return f"torch {label} is not on {index.name()}: {got.reason}"
+
+
+def newest_release(pip: Sequence[str], name: str, index: Index, log: Path, *,
+                   env: Mapping[str, str] | None = None) -> str:
+    """`the newest, NAME VERSION, requires torch...`: what a companion's newest release asks of torch, from the index."""
+    got = dry_run(pip, [name], index, log=log, no_deps=True, env=env)
+    version = got.versions.get(canonicalize_name(name)) if got.ok else None
+    if not version:
+        return f"the index lists no {name} release pip can read ({got.reason})"
+    torch = [f"torch{r.specifier}" for r in got.requires.get(canonicalize_name(name), [])
+             if canonicalize_name(r.name) == "torch"]
+    return f"the newest, {name} {version}, requires {' and '.join(torch) or 'no torch'}"
+
+
 @dataclass(frozen=True)
 class Side:
     """One side to resolve: its torch requirement (`torch==2.14.1`), where its packages come from, and its own
@@ -256,6 +287,10 @@ def check(sides: Sequence[Side], stack: Sequence[str], pip: Sequence[str], logs:
         done[side.role] = dry_run(pip, [side.requirement, *own[side.role]], side.index,
                                   log=logs / f"resolve-{side.role}.log", env=env)
     results: dict[str, CheckResult] = {}
+    # a side whose torch is not on its index at all: named as such, before any package is blamed for it
+    missing = {side.role: why for side in sides if not done[side.role].ok and not done[side.role].runner
+               and (why := torch_absent(pip, side.requirement, side.label, side.index,
+                                        logs / f"resolve-torch-{side.role}.log", env=env))}
 
     def result(role: str, outcome: Outcome, reason: str, metrics: dict[str, Any], details: str = "") -> CheckResult:
         return CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics, details=details,
@@ -266,12 +301,19 @@ def check(sides: Sequence[Side], stack: Sequence[str], pip: Sequence[str], logs:
     if base is not None:
         b = done[base.role]
         torch_b = b.versions.get("torch", base.label)
-        results[base.role] = (result(base.role, Outcome.PASSED, f"the stack resolves with torch {torch_b} "
+        results[base.role] = (result(base.role, Outcome.ERROR, missing[base.role],
+                                     {"log": str(b.log), "runner": False, "torch_absent": True})
+                              if base.role in missing else
+                              result(base.role, Outcome.PASSED, f"the stack resolves with torch {torch_b} "
                                      f"({len(b.versions)} packages)", {"torch": torch_b, "packages": b.versions})
                               if b.ok else
                               result(base.role, Outcome.ERROR, f"the stack does not resolve with torch {base.label}: "
                                      f"{b.reason}", {"log": str(b.log), "runner": b.runner}))
     c = done[cand.role]
+    if cand.role in missing:
+        results[cand.role] = result(cand.role, Outcome.ERROR, missing[cand.role],
+                                    {"log": str(c.log), "runner": False, "torch_absent": True})
+        return results
     reference = done[base.role] if base is not None else None
     if c.ok:
         torch_c = c.versions.get("torch", cand.label)
@@ -314,7 +356,8 @@ def check(sides: Sequence[Side], stack: Sequence[str], pip: Sequence[str], logs:
     for name, _, _ in refusals(reference, version):
         fit = dry_run(pip, [cand.requirement, name], cand.index, log=logs / f"resolve-{name}.log", env=env)
         fixes.append(f"{name} {fit.versions[name]} accepts torch {version}" if fit.ok and name in fit.versions
-                     else f"no {name} release on the index accepts torch {version}")
+                     else f"no {name} release on the index accepts torch {version}: "
+                          + newest_release(pip, name, cand.index, logs / f"resolve-{name}-newest.log", env=env))
     culprit = "; ".join([*lines, *fixes]) or f"pip: {c.reason}"
     results[cand.role] = result(cand.role, Outcome.FAILED, f"the stack does not resolve with torch {version}: {culprit}",
                                 {"torch": version, "conflicts": lines, "fixes": fixes, "pip": c.reason,

@@ -96,7 +96,8 @@ def render_summary(reports: Sequence[Report], *, budget_bytes: int = BUDGET_BYTE
 
 def headline(reports: Sequence[Report]) -> str:
     """One line: "✅ passed: 42 checks on cpu" or "❌ failed: 3 correctness failures, 2 errors — 48 checks on cpu";
-    in a comparison "❌ failed: 1 latency regression, 1 suspicious — 12 checks on cpu, torch 2.12.0 → 2.13.0", and
+    in a comparison "❌ failed: 1 latency regression, 1 suspicious — 12 checks on cpu, torch 2.12.0 → 2.13.0" (each
+    side's installed torch; "torch 2.13.0 on both sides" when only the stacks differ), and
     "⚠️ passed: …; 3 cross-version checks not judged: the baseline failed them" where those compared nothing.
     Only the deciding reports count (a comparison's baseline informs); a run that could not happen always does.
     A correctness failure the baseline shares at the same size is counted apart from the suspicious checks: "✅ passed:
@@ -106,8 +107,7 @@ def headline(reports: Sequence[Report]) -> str:
     decide = deciding(reports)
     verdict, counts = merged_verdict(reports), total_counts(reports)
     devices = ", ".join(dict.fromkeys(one_line(r.device) for r in decide))
-    versions = [f"torch {one_line(reports[b].label)} → {one_line(reports[c].label)}"
-                for c, b in pairs(reports) if b is not None]
+    versions = [_sides(one_line(reports[b].label), one_line(reports[c].label)) for c, b in pairs(reports) if b is not None]
     scope = f"{plural(sum(counts.values()), 'check')} on {devices}" + "".join(f", {v}" for v in dict.fromkeys(versions))
     shared = shared_count(reports)
     suspicious = counts["suspicious"] - shared
@@ -144,6 +144,11 @@ def headline(reports: Sequence[Report]) -> str:
         parts.append(f"nothing ran{skipped}" if len(decide) == 1 else f"nothing ran on {', '.join(idle)}")
     icon, word = ("💥", "error") if verdict is Verdict.ERROR else ("❌", "failed")
     return f"{icon} {word}: {', '.join(parts)} — {scope}"
+
+
+def _sides(baseline: str, candidate: str) -> str:
+    """Each side's installed torch: `torch 2.13.0 → 2.14.1`, or `torch 2.13.0 on both sides` (the stacks compared)."""
+    return f"torch {candidate} on both sides" if baseline == candidate else f"torch {baseline} → {candidate}"
 
 
 def _failure_kind(r: CheckResult) -> tuple[str, str]:
