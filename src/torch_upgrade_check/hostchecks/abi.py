@@ -4,10 +4,12 @@ with macholib: see `macho`).
 
 As pypa/auditwheel's lddtree does, a file's needs are its DT_NEEDED entries and its undefined dynamic symbols. A
 shared object counts as an extension of torch when it needs libtorch, libtorch_cpu, libtorch_cuda, libtorch_python,
-libc10 or libc10_cuda (`.so` on Linux, `.dylib` on macOS). Its undefined global symbols that are torch's — mangled in the c10, c10d, at, torch or caffe2
-namespaces, or exported by the other side's torch — must be exported (defined, global or weak, default or protected
-visibility) by one of the torch libraries of the environment; a missing one fails, named demangled with the file
-and its distribution. This finds the break where no import would: an extension loaded lazily, on first use.
+libc10 or libc10_cuda, or ROCm's libc10_hip / libtorch_hip, or XPU's libc10_xpu / libtorch_xpu (`.so` on Linux,
+`.dylib` on macOS); those are torch's export set too. Its undefined global symbols that are torch's — mangled in
+the c10, c10d, at, torch or caffe2 namespaces, or exported by the other side's torch — must be exported (defined,
+global or weak, default or protected visibility) by one of the torch libraries of the environment; a missing one
+fails, named demangled with the file and its distribution. This finds the break where no import would: an
+extension loaded lazily, on first use.
 pyelftools finds the sections; the symbol tables are unpacked in bulk with struct (libtorch_cpu's 75,000 symbols
 one by one through pyelftools take seconds). A check that could read none of the files, or none of torch's own
 libraries, or found no shared object linking torch, is skipped, saying which: never a pass on nothing compared.
@@ -35,7 +37,9 @@ from torch_upgrade_check.model import CheckResult, Outcome, Side
 ASPECT = "abi"
 WORKLOAD = "stack"
 DTYPE = "-"
-TORCH_LIBS = ("libtorch", "libtorch_cpu", "libtorch_cuda", "libtorch_python", "libc10", "libc10_cuda")  # see lib_stem
+# see lib_stem; ROCm's torch ships libc10_hip/libtorch_hip, Intel GPUs' libc10_xpu/libtorch_xpu, beside CUDA's
+TORCH_LIBS = ("libtorch", "libtorch_cpu", "libtorch_cuda", "libtorch_python", "libc10", "libc10_cuda",
+              "libc10_hip", "libtorch_hip", "libc10_xpu", "libtorch_xpu")
 TORCH_DISTRIBUTION = "torch"
 _TORCHISH = re.compile(r"^_Z(?:T[VIST])?NK?(?:3c10|4c10d|2at|5torch|6caffe2)")
 SHN_UNDEF = 0
