@@ -30,6 +30,7 @@ from typing import Any
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+from packaging.utils import canonicalize_name
 
 from torch_upgrade_check.hostchecks import macho
 from torch_upgrade_check.model import CheckResult, Outcome, Side
@@ -179,10 +180,21 @@ class Missing:
     file: str
     symbols: tuple[str, ...]  # mangled
 
-    def says(self) -> str:
+    def says(self, note: str = "") -> str:
         shown = ", ".join(demangle(s) for s in self.symbols[:3])
         more = f" and {len(self.symbols) - 3} more" if len(self.symbols) > 3 else ""
-        return f"{Path(self.file).name} ({self.distribution} {self.version}) needs {shown}{more}"
+        return f"{Path(self.file).name} ({self.distribution} {self.version}{note}) needs {shown}{more}"
+
+
+def stack_notes(envs: Mapping[str, Environment], removed: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """{side: {distribution: note}}: where the two sides' stacks differ, a candidate's distribution the baseline does
+    not have is new in the candidate's stack, and a baseline's one the team's pull request removed says so."""
+    if Side.BASELINE not in envs or Side.CANDIDATE not in envs:
+        return {}
+    base, cand = envs[Side.BASELINE].libraries, envs[Side.CANDIDATE].libraries
+    return {Side.CANDIDATE: {d: ", new in the candidate's stack" for d in cand if d not in base},
+            Side.BASELINE: {d: ", removed by the team's pull request" for d in base
+                            if d not in cand and canonicalize_name(d) in removed}}
 
 
 @dataclass(frozen=True)
@@ -229,21 +241,29 @@ def scan(env: Environment, other_exports: frozenset[str] = frozenset()) -> Scan:
     return Scan(count, missing, unreadable, total, why)
 
 
-def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: Mapping[str, str]) -> dict[str, CheckResult]:
-    """Each side's `stack[-]/abi` result: a torch symbol an extension needs and the side's torch does not export fails."""
+def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: Mapping[str, str],
+          removed: Mapping[str, str] | None = None) -> dict[str, CheckResult]:
+    """Each side's `stack[-]/abi` result: a torch symbol an extension needs and the side's torch does not export fails,
+    named as new in the candidate's stack when the baseline does not have its distribution, and as removed by the
+    team's pull request on the baseline's side (`removed`: imports.removed_by_team)."""
     started = time.monotonic()
     base_exports = exports(envs[Side.BASELINE])[0] if Side.BASELINE in envs else frozenset()
+    notes = stack_notes(envs, removed or {})
     results = {}
     for role, env in envs.items():
+        note = notes.get(role, {})
         found = scan(env, base_exports if role == Side.CANDIDATE else frozenset())
         count, missing, unreadable = found.count, found.missing, found.unreadable
         label = labels.get(role, "")
         metrics: dict[str, Any] = {"extensions": count, "unreadable": unreadable,
                                    "missing": {m.file: {"distribution": m.distribution, "version": m.version,
                                                         "symbols": [demangle(s) for s in m.symbols],
-                                                        "mangled": list(m.symbols)} for m in missing}}
-        details = "\n".join([*(f"{m.file} ({m.distribution} {m.version}): " + "; ".join(demangle(s) for s in m.symbols)
-                               for m in missing), *(f"unreadable: {u}" for u in unreadable)])
+                                                        "mangled": list(m.symbols),
+                                                        "stack": note.get(m.distribution, "").lstrip(", ")}
+                                           for m in missing}}
+        details = "\n".join([*(f"{m.file} ({m.distribution} {m.version}{note.get(m.distribution, '')}): "
+                                + "; ".join(demangle(s) for s in m.symbols) for m in missing),
+                             *(f"unreadable: {u}" for u in unreadable)])
         unread = found.unread(label)
         if unread:
             reason, outcome = unread, Outcome.SKIPPED
@@ -254,7 +274,7 @@ def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: M
             reason += f"; {len(unreadable)} could not be read ({unreadable[0]})" if unreadable else ""
             outcome = Outcome.SKIPPED
         elif missing:
-            shown = "; ".join(m.says() for m in missing[:LISTED])
+            shown = "; ".join(m.says(note.get(m.distribution, "")) for m in missing[:LISTED])
             reason = (f"{len(missing)} of {count} shared objects linking torch need symbols torch {label} does not "
                       f"export: {shown}")
             outcome = Outcome.FAILED
