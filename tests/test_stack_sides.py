@@ -105,8 +105,8 @@ def test_a_module_only_the_candidates_stack_has_fails_as_new(repo: dict[str, Pat
     code, result, log = compare(repo, "adds", tmp_path / "out")
     assert code == 1 and result["outcome"] == "failed", log
     assert result["reason"].startswith(
-        "1 new in the candidate's stack (not installed with baseline 2.13.0+cpu) do not import: tuc_new (tuc-new 1.0) "
-        f"raised: {NEW_ERROR} (new in the candidate's stack)"), result["reason"]
+        "1 module new in the candidate's stack (not installed with baseline 2.13.0+cpu) does not import: tuc_new "
+        f"(tuc-new 1.0) raised: {NEW_ERROR}"), result["reason"]
     assert "too" not in result["reason"], result["reason"]  # never "fails with the baseline too": it was not there
     assert result["metrics"]["new"] == ["tuc_new"] and result["metrics"]["also_on_baseline"] == []
 
@@ -162,3 +162,23 @@ def test_abi_names_a_shared_object_by_the_side_whose_stack_has_it() -> None:
     missing = abi.Missing("tuc-new", "1.0", "/x/_ext.so", ("_ZN3c103hip11tuc_removedEv",))
     assert missing.says(notes["candidate"]["tuc-new"]) == (
         "_ext.so (tuc-new 1.0, new in the candidate's stack) needs c10::hip::tuc_removed()")
+
+
+def test_judgement_tells_new_removed_and_gone_apart() -> None:
+    """The judgement alone (torch-free): a new module that raises fails as new, a removed one is reported, one gone
+    unasked still fails, one failing on both sides is listed as before."""
+    def side(**statuses: str) -> dict[str, imports.Imported]:
+        return {m: imports.Imported(f"tuc-{m}", "1", m, s, "" if s == "ok" else "boom") for m, s in statuses.items()}
+
+    done = {"baseline": side(kept="ok", gone="ok", dep="ok", lost="ok", old="error"),
+            "candidate": side(kept="ok", new="error", old="error")}
+    cand = imports.judge(done, device="cpu", repro="", baseline_label="2.13.0",
+                         removed={"tuc-gone": "tuc-gone", "tuc-dep": "tuc-gone"})["candidate"]
+    assert cand.outcome.value == "failed"
+    assert cand.reason == (
+        "1 of 5 modules that import with baseline 2.13.0 do not here: lost (tuc-lost 1) is no longer installed; "
+        "1 module new in the candidate's stack (not installed with baseline 2.13.0) does not import: new (tuc-new 1) "
+        "raised: boom; 1 fail with baseline 2.13.0 too: old (tuc-old 1) raised: boom; 2 not installed here, removed "
+        "by the team's pull request (not judged): dep (tuc-dep 1, with tuc-gone); gone (tuc-gone 1)")
+    assert (cand.metrics["new"], cand.metrics["gone"], cand.metrics["removed_by_team"]) == (["new"], ["lost"],
+                                                                                          ["dep", "gone"])

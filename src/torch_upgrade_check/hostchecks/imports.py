@@ -31,6 +31,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from torch_upgrade_check.analysis.closeness import plural_of
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
@@ -220,23 +221,23 @@ def _against_baseline(base: Mapping[str, Imported], cand: Mapping[str, Imported]
     still = [i for i in not_ok if i not in broke and i not in new]
     lines = [*(_entry(i) for i in broke), *(f"{b.module} ({b.distribution} {b.version}) is no longer installed"
                                             for b in gone)]
-    fresh = [f"{_entry(i)} (new in the candidate's stack)" for i in new]
+    fresh = [_entry(i) for i in new]
     since = f" with baseline {baseline_label}" if baseline_label else " with the baseline"
     also = f"; {len(still)} fail{since} too: " + "; ".join(_entry(i) for i in still[:LISTED]) if still else ""
     left = [_removed_entry(b, removed[canonicalize_name(b.distribution)]) for b in dropped]
-    out = (f"; {len(left)} not installed here, removed by the team's pull request (not judged): "
-           + "; ".join(left[:LISTED]) + (f"; and {len(left) - LISTED} more" if len(left) > LISTED else "")) if left else ""
+    out = f"; {len(left)} not installed here, removed by the team's pull request (not judged): {_shown(left)}" if left else ""
     metrics = {"modules": table(cand), "broken": [i.module for i in broke], "gone": [b.module for b in gone],
                "also_on_baseline": [i.module for i in still], "new": [i.module for i in new],
                "removed_by_team": [b.module for b in dropped]}
-    details = "\n".join([*lines, *fresh, *(f"removed by the team's pull request: {x}" for x in left),
+    details = "\n".join([*lines, *(f"new in the candidate's stack: {x}" for x in fresh),
+                         *(f"removed by the team's pull request: {x}" for x in left),
                          *(f"also{since}: {_entry(i)}" for i in still)])
     failing = []
     if lines:
         failing.append(f"{len(lines)} of {len(base)} modules that import{since} do not here: {_shown(lines)}")
     if fresh:
-        failing.append(f"{len(fresh)} new in the candidate's stack (not installed{since}) do not import: "
-                       f"{_shown(fresh)}")
+        failing.append(f"{plural_of(len(fresh), 'module')} new in the candidate's stack (not installed{since}) "
+                       f"{'does' if len(fresh) == 1 else 'do'} not import: {_shown(fresh)}")
     if failing:
         return result(Outcome.FAILED, "; ".join(failing) + also + out, metrics, details)
     return result(Outcome.PASSED, f"every module that imports{since} imports here "
