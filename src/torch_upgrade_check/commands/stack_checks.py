@@ -336,22 +336,37 @@ def resolve_first(s: CompareSettings, only: Sequence[str], sides: Sides, base_py
             for role, r in reports.items()}, True, blocked
 
 
+def own_requirements(s: CompareSettings) -> dict[str, tuple[str, ...]]:
+    """Each side's own requirements when the two sides' stacks were read apart (at their refs); {} when they are one,
+    so nothing is the pull request's doing."""
+    base, cand = s.stacks.get("baseline"), s.stacks.get("candidate")
+    if base is None or cand is None or base is cand:
+        return {}
+    return {"baseline": base.requirements, "candidate": cand.requirements}
+
+
 def installed_stage(s: CompareSettings, only: Sequence[str], pythons: Mapping[str, str],
                     reports: dict[str, Report], device: str, *, timeout_s: float, repro: Callable[[CheckSpec], str],
                     say: Callable[[str], None]) -> dict[str, Report]:
     """The reports with each side's imports and abi results, each when it is wanted."""
     labels = {role: r.label for role, r in reports.items()}
+    listings = ({role: imports.listing(python) for role, python in pythons.items()}
+                if wanted(s, only, imports.ASPECT) or wanted(s, only, abi.ASPECT) else {})
+    removed = imports.removed_by_team(own_requirements(s), listings)
+    if removed:
+        say(f"imports, abi: {len(removed)} distributions the baseline has are removed by the team's pull request "
+            f"(its requirements drop {', '.join(sorted(set(removed.values())))}): reported, not failed")
     if wanted(s, only, imports.ASPECT):
         results = imports.check(pythons, device=device, timeout_s=min(timeout_s, imports.TIMEOUT_S),
                                 repro=repro(CheckSpec(WORKLOAD, imports.ASPECT, device, imports.DTYPE)),
-                                baseline_label=labels.get("baseline", ""), say=say)
+                                baseline_label=labels.get("baseline", ""), say=say, listings=listings, removed=removed)
         for role, r in results.items():
             say(f"{role}: imports {r.outcome.value}: {r.reason[:300]}")
         reports = with_results(reports, results)
     if wanted(s, only, abi.ASPECT):
-        envs = {role: abi.Environment({d: (str(v["version"]), list(v["libraries"]))
-                                       for d, v in imports.listing(python).items()}) for role, python in pythons.items()}
-        results = abi.judge(envs, device=device, labels=labels,
+        envs = {role: abi.Environment({d: (str(v["version"]), list(v["libraries"])) for d, v in listings[role].items()})
+                for role in pythons}
+        results = abi.judge(envs, device=device, labels=labels, removed=removed,
                             repro=repro(CheckSpec(WORKLOAD, abi.ASPECT, device, abi.DTYPE)))
         for role, r in results.items():
             say(f"{role}: abi {r.outcome.value}: {r.reason[:300]}")

@@ -4,10 +4,12 @@ with macholib: see `macho`).
 
 As pypa/auditwheel's lddtree does, a file's needs are its DT_NEEDED entries and its undefined dynamic symbols. A
 shared object counts as an extension of torch when it needs libtorch, libtorch_cpu, libtorch_cuda, libtorch_python,
-libc10 or libc10_cuda (`.so` on Linux, `.dylib` on macOS). Its undefined global symbols that are torch's — mangled in the c10, c10d, at, torch or caffe2
-namespaces, or exported by the other side's torch — must be exported (defined, global or weak, default or protected
-visibility) by one of the torch libraries of the environment; a missing one fails, named demangled with the file
-and its distribution. This finds the break where no import would: an extension loaded lazily, on first use.
+libc10 or libc10_cuda, or ROCm's libc10_hip / libtorch_hip, or XPU's libc10_xpu / libtorch_xpu (`.so` on Linux,
+`.dylib` on macOS); those are torch's export set too. Its undefined global symbols that are torch's — mangled in
+the c10, c10d, at, torch or caffe2 namespaces, or exported by the other side's torch — must be exported (defined,
+global or weak, default or protected visibility) by one of the torch libraries of the environment; a missing one
+fails, named demangled with the file and its distribution. This finds the break where no import would: an
+extension loaded lazily, on first use.
 pyelftools finds the sections; the symbol tables are unpacked in bulk with struct (libtorch_cpu's 75,000 symbols
 one by one through pyelftools take seconds). A check that could read none of the files, or none of torch's own
 libraries, or found no shared object linking torch, is skipped, saying which: never a pass on nothing compared.
@@ -28,6 +30,7 @@ from typing import Any
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+from packaging.utils import canonicalize_name
 
 from torch_upgrade_check.hostchecks import macho
 from torch_upgrade_check.model import CheckResult, Outcome, Side
@@ -35,7 +38,9 @@ from torch_upgrade_check.model import CheckResult, Outcome, Side
 ASPECT = "abi"
 WORKLOAD = "stack"
 DTYPE = "-"
-TORCH_LIBS = ("libtorch", "libtorch_cpu", "libtorch_cuda", "libtorch_python", "libc10", "libc10_cuda")  # see lib_stem
+# see lib_stem; ROCm's torch ships libc10_hip/libtorch_hip, Intel GPUs' libc10_xpu/libtorch_xpu, beside CUDA's
+TORCH_LIBS = ("libtorch", "libtorch_cpu", "libtorch_cuda", "libtorch_python", "libc10", "libc10_cuda",
+              "libc10_hip", "libtorch_hip", "libc10_xpu", "libtorch_xpu")
 TORCH_DISTRIBUTION = "torch"
 _TORCHISH = re.compile(r"^_Z(?:T[VIST])?NK?(?:3c10|4c10d|2at|5torch|6caffe2)")
 SHN_UNDEF = 0
@@ -175,10 +180,21 @@ class Missing:
     file: str
     symbols: tuple[str, ...]  # mangled
 
-    def says(self) -> str:
+    def says(self, note: str = "") -> str:
         shown = ", ".join(demangle(s) for s in self.symbols[:3])
         more = f" and {len(self.symbols) - 3} more" if len(self.symbols) > 3 else ""
-        return f"{Path(self.file).name} ({self.distribution} {self.version}) needs {shown}{more}"
+        return f"{Path(self.file).name} ({self.distribution} {self.version}{note}) needs {shown}{more}"
+
+
+def stack_notes(envs: Mapping[str, Environment], removed: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """{side: {distribution: note}}: where the two sides' stacks differ, a candidate's distribution the baseline does
+    not have is new in the candidate's stack, and a baseline's one the team's pull request removed says so."""
+    if Side.BASELINE not in envs or Side.CANDIDATE not in envs:
+        return {}
+    base, cand = envs[Side.BASELINE].libraries, envs[Side.CANDIDATE].libraries
+    return {Side.CANDIDATE: {d: ", new in the candidate's stack" for d in cand if d not in base},
+            Side.BASELINE: {d: ", removed by the team's pull request" for d in base
+                            if d not in cand and canonicalize_name(d) in removed}}
 
 
 @dataclass(frozen=True)
@@ -225,21 +241,29 @@ def scan(env: Environment, other_exports: frozenset[str] = frozenset()) -> Scan:
     return Scan(count, missing, unreadable, total, why)
 
 
-def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: Mapping[str, str]) -> dict[str, CheckResult]:
-    """Each side's `stack[-]/abi` result: a torch symbol an extension needs and the side's torch does not export fails."""
+def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: Mapping[str, str],
+          removed: Mapping[str, str] | None = None) -> dict[str, CheckResult]:
+    """Each side's `stack[-]/abi` result: a torch symbol an extension needs and the side's torch does not export fails,
+    named as new in the candidate's stack when the baseline does not have its distribution, and as removed by the
+    team's pull request on the baseline's side (`removed`: imports.removed_by_team)."""
     started = time.monotonic()
     base_exports = exports(envs[Side.BASELINE])[0] if Side.BASELINE in envs else frozenset()
+    notes = stack_notes(envs, removed or {})
     results = {}
     for role, env in envs.items():
+        note = notes.get(role, {})
         found = scan(env, base_exports if role == Side.CANDIDATE else frozenset())
         count, missing, unreadable = found.count, found.missing, found.unreadable
         label = labels.get(role, "")
         metrics: dict[str, Any] = {"extensions": count, "unreadable": unreadable,
                                    "missing": {m.file: {"distribution": m.distribution, "version": m.version,
                                                         "symbols": [demangle(s) for s in m.symbols],
-                                                        "mangled": list(m.symbols)} for m in missing}}
-        details = "\n".join([*(f"{m.file} ({m.distribution} {m.version}): " + "; ".join(demangle(s) for s in m.symbols)
-                               for m in missing), *(f"unreadable: {u}" for u in unreadable)])
+                                                        "mangled": list(m.symbols),
+                                                        "stack": note.get(m.distribution, "").lstrip(", ")}
+                                           for m in missing}}
+        details = "\n".join([*(f"{m.file} ({m.distribution} {m.version}{note.get(m.distribution, '')}): "
+                                + "; ".join(demangle(s) for s in m.symbols) for m in missing),
+                             *(f"unreadable: {u}" for u in unreadable)])
         unread = found.unread(label)
         if unread:
             reason, outcome = unread, Outcome.SKIPPED
@@ -250,7 +274,7 @@ def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: M
             reason += f"; {len(unreadable)} could not be read ({unreadable[0]})" if unreadable else ""
             outcome = Outcome.SKIPPED
         elif missing:
-            shown = "; ".join(m.says() for m in missing[:LISTED])
+            shown = "; ".join(m.says(note.get(m.distribution, "")) for m in missing[:LISTED])
             reason = (f"{len(missing)} of {count} shared objects linking torch need symbols torch {label} does not "
                       f"export: {shown}")
             outcome = Outcome.FAILED

@@ -7,8 +7,11 @@ orchestrator's PYTHONPATH is dropped, as for the worker), and the process leaves
 once the import is done: a module is judged on importing. A module that imports on the baseline and raises,
 dies of a signal (an extension built for the other libtorch aborts or segfaults) or hangs on the candidate
 fails the check, named with its distribution and the error's first line or the signal; so does one the
-candidate no longer has. Without a baseline, a module that does not import is suspicious: nothing says it
-ever did.
+candidate no longer has, unless the team's pull request removed its distribution from its own requirements (with
+the dependencies that went with it): that one is reported, not failed. A module only the candidate's stack has
+(a package the pull request adds, or a new dependency) that does not import fails too, named as new in the
+candidate's stack, never as failing with the baseline too. Without a baseline, a module that does not import is
+suspicious: nothing says it ever did.
 """
 
 from __future__ import annotations
@@ -19,12 +22,16 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from torch_upgrade_check.analysis.closeness import plural_of
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
@@ -113,10 +120,46 @@ def import_one(python: str, distribution: str, version: str, module: str, *, tim
     return Imported(distribution, version, module, "error", error[:300], seconds)
 
 
+def _names(requirements: Iterable[str]) -> set[str]:
+    """The canonical distribution names of requirement strings; a URL or path line names none."""
+    found = set()
+    for text in requirements:
+        try:
+            found.add(canonicalize_name(Requirement(text).name))
+        except InvalidRequirement:
+            continue
+    return found
+
+
+def removed_by_team(stacks: Mapping[str, Sequence[str]],
+                    listings: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, str]:
+    """{distribution: the requirement it went with}: each distribution the baseline's environment has and the
+    candidate's lacks because the team's pull request removed it from its own requirements: the removed one, and
+    its dependencies (as the baseline's environment lists them, markers not evaluated) that went too. {} when the
+    two sides' stacks are one."""
+    if "baseline" not in stacks or "candidate" not in stacks or "baseline" not in listings:
+        return {}
+    base = {canonicalize_name(d): v for d, v in listings["baseline"].items()}
+    kept = {canonicalize_name(d) for d in listings.get("candidate", {})}
+    roots = _names(stacks["baseline"]) - _names(stacks["candidate"])
+    removed: dict[str, str] = {}
+    todo = [(root, root) for root in sorted(roots) if root in base and root not in kept]
+    while todo:  # the dependencies reached only through what went: a dependency still installed stops the walk
+        name, root = todo.pop()
+        if name in removed:
+            continue
+        removed[name] = root
+        todo += [(dep, root) for dep in sorted(_names(base[name].get("requires") or []))
+                 if dep in base and dep not in kept and dep not in removed]
+    return removed
+
+
 def import_all(pythons: Mapping[str, str], *, timeout_s: float = TIMEOUT_S, workers: int | None = None,
-               say: Callable[[str], None] = print) -> dict[str, dict[str, Imported]]:
+               say: Callable[[str], None] = print,
+               listings: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None) -> dict[str, dict[str, Imported]]:
     """{side: {module: Imported}}: every side's modules, all imports run through one pool (a process each)."""
-    listed = {role: list_modules(python) for role, python in pythons.items()}
+    listed = ({role: {n: (str(d["version"]), list(d["modules"])) for n, d in listings[role].items()} for role in pythons}
+              if listings is not None else {role: list_modules(python) for role, python in pythons.items()})
     jobs = [(role, dist, version, module) for role, dists in listed.items()
             for dist, (version, modules) in sorted(dists.items()) for module in modules]
     say("imports: " + ", ".join(f"{role} {sum(len(m) for _, m in d.values())} modules of {len(d)} distributions"
@@ -137,8 +180,9 @@ def _entry(i: Imported) -> str:
 
 
 def judge(done: Mapping[str, Mapping[str, Imported]], *, device: str, repro: str, seconds: float = 0.0,
-          baseline_label: str = "") -> dict[str, CheckResult]:
-    """Each side's `stack[-]/imports` result; the candidate's judged against the baseline's imports when there is one."""
+          baseline_label: str = "", removed: Mapping[str, str] | None = None) -> dict[str, CheckResult]:
+    """Each side's `stack[-]/imports` result; the candidate's judged against the baseline's imports when there is one.
+    `removed`: the distributions the team's pull request removed (removed_by_team), reported when gone, not failed."""
     def result(outcome: Outcome, reason: str, metrics: dict[str, Any], details: str) -> CheckResult:
         return CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics, details=details,
                            duration_s=round(seconds, 3), repro=repro)
@@ -162,29 +206,60 @@ def judge(done: Mapping[str, Mapping[str, Imported]], *, device: str, repro: str
                   + "; ".join(_entry(i) for i in not_ok[:LISTED])) if not_ok else f"all {len(cand)} modules import"
         results["candidate"] = result(outcome, reason, {"modules": table(cand)}, "\n".join(_entry(i) for i in not_ok))
         return results
-    broke = [i for i in not_ok if base.get(i.module) is not None and base[i.module].status == "ok"]
-    gone = [b for m, b in sorted(base.items()) if b.status == "ok" and m not in cand]
-    still = [i for i in not_ok if i not in broke]
-    lines = [*(_entry(i) for i in broke), *(f"{b.module} ({b.distribution} {b.version}) is no longer installed"
-                                            for b in gone)]
-    since = f" with baseline {baseline_label}" if baseline_label else " with the baseline"
-    also = f"; {len(still)} fail{since} too: " + "; ".join(_entry(i) for i in still[:LISTED]) if still else ""
-    metrics = {"modules": table(cand), "broken": [i.module for i in broke], "gone": [b.module for b in gone],
-               "also_on_baseline": [i.module for i in still]}
-    details = "\n".join([*lines, *(f"also{since}: {_entry(i)}" for i in still)])
-    if lines:
-        shown = "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
-        results["candidate"] = result(Outcome.FAILED, f"{len(lines)} of {len(base)} modules that import{since} "
-                                      f"do not here: {shown}{also}", metrics, details)
-    else:
-        results["candidate"] = result(Outcome.PASSED, f"every module that imports{since} imports here "
-                                      f"({len(cand) - len(still)} of {len(cand)}){also}", metrics, details)
+    results["candidate"] = _against_baseline(base, cand, not_ok, removed or {}, baseline_label, result, table)
     return results
 
 
+def _against_baseline(base: Mapping[str, Imported], cand: Mapping[str, Imported], not_ok: list[Imported],
+                      removed: Mapping[str, str], baseline_label: str, result: Callable[..., CheckResult],
+                      table: Callable[[Mapping[str, Imported]], dict[str, dict[str, Any]]]) -> CheckResult:
+    broke = [i for i in not_ok if base.get(i.module) is not None and base[i.module].status == "ok"]
+    new = [i for i in not_ok if i.module not in base]  # only the candidate's stack has it: nothing to blame on before
+    gone_all = [b for m, b in sorted(base.items()) if b.status == "ok" and m not in cand]
+    dropped = [b for b in gone_all if canonicalize_name(b.distribution) in removed]
+    gone = [b for b in gone_all if b not in dropped]
+    still = [i for i in not_ok if i not in broke and i not in new]
+    lines = [*(_entry(i) for i in broke), *(f"{b.module} ({b.distribution} {b.version}) is no longer installed"
+                                            for b in gone)]
+    fresh = [_entry(i) for i in new]
+    since = f" with baseline {baseline_label}" if baseline_label else " with the baseline"
+    also = f"; {len(still)} fail{since} too: " + "; ".join(_entry(i) for i in still[:LISTED]) if still else ""
+    left = [_removed_entry(b, removed[canonicalize_name(b.distribution)]) for b in dropped]
+    out = f"; {len(left)} not installed here, removed by the team's pull request (not judged): {_shown(left)}" if left else ""
+    metrics = {"modules": table(cand), "broken": [i.module for i in broke], "gone": [b.module for b in gone],
+               "also_on_baseline": [i.module for i in still], "new": [i.module for i in new],
+               "removed_by_team": [b.module for b in dropped]}
+    details = "\n".join([*lines, *(f"new in the candidate's stack: {x}" for x in fresh),
+                         *(f"removed by the team's pull request: {x}" for x in left),
+                         *(f"also{since}: {_entry(i)}" for i in still)])
+    failing = []
+    if lines:
+        failing.append(f"{len(lines)} of {len(base)} modules that import{since} do not here: {_shown(lines)}")
+    if fresh:
+        failing.append(f"{plural_of(len(fresh), 'module')} new in the candidate's stack (not installed{since}) "
+                       f"{'does' if len(fresh) == 1 else 'do'} not import: {_shown(fresh)}")
+    if failing:
+        return result(Outcome.FAILED, "; ".join(failing) + also + out, metrics, details)
+    return result(Outcome.PASSED, f"every module that imports{since} imports here "
+                  f"({len(cand) - len(still)} of {len(cand)}){also}{out}", metrics, details)
+
+
+def _removed_entry(b: Imported, root: str) -> str:
+    """`tuc_gone (tuc-gone 1.0)`, or `idna (idna 3.10, with requests)` for a dependency that went with the removed."""
+    went_with = f", with {root}" if root != canonicalize_name(b.distribution) else ""
+    return f"{b.module} ({b.distribution} {b.version}{went_with})"
+
+
+def _shown(lines: list[str]) -> str:
+    return "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
+
+
 def check(pythons: Mapping[str, str], *, device: str, repro: str, timeout_s: float = TIMEOUT_S,
-          baseline_label: str = "", say: Callable[[str], None] = print) -> dict[str, CheckResult]:
+          baseline_label: str = "", say: Callable[[str], None] = print,
+          listings: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+          removed: Mapping[str, str] | None = None) -> dict[str, CheckResult]:
     started = time.monotonic()
-    done = import_all(pythons, timeout_s=timeout_s, say=say)
-    return judge(done, device=device, repro=repro, seconds=time.monotonic() - started, baseline_label=baseline_label)
+    done = import_all(pythons, timeout_s=timeout_s, say=say, listings=listings)
+    return judge(done, device=device, repro=repro, seconds=time.monotonic() - started, baseline_label=baseline_label,
+                 removed=removed)
 

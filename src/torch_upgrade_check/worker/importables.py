@@ -1,5 +1,6 @@
 """Run inside the environment under test (as a script; stdlib only, never imports torch): print, as JSON, every
-installed distribution, the top-level modules it provides and its shared objects, read with importlib.metadata.
+installed distribution, the top-level modules it provides, its shared objects and its requirements (Requires-Dist),
+read with importlib.metadata.
 
 A distribution's modules are its `top_level.txt` when it has one (setuptools writes it), else the first part of
 each path in its RECORD: a package folder holding an `__init__.py`, a `.py` file, or an extension module
@@ -43,7 +44,8 @@ def main() -> None:
         name = dist.metadata["Name"]
         if not name or name in found:  # the first on sys.path is the one imported
             continue
-        found[name] = {"version": dist.version, "modules": modules_of(dist), "libraries": libraries_of(dist)}
+        found[name] = {"version": dist.version, "modules": modules_of(dist), "libraries": libraries_of(dist),
+                       "requires": list(dist.requires or [])}  # Requires-Dist as written: the host reads them
     json.dump({"python": sys.version.split()[0], "distributions": found}, sys.stdout)
 
 
