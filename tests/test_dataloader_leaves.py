@@ -204,3 +204,30 @@ def test_an_object_it_cannot_read_is_said_so_and_a_batch_of_nothing_readable_is_
         "(TypeError: cannot pickle '_thread.lock' object) and it has no __dict__)"), reason
     outcome, reason, _ = judge({**metrics, "read_leaves": 0})
     assert outcome is Outcome.SKIPPED and reason.startswith("nothing in the batches could be compared: 1 batch "), reason
+
+
+def test_the_tensors_inside_a_type_with_its_own_pin_memory_are_judged_and_a_plain_dataclass_is_left_alone() -> None:
+    """DataLoader's pin_memory calls a batch type's own pin_memory (torch's documented way for a custom batch), so
+    its tensors are judged; a dataclass without one is returned as it is, so its tensors are named, not judged; a
+    0-element tensor is neither."""
+    import dataclasses
+
+    import torch
+
+    from torch_upgrade_check.worker import batchleaves
+
+    @dataclasses.dataclass
+    class Plain:
+        images: torch.Tensor
+        boxes: torch.Tensor
+
+    @dataclasses.dataclass
+    class Pinnable(Plain):
+        def pin_memory(self) -> Pinnable:
+            return Pinnable(self.images.pin_memory(), self.boxes.pin_memory())
+
+    for batch, pinnable, alone in (({"b": Pinnable(torch.ones(2), torch.zeros(0, 4))}, ["b.images"], []),
+                                   ({"b": Plain(torch.ones(2), torch.ones(1, 4))}, [], ["b.images", "b.boxes"])):
+        read = batchleaves.read(batch)
+        assert ([k for k, _ in read.pinnable], read.not_reached) == (pinnable, alone), type(batch["b"])
+        assert read.leaves["b.__class__"].endswith(type(batch["b"]).__qualname__)

@@ -30,7 +30,8 @@ the documented constraints of each backend are enforced:
   CUDA in forked subprocess" (torch.cuda._is_in_bad_fork() says so), while spawned and forkserver children start
   afresh. Pinned host memory: Tensor.pin_memory() returns a copy that reports is_pinned() (the copy itself, not views
   of it; an emulated device tensor cannot be pinned), so DataLoader's pin_memory=True runs its pinning thread; a
-  0-element tensor's copy reports False, as CUDA's does (no memory was allocated to pin: pytorch#14560).
+  0-element tensor's copy reports False, as CUDA's does (no memory was allocated to pin: pytorch#14560; an H100 with
+  torch 2.11.0+cu130 said so, 2026-12-05).
 - Device properties: TUC_EMULATE_CAPABILITY (default 9.0), TUC_EMULATE_DEVICE_COUNT (default 1); the wheel's
   compiled architectures (torch._C._cuda_getArchFlags): TUC_EMULATE_ARCHS (default "sm_80 sm_90 compute_90").
 - Autocast: `torch.autocast(KIND, dtype)` casts as the device's autocast does, for the ops that decide a
