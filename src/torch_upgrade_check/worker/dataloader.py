@@ -15,11 +15,11 @@ one) and shuffled by a seeded torch.Generator:
 Each batch (read by content, whatever the collate returns: batchleaves) must be bitwise what num_workers=0 makes of
 the same indices (a DataLoader in the parent over the batches of indices the loader's batch sampler handed out,
 recorded as it handed them out), in the order they were handed out, and the first epoch's order must be the
-reference's. Only the first: persistent workers keep the worker seed
-torch drew from the generator for their first epoch, so later epochs' orders come from another point of the
-generator than num_workers=0's. Each loader is bounded: DataLoader's own timeout for every batch (BATCH_TIMEOUT_S)
-and WALL_S for them all (those left are not run, and say so). A worker that dies before its loop leaves DataLoader
-only its pid and exit code: what the workers wrote to stderr meanwhile is read back for their own error.
+reference's. Only the first: persistent workers keep the worker seed torch drew from the generator for their first
+epoch, so later epochs' orders come from another point of the generator than num_workers=0's. Each loader is
+bounded: DataLoader's own timeout for every batch (BATCH_TIMEOUT_S) and WALL_S for them all (those left are not run,
+and say so). A worker that dies before its loop leaves DataLoader only its pid and exit code: what the workers wrote
+to stderr meanwhile is read back for their own error.
 """
 
 from __future__ import annotations
@@ -216,10 +216,9 @@ def _epochs(data: DataLoader, sampler: _Recorded, loader: Loader, expected: Expe
             got = r.leaves
             if loader.pin:
                 _judge_pins(found, r)
-            if not loader.workers:  # the reference's: what this check could not compare
-                found.setdefault("unread", {}).update(r.unread)
-                found["read_leaves"] = max(found.get("read_leaves", 0), _read_count(got))
             if not loader.workers:  # the reference itself: num_workers=0 over these indices
+                found.setdefault("unread", {}).update(r.unread)  # what this check could not compare
+                found["read_leaves"] = max(found.get("read_leaves", 0), _read_count(got))
                 expected.made.setdefault(tuple(handed[returned]), got)
                 batches += [got] if epoch == 0 else []
             elif returned >= len(handed) and "first_difference" not in found:
@@ -295,7 +294,7 @@ def _difference(got: Mapping[str, Any], want: Mapping[str, Any]) -> tuple[str, s
 def _judge_pins(found: dict[str, Any], r: batchleaves.Read) -> None:
     """Whether every tensor DataLoader's pin_memory reaches came back pinned (False from the first that did not,
     named; None while no batch held one); the tensors it leaves as they are (inside types without a pin_memory
-    method) are counted, not judged."""
+    method) are named (the first three), not judged."""
     for key, t in r.pinnable:
         if found.get("pinned") is False:
             break
