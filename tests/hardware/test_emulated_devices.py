@@ -91,7 +91,8 @@ def test_the_emulation_enforces_each_backends_constraints(tmp_path: Path, torch_
                 os._exit(0)
             os.waitpid(pid, 0)
             out["forked"] = os.read(r, 1000).decode()
-            out["pinned"] = [torch.ones(2).pin_memory().is_pinned(), torch.ones(2).is_pinned()]
+            out["pinned"] = [torch.ones(2).pin_memory().is_pinned(), torch.ones(2).is_pinned(),
+                             torch.empty(0, 4).pin_memory().is_pinned()]  # no memory to pin, as on CUDA
         else:
             torch.mps.empty_cache()
             before = torch.mps.driver_allocated_memory()
@@ -120,7 +121,7 @@ def test_the_emulation_enforces_each_backends_constraints(tmp_path: Path, torch_
     assert "mix of the legacy and new APIs" in cuda["mixed_apis"]  # ATen's getter, asked at the matmul as cuBLAS does
     assert cuda["peak_growth"] == 4 * 2**20
     assert cuda["unsynced_s"] < 0.05 < 0.1 < cuda["synced_s"]  # 5 kernels of 20 ms are paid at synchronize
-    assert cuda["forked"].startswith("Cannot re-initialize CUDA in forked subprocess") and cuda["pinned"] == [True, False]
+    assert cuda["forked"].startswith("Cannot re-initialize CUDA in forked subprocess") and cuda["pinned"] == [True, False, False]
 
 
 @pytest.mark.parametrize("float64", ["raise", "zeros"])

@@ -6,8 +6,11 @@ A loader (a start method, persistent_workers off or on, pin_memory where the dev
 worker hung), lost a worker (it died: DataLoader's own error, with the pid and exit code or signal, and the worker's
 error), gave a batch that is not bitwise num_workers=0's of the same indices (the first one: its epoch, batch and key,
 and what differs; a batch of the epoch returned out of turn says which one it is), handed out another order than
-num_workers=0's in the first epoch, or returned batches outside pinned memory with pin_memory on. One the wall bound
-left unrun fails too. The reason names the first failing loader and counts the others.
+num_workers=0's in the first epoch, or returned a tensor DataLoader's pin_memory reaches outside pinned memory with
+pin_memory on (0-element tensors have no memory to pin and are not judged; tensors inside types DataLoader leaves as
+they are, without a pin_memory method, are named as not judged). One the wall bound left unrun fails too. The reason
+names the first failing loader and counts the others. Batch leaves the worker could not read (compared by type only)
+are named beside a pass; a batch with nothing read at all is skipped, never passed.
 
 compare (the candidate): num_workers=0's order in every epoch (the same generator seed) and its first epoch's
 batches must be the baseline's: bitwise for the built-in dataset (exact integer arithmetic in every release); for a
@@ -40,7 +43,11 @@ def judge(m: Mapping[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         return Outcome.FAILED, f"{setup(bad[0])}: {problem(bad[0])}{others}{vs}", thresholds
     if baseline and not baseline[0]:
         return Outcome.FAILED, f"{baseline[1]}; {_passed(m, runs)}", thresholds
-    return Outcome.PASSED, _passed(m, runs) + (f"; {baseline[1]}" if baseline else ""), thresholds
+    unread = _unread(m)
+    if unread and not m.get("read_leaves"):
+        return Outcome.SKIPPED, f"nothing in the batches could be compared: {unread}", thresholds
+    return Outcome.PASSED, _passed(m, runs) + (f"; {baseline[1]}" if baseline else "") + (
+        f"; {unread}" if unread else ""), thresholds
 
 
 def setup(r: Mapping[str, Any]) -> str:
@@ -55,7 +62,10 @@ def problem(r: Mapping[str, Any]) -> str:
     worker = r.get("worker_error") or ""
     theirs = f"; the worker's error: {worker}" if worker and worker not in str(r.get("error")) else ""
     if outcome == "equal":
-        return "" if r.get("pinned") is not False else "with pin_memory=True the batches came back outside pinned memory"
+        if r.get("pinned") is not False:
+            return ""
+        first = f" ({r['unpinned']}, the first)" if r.get("unpinned") else ""
+        return f"with pin_memory=True the batches came back outside pinned memory{first}"
     if outcome == "differs":
         return _difference(r.get("first_difference") or {})
     if outcome == "timed out":
@@ -80,11 +90,35 @@ def _difference(d: Mapping[str, Any]) -> str:
     return f"{where}: {d.get('how')}"
 
 
+def _unread(m: Mapping[str, Any]) -> str:
+    """The batch leaves that could not be read, said so ('' when every one was)."""
+    unread: Mapping[str, str] = m.get("unread_leaves") or {}
+    if not unread:
+        return ""
+    named = "; ".join(f"{k}: {why}" for k, why in unread.items())
+    more = f" and {int(m.get('unread_count') or 0) - len(unread)} more" if int(m.get("unread_count") or 0) > len(
+        unread) else ""
+    return f"{m.get('unread_count')} batch leaves could not be read, only their types compared ({named}{more})"
+
+
+def _pinning(m: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> str:
+    """What pin_memory's loaders showed: batches pinned, nothing to judge, and the tensors DataLoader leaves alone."""
+    if not m.get("pin_memory"):
+        return f"pin_memory off ({m.get('pin_memory_off') or 'not on this device'})"
+    pinned = [r for r in runs if r.get("pin_memory")]
+    said = ("pin_memory on, batches pinned" if pinned and all(r.get("pinned") for r in pinned) else
+            "pin_memory on, but no batch held a tensor DataLoader pins: pinning not judged")
+    alone = list(dict.fromkeys(k for r in pinned for k in r.get("pin_not_reached") or []))[:3]
+    if alone:
+        said += (f" (tensors inside types without a pin_memory method, which DataLoader leaves as they are, not "
+                 f"judged: {', '.join(alone)})")
+    return said
+
+
 def _passed(m: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> str:
     methods = ", ".join(dict.fromkeys(str(r.get("start_method")) for r in runs))
     epochs = sorted({int(r.get("epochs") or 0) for r in runs if r.get("persistent_workers")})
-    pinned = ("pin_memory on, batches pinned" if m.get("pin_memory") else
-              f"pin_memory off ({m.get('pin_memory_off') or 'not on this device'})")
+    pinned = _pinning(m, runs)
     return (f"{len(runs)} loaders with {m.get('workers')} workers ({methods}; persistent_workers off: 1 epoch, on: "
             f"{'/'.join(map(str, epochs)) or '?'}) gave num_workers=0's batches bitwise and in order "
             f"({sum(int(r.get('batches') or 0) for r in runs)} batches of {m.get('batch_size')} of {m.get('items')} "

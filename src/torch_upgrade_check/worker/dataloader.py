@@ -12,13 +12,14 @@ one) and shuffled by a seeded torch.Generator:
 - with WORKERS workers under each start method the platform offers (fork, spawn, forkserver), persistent_workers
   off (one epoch) and on (EPOCHS: the later ones reuse the workers), pin_memory on where the device has it.
 
-Each batch must be bitwise what num_workers=0 makes of the same indices (a DataLoader in the parent over the batches
-of indices the loader's batch sampler handed out, recorded as it handed them out), in the order they were handed
-out, and the first epoch's order must be the reference's. Only the first: persistent workers keep the worker seed
-torch drew from the generator for their first epoch, so later epochs' orders come from another point of the
-generator than num_workers=0's. Each loader is bounded: DataLoader's own timeout for every batch (BATCH_TIMEOUT_S)
-and WALL_S for them all (those left are not run, and say so). A worker that dies before its loop leaves DataLoader
-only its pid and exit code: what the workers wrote to stderr meanwhile is read back for their own error.
+Each batch (read by content, whatever the collate returns: batchleaves) must be bitwise what num_workers=0 makes of
+the same indices (a DataLoader in the parent over the batches of indices the loader's batch sampler handed out,
+recorded as it handed them out), in the order they were handed out, and the first epoch's order must be the
+reference's. Only the first: persistent workers keep the worker seed torch drew from the generator for their first
+epoch, so later epochs' orders come from another point of the generator than num_workers=0's. Each loader is
+bounded: DataLoader's own timeout for every batch (BATCH_TIMEOUT_S) and WALL_S for them all (those left are not run,
+and say so). A worker that dies before its loop leaves DataLoader only its pid and exit code: what the workers wrote
+to stderr meanwhile is read back for their own error.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Subset, default_collate
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import crossversion, first_line, tensors
+from torch_upgrade_check.worker import batchleaves, crossversion, first_line, tensors
+from torch_upgrade_check.worker.batchleaves import leaf_difference, leaves
 from torch_upgrade_check.worker.devices import Device
 from torch_upgrade_check.worker.instance import Instance, Skip, tolerances
 
@@ -101,7 +103,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
         "start_methods": start_methods(), "batch_timeout_s": timeout, "wall_s": WALL_S,
         "collate": "default_collate" if inst.collate is None else getattr(inst.collate, "__qualname__", repr(inst.collate)),
         "dataset": type(inst.dataset).__qualname__,
-        "runs": runs, "mode": spec.params.get("mode") or "alone",
+        "runs": runs, "mode": spec.params.get("mode") or "alone", **_unread(reference),
         "cross_version_rule": "bitwise" if not spec.factory else "bitwise, or floating tensors within rtol/atol",
     }
     if spec.params.get("mode") == "save":
@@ -109,6 +111,22 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
     elif spec.params.get("mode") == "compare":
         metrics.update(_against_baseline(spec, inst, reference))
     return metrics
+
+
+def _unread(reference: dict[str, Any]) -> dict[str, Any]:
+    """The batch leaves num_workers=0 gave that could not be read (compared by type only), with why: a few, how many,
+    and how many leaves of a batch were read (at most)."""
+    unread = reference.get("unread") or {}
+    if not unread:
+        return {}
+    return {"unread_leaves": dict(list(unread.items())[:3]), "unread_count": len(unread),
+            "read_leaves": reference.get("read_leaves", 0)}
+
+
+def _read_count(got: Mapping[str, Any]) -> int:
+    """How many leaves of a batch hold content that was read (not a type's name, not an object left unread)."""
+    return sum(1 for k, v in got.items() if not k.endswith("__class__") and not (
+        isinstance(v, str) and v.startswith(batchleaves.UNREAD)))
 
 
 def _dataset(inst: Instance) -> Any:
@@ -194,10 +212,13 @@ def _epochs(data: DataLoader, sampler: _Recorded, loader: Loader, expected: Expe
         iterators[:] = [iter(data)]
         returned = 0
         for batch in iterators[0]:
-            got, handed = leaves(batch), sampler.epochs[-1]
-            if loader.pin and "pinned" not in found:
-                found["pinned"] = _pinned(batch)
+            r, handed = batchleaves.read(batch), sampler.epochs[-1]
+            got = r.leaves
+            if loader.pin:
+                _judge_pins(found, r)
             if not loader.workers:  # the reference itself: num_workers=0 over these indices
+                found.setdefault("unread", {}).update(r.unread)  # what this check could not compare
+                found["read_leaves"] = max(found.get("read_leaves", 0), _read_count(got))
                 expected.made.setdefault(tuple(handed[returned]), got)
                 batches += [got] if epoch == 0 else []
             elif returned >= len(handed) and "first_difference" not in found:
@@ -232,7 +253,8 @@ def _checked(dataset: Any, collate: Callable[[list[Any]], Any], loader: Loader, 
     if "error" in found:
         worker = _worker_error(tail.text)
         return {**result, **found, **({"worker_error": worker} if worker else {})}
-    result.update(batches=found["batches"], **({"pinned": found["pinned"]} if "pinned" in found else {}))
+    result.update(batches=found["batches"], **{k: found[k] for k in ("pinned", "unpinned", "pin_not_reached")
+                                                if k in found})
     if found.get("first_difference"):
         return {**result, "outcome": "differs", "first_difference": found["first_difference"]}
     first, ref = found["orders"][0], reference_orders[0]
@@ -256,27 +278,6 @@ def _reordered(got: dict[str, Any], handed: list[list[int]], at: int, expected: 
     return {}
 
 
-def leaves(batch: Any, prefix: str = "") -> dict[str, Any]:
-    """A batch as {key: leaf}: `x`, `[0]`, `meta.ids`; tensors on the host, numbers and strings as they are, any
-    other object by its type and repr."""
-    if isinstance(batch, torch.Tensor):
-        return {prefix or "batch": (batch.detach() if batch.requires_grad else batch) if batch.device.type == "cpu"
-                else tensors.host(batch)}
-    if isinstance(batch, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in batch.items():
-            out.update(leaves(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    if isinstance(batch, (list, tuple)):
-        out = {}
-        for i, v in enumerate(batch):
-            out.update(leaves(v, f"{prefix}[{i}]"))
-        return out
-    if batch is None or isinstance(batch, (bool, int, float, str)):
-        return {prefix or "batch": batch}
-    return {prefix or "batch": f"<{type(batch).__qualname__}> {repr(batch)[:200]}"}
-
-
 def _difference(got: Mapping[str, Any], want: Mapping[str, Any]) -> tuple[str, str] | None:
     """The first key whose leaf is not bitwise num_workers=0's, and how; None when every leaf is."""
     for key in [*want, *(k for k in got if k not in want)]:
@@ -290,32 +291,20 @@ def _difference(got: Mapping[str, Any], want: Mapping[str, Any]) -> tuple[str, s
     return None
 
 
-def leaf_difference(a: Any, b: Any) -> str:
-    """'' when `a` is bitwise `b`; else what differs (types, dtype and shape, how many elements and by how much)."""
-    if isinstance(b, torch.Tensor) or isinstance(a, torch.Tensor):
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-            return f"{type(a).__name__} where num_workers=0 has {type(b).__name__}"
-        if a.dtype != b.dtype or a.shape != b.shape:
-            return f"{_kind(a)} where num_workers=0 has {_kind(b)}"
-        if tensors.bitwise_equal(a, b):
-            return ""
-        x, y = tensors.host(a), tensors.host(b)
-        differ = int((x != y).sum()) if not x.is_floating_point() else int((tensors.difference(x.double(), y.double()) != 0).sum())
-        biggest = float(tensors.difference(x.double(), y.double()).max()) if x.numel() else 0.0
-        return f"{differ} of {x.numel()} elements differ (max abs diff {biggest:.3g})"
-    if type(a) is not type(b) or a != b:
-        return f"{a!r} where num_workers=0 has {b!r}"[:200]
-    return ""
-
-
-def _kind(t: torch.Tensor) -> str:
-    return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
-
-
-def _pinned(batch: Any) -> bool | None:
-    """Whether the batch's tensors came back in pinned memory (None: it has none)."""
-    found = [v for v in leaves(batch).values() if isinstance(v, torch.Tensor)]
-    return all(t.is_pinned() for t in found) if found else None
+def _judge_pins(found: dict[str, Any], r: batchleaves.Read) -> None:
+    """Whether every tensor DataLoader's pin_memory reaches came back pinned (False from the first that did not,
+    named; None while no batch held one); the tensors it leaves as they are (inside types without a pin_memory
+    method) are named (the first three), not judged."""
+    for key, t in r.pinnable:
+        if found.get("pinned") is False:
+            break
+        found["pinned"] = bool(t.is_pinned())
+        if not found["pinned"]:
+            found["unpinned"] = key
+    found.setdefault("pinned", None)
+    if r.not_reached:
+        seen = found.setdefault("pin_not_reached", [])
+        seen += [k for k in r.not_reached if k not in seen][:max(0, 3 - len(seen))]
 
 
 def _error_line(e: BaseException) -> str:

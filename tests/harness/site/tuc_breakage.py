@@ -159,6 +159,11 @@ changes float64 too, as a real kernel change does.
 - dataloader-persistent-reorders: from its second epoch on, a DataLoader with persistent_workers=True returns its
   batches two by two swapped (the second of each pair first), as a persistent worker that resumes at the wrong task
   would; every batch is right, and the first epoch and loaders without persistent workers are untouched.
+- dataloader-worker-corrupts-element-5000: a tensor of more than 5000 elements that a DataLoader worker process sends
+  back (torch.multiprocessing's reduction of a tensor into shared memory, the path every tensor in a batch takes,
+  wherever it sits: a dict, a dataclass, a namedtuple) arrives with its element 5000 (flat) one larger, as a worker's
+  shared-memory transfer that copies a storage wrongly would; num_workers=0 and tensors sent by other processes are
+  untouched, and so is every other element (torch's repr summarises a tensor that size: element 5000 is not in it).
 - dataloader-worker-inits-cuda: a DataLoader worker initialises CUDA as its loop starts (torch.cuda._lazy_init, where
   CUDA is available: under the CUDA emulation), as 2.13's workers did where the parent had pinned memory
   (vllm-project/speculators#887: "CUDA error: initialization error" in a forked worker, after pytorch#144687's in
@@ -843,6 +848,22 @@ def _inits_cuda(loop):
     return _worker_loop
 
 
+def _worker_corrupts_element_5000() -> None:
+    from multiprocessing import reduction
+
+    import torch.multiprocessing.reductions as reductions
+    import torch.utils.data as data
+
+    def reduce_tensor(t):
+        if data.get_worker_info() is not None and t.device.type == "cpu" and t.numel() > 5000:
+            t = t.detach().clone()
+            flat = t.view(-1)
+            flat[5000] = ~flat[5000] if t.dtype == torch.bool else flat[5000] + 1
+        return reductions.reduce_tensor(t)
+
+    reduction.register(torch.Tensor, reduce_tensor)  # ForkingPickler's reducer, as torch registers its own
+
+
 def _persistent_reorders(cls) -> None:
     reset, next_data = cls._reset, cls._next_data
 
@@ -1029,6 +1050,8 @@ def install(names: str) -> None:
             import torch.utils.data._utils.worker as worker
 
             worker._worker_loop = _inits_cuda(worker._worker_loop)
+        elif name == "dataloader-worker-corrupts-element-5000":
+            _worker_corrupts_element_5000()
         elif name == "dataloader-persistent-reorders":
             import torch.utils.data.dataloader as dataloader
 

@@ -29,7 +29,9 @@ the documented constraints of each backend are enforced:
   then cannot: its first CUDA tensor, torch.cuda._lazy_init or pinned memory raises torch's "Cannot re-initialize
   CUDA in forked subprocess" (torch.cuda._is_in_bad_fork() says so), while spawned and forkserver children start
   afresh. Pinned host memory: Tensor.pin_memory() returns a copy that reports is_pinned() (the copy itself, not views
-  of it; an emulated device tensor cannot be pinned), so DataLoader's pin_memory=True runs its pinning thread.
+  of it; an emulated device tensor cannot be pinned), so DataLoader's pin_memory=True runs its pinning thread; a
+  0-element tensor's copy reports False, as CUDA's does (no memory was allocated to pin: pytorch#14560; an H100 with
+  torch 2.11.0+cu130 said so, 2026-12-05).
 - Device properties: TUC_EMULATE_CAPABILITY (default 9.0), TUC_EMULATE_DEVICE_COUNT (default 1); the wheel's
   compiled architectures (torch._C._cuda_getArchFlags): TUC_EMULATE_ARCHS (default "sm_80 sm_90 compute_90").
 - Autocast: `torch.autocast(KIND, dtype)` casts as the device's autocast does, for the ops that decide a
@@ -399,7 +401,7 @@ def _patch_cuda() -> None:
             raise RuntimeError(f"cannot pin '{KIND} tensor' only dense CPU tensors can be pinned")
         _initialise()  # CUDA's host allocator
         pinned = self.clone()
-        pinned.tuc_pinned = True
+        pinned.tuc_pinned = pinned.untyped_storage().nbytes() > 0  # CUDA's: no memory, nothing pinned (pytorch#14560)
         return pinned
 
     torch.Tensor.pin_memory = pin_memory
