@@ -41,12 +41,13 @@ def is_lock(path: Path) -> bool:
     return name in NAMES or (name.startswith("pylock.") and name.endswith(".toml"))
 
 
-def _requirement(text: str, where: str) -> Requirement:
+def requirement(text: str, where: str, fix: str = "regenerate the lock") -> Requirement:
+    """`text` as a requirement, or exit 2 naming `where` and `fix`."""
     try:
         return Requirement(text)
     except InvalidRequirement as e:
         raise UsageError(f"{where}: {text!r} is not a requirement pip would read ({' '.join(str(e).split())[:200]}); "
-                         "regenerate the lock") from None
+                         f"{fix}") from None
 
 
 def applies_here(marker: Any, where: str) -> bool:
@@ -78,7 +79,7 @@ def torch_pin(path: Path, entries: Iterable[tuple[str, bool]]) -> list[Requireme
     if len(versions) > 1:
         raise UsageError(f"{path} pins torch {' and '.join(versions)} for this runner's platform; lock one, or pass "
                          "the version instead of auto")
-    return [_requirement(f"torch=={versions[0]}", str(path))]
+    return [requirement(f"torch=={versions[0]}", str(path))]
 
 
 def _pins(path: Path, packages: list[dict[str, Any]], deps: Mapping[str, set[str]], skip: set[str]) -> list[Requirement]:
@@ -101,7 +102,7 @@ def _pins(path: Path, packages: list[dict[str, Any]], deps: Mapping[str, set[str
     for name in sorted(keep - skip):
         found = sorted(v for v in versions.get(name, ()) if v)
         # a package locked at several versions (one per platform or Python) is left to the resolver
-        reqs.append(_requirement(f"{name}=={found[0]}" if len(found) == 1 else name, str(path)))
+        reqs.append(requirement(f"{name}=={found[0]}" if len(found) == 1 else name, str(path)))
     return reqs
 
 
@@ -164,7 +165,7 @@ def from_pdm_lock(data: Mapping[str, Any], path: Path) -> list[Requirement]:
     for p in packages:
         texts = p.get("dependencies") or []
         deps.setdefault(canonicalize_name(p["name"]), set()).update(
-            canonicalize_name(_requirement(str(t), f"{path} {p['name']}").name) for t in texts)
+            canonicalize_name(requirement(str(t), f"{path} {p['name']}").name) for t in texts)
     return [*torch_pin(path, _torch_entries(packages, "marker", str(path))), *_pins(path, packages, deps, set())]
 
 
@@ -177,7 +178,7 @@ def _graphless(path: Path, entries: list[tuple[str, str, Any]]) -> list[Requirem
     for name, version, marker in entries:
         if canonicalize_name(name) != "torch" and applies_here(marker, where):
             kept.setdefault(canonicalize_name(name), set()).add(version)
-    reqs = [_requirement(f"{n}=={next(iter(vs))}" if len(vs) == 1 and "" not in vs else n, where)
+    reqs = [requirement(f"{n}=={next(iter(vs))}" if len(vs) == 1 and "" not in vs else n, where)
             for n, vs in sorted(kept.items())]
     return [*torch_pin(path, torch), *reqs]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from torch_upgrade_check import locks
@@ -158,11 +158,7 @@ def _json(path: Path, read: Reader) -> Any:
 
 
 def _requirement(text: str, where: str) -> Requirement:
-    try:
-        return Requirement(text)
-    except InvalidRequirement as e:
-        raise UsageError(f"{where}: {text!r} is not a requirement pip would read ({' '.join(str(e).split())[:200]}); "
-                         "write it as 'name', 'name==1.2' or 'name @ URL'") from None
+    return locks.requirement(text, where, "write it as 'name', 'name==1.2' or 'name @ URL'")
 
 
 def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
