@@ -409,7 +409,8 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
         say(f"{cand.id}: {cand.metrics.get('change')}; profiling both sides' forward op by op in fresh pairs")
         table = attribute.attribute(track.spec, pair, baseline_ms=float(cand.metrics.get("baseline_median") or 0.0),
                                     candidate_ms=float(cand.metrics.get("candidate_median") or 0.0),
-                                    timeout_s=settings.timeout_s, ab_budget_s=budget_s, say=say)
+                                    timeout_s=settings.timeout_s, ab_budget_s=budget_s, say=say,
+                                    change=str(cand.metrics.get("change") or ""))
         record(*abjudge.results(track, settings.max_latency_ms, policy, attribution=table))
 
 
