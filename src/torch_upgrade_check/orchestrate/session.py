@@ -14,6 +14,7 @@ from torch_upgrade_check import __version__, suite
 from torch_upgrade_check.analysis.verdicts import decide
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import DEVICES, CheckResult, CheckSpec, Observation, Outcome, Report, Status
+from torch_upgrade_check.orchestrate import budget as budgets
 from torch_upgrade_check.orchestrate.workers import InfrastructureError, WorkerSession, run_worker
 
 
@@ -25,7 +26,9 @@ class Settings:
     requested_device: str = "auto"
     only: tuple[str, ...] = ()
     workloads: tuple[suite.Workload, ...] = suite.BUILTIN
-    timeout_s: float = 300.0
+    timeout_s: float = budgets.BASE_S
+    # True: timeout_s is the floor, each check's timeout sized from its workload's forward (no --timeout given)
+    size_timeouts: bool = False
     threads: int | None = None
     python_path: tuple[str, ...] = ()
     max_latency_ms: dict[str, float] = field(default_factory=dict)
@@ -36,7 +39,14 @@ class Settings:
     config_root: Path | None = None
 
     def thresholds(self) -> dict[str, Any]:
-        return {"timeout_s": self.timeout_s, "max_latency_ms": dict(self.max_latency_ms), **self.params}
+        return {"timeout_s": self.timeout_s, "timeout_sized": self.size_timeouts,
+                "max_latency_ms": dict(self.max_latency_ms), **self.params}
+
+    def budget(self) -> budgets.Budget:
+        """How each check's timeout is found: sized from its workload's forward, or the --timeout given."""
+        if self.size_timeouts:
+            return budgets.Budget(base_s=self.timeout_s, cap_s=max(budgets.CAP_S, self.timeout_s), pace_s=self.timeout_s)
+        return budgets.Budget(base_s=self.timeout_s, fixed_s=self.timeout_s, pace_s=self.timeout_s)
 
 
 def now() -> str:
@@ -147,16 +157,22 @@ def execute(
 
     on_update(current())
 
+    def on_paced(worker: WorkerSession) -> None:
+        nonlocal report
+        report = replace(report, thresholds={**report.thresholds, **sized(budget, to_run, worker, progress.say)})
+        on_update(current())
+
     def on_observation(spec: CheckSpec, obs: Observation) -> None:
         results[spec.id] = decide_fn(spec, obs, results[spec.id].repro)
         on_update(current())
         progress(results[spec.id], obs.duration_s)
 
+    budget = settings.budget()
     try:
         if to_run:
             run_worker(python, to_run, log_dir=settings.out / "logs", timeout_s=settings.timeout_s,
                        threads=settings.threads, python_path=list(settings.python_path), log_prefix=log_prefix,
-                       on_observation=on_observation)
+                       on_observation=on_observation, budget=budget, on_paced=on_paced)
     except InfrastructureError as e:
         return replace(current(), infra_error=str(e), finished=now())
     if settings.pytest_args is not None and _pytest_selected(settings):
@@ -171,6 +187,27 @@ def execute(
             progress(r, r.duration_s)
         on_update(current())
     return current()
+
+
+def sized(budget: budgets.Budget, specs: Sequence[CheckSpec], worker: WorkerSession,
+          say: Callable[[str], None]) -> dict[str, Any]:
+    """Once the forwards are timed: each workload's forward, the checks whose timeout was raised above the floor, and
+    the checks expected to outlive theirs (said now, with what to set); for the report's thresholds."""
+    timeouts = budgets.timeouts(budget, specs, worker.paces)
+    unfit = budgets.unfit(budget, specs, worker.paces)
+    for w, pace in worker.paces.items():
+        if pace.forward_s is None:
+            say(f"{w}'s forward was not timed ({worker.said.get(w, {}).get('error', 'no figure')}): its checks keep "
+                f"the {budget.base_s:g} s timeout")
+    raised = {check: round(t, 1) for check, t in timeouts.items() if t > budget.base_s}
+    if raised:
+        say(f"per-check timeouts sized from each workload's forward: {len(raised)} above {budget.base_s:g} s (the "
+            f"most {max(raised.values()):g} s)")
+    for u in unfit:
+        say(f"may not fit its budget: {u.line()}")
+    return {"paces": {w: {"forward_s": None if p.forward_s is None else round(p.forward_s, 6), "ops": p.ops}
+                      for w, p in worker.paces.items()},
+            "check_timeouts_s": raised, "over_budget": [u.line() for u in unfit]}
 
 
 def _pytest_selected(settings: Settings) -> bool:

@@ -2,6 +2,9 @@
 
 Reads a plan (schema.PLAN_KIND), writes one JSON event per line to EVENTS, flushed as it goes:
   {"event": "hello", "environment": {...}, "probes": {device: [available, reason]}}
+  {"event": "pacing", "workload": ...}    before timing a workload's forward (the plan's "pace", if any)
+  {"event": "pace", "workload": ..., "forward_s": ...}   its warm forward's seconds (or "error")
+  {"event": "paced"}                       after the last
   {"event": "start", "id": ...}            before each check
   {"event": "observation", ...}            after each check (model.Observation)
   {"event": "done"}
@@ -94,6 +97,21 @@ def _fit_compile_threads() -> None:
         config.compile_threads = min(config.compile_threads, decide())
 
 
+def _pace(specs: list[dict[str, Any]], events: IO[str]) -> None:
+    """Each asked workload's forward, timed before the checks (worker.pace): the orchestrator sizes their timeouts
+    from it, and bounds this phase itself ("pacing" says which workload is being timed)."""
+    if not specs:
+        return
+    from torch_upgrade_check.model import CheckSpec
+    from torch_upgrade_check.worker import pace
+
+    for raw in specs:
+        spec = CheckSpec.from_dict(raw)
+        _emit(events, {"event": "pacing", "workload": spec.workload})
+        _emit(events, {"event": "pace", "workload": spec.workload, **pace.measure(spec)})
+    _emit(events, {"event": "paced"})
+
+
 def main(argv: list[str]) -> int:
     _die_with_parent()
     faulthandler.enable()  # a segfault or abort prints the Python stack: the crash record's details
@@ -129,6 +147,7 @@ def main(argv: list[str]) -> int:
         import gc
 
         gc.freeze()  # torch's own objects never become garbage: collections before timing skip them (200 ms -> ms)
+        _pace(plan.get("pace", []), events)
         for raw in plan.get("checks", []):
             spec = CheckSpec.from_dict(raw)
             _wait_for(spec.params.get("after"))
