@@ -87,14 +87,15 @@ def test_a_slow_forward_gets_the_time_the_fixed_default_would_not_give(tmp_path:
     fixed = run_worker(torch_python, [slow], log_dir=tmp_path / "fixed", timeout_s=LOW.base_s, threads=1,
                        python_path=[str(FIXTURES)])
     assert fixed.observations[slow.id].status == Status.TIMEOUT, fixed.observations[slow.id]
-    paced: list[dict] = []
+    paced: list[tuple[str, Pace, int]] = []
     sized = run_worker(torch_python, [slow], log_dir=tmp_path / "sized", timeout_s=LOW.base_s, threads=1,
-                       python_path=[str(FIXTURES)], budget=LOW, on_paced=lambda s: paced.append(dict(s.paces)))
+                       python_path=[str(FIXTURES)], budget=LOW,
+                       on_paced=lambda s, w: paced.append((w, s.paces[w], len(s.observations))))
     obs = sized.observations[slow.id]
     assert obs.status == Status.OK and obs.metrics.get("equal") is not False, obs
-    forward = paced[0]["slow"].forward_s  # heard once, before the check started
-    assert len(paced) == 1 and SLOW_S <= forward < SLOW_S + 1.0 and paced[0]["slow"].ops
-    assert LOW.timeout("determinism", paced[0]["slow"]) == pytest.approx(20 * forward)
+    (workload, pace, done_before), = paced  # heard once, before the check ended
+    assert workload == "slow" and done_before == 0 and SLOW_S <= pace.forward_s < SLOW_S + 1.0 and pace.ops
+    assert LOW.timeout("determinism", pace) == pytest.approx(20 * pace.forward_s)
 
 
 def test_a_hang_still_times_out_at_the_sized_timeout(tmp_path: Path, torch_python: str) -> None:
@@ -113,13 +114,13 @@ def test_a_hang_still_times_out_at_the_sized_timeout(tmp_path: Path, torch_pytho
 def test_a_hang_while_timing_the_forward_is_bounded_and_the_checks_still_run(tmp_path: Path,
                                                                              torch_python: str) -> None:
     """faulty:hang never returns from its factory: the forward's timing is given up, a fresh worker runs the checks
-    (the other workload's timed as well), and the hung one's check times out at the floor."""
+    (the next workload's timed before its own), and the hung one's check times out at the floor."""
     hung, good = spec("faulty:hang", "numerics", "hung"), spec("faulty:good", "numerics", "good")
-    paced: list[dict] = []
+    paced: list[tuple[str, Pace]] = []
     session = run_worker(torch_python, [hung, good], log_dir=tmp_path, timeout_s=1.0, threads=1,
                          python_path=[str(FIXTURES)], budget=Budget(base_s=1.0, cap_s=60.0, pace_s=15.0),
-                         on_paced=lambda s: paced.append(dict(s.paces)))
-    assert len(paced) == 1 and paced[0]["hung"].forward_s is None and paced[0]["good"].forward_s is not None
+                         on_paced=lambda s, w: paced.append((w, s.paces[w])))
+    assert [w for w, _ in paced] == ["hung", "good"] and paced[0][1].forward_s is None and paced[1][1].forward_s
     assert "was not built and run within 15s" in session.said["hung"]["error"]
     assert session.observations[hung.id].status == Status.TIMEOUT
     assert session.observations[hung.id].message.startswith("timed out after 1s")

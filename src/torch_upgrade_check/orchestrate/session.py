@@ -157,9 +157,11 @@ def execute(
 
     on_update(current())
 
-    def on_paced(worker: WorkerSession) -> None:
+    def on_paced(worker: WorkerSession, workload: str) -> None:
         nonlocal report
-        report = replace(report, thresholds={**report.thresholds, **sized(budget, to_run, worker, progress.say)})
+        mine = [s for s in to_run if s.workload == workload]
+        report = replace(report, thresholds=merged(report.thresholds, sized(budget, mine, worker, workload,
+                                                                             progress.say)))
         on_update(current())
 
     def on_observation(spec: CheckSpec, obs: Observation) -> None:
@@ -189,25 +191,37 @@ def execute(
     return current()
 
 
-def sized(budget: budgets.Budget, specs: Sequence[CheckSpec], worker: WorkerSession,
+def sized(budget: budgets.Budget, specs: Sequence[CheckSpec], worker: WorkerSession, workload: str,
           say: Callable[[str], None]) -> dict[str, Any]:
-    """Once the forwards are timed: each workload's forward, the checks whose timeout was raised above the floor, and
-    the checks expected to outlive theirs (said now, with what to set); for the report's thresholds."""
+    """Once `workload`'s forward is timed, before its checks (`specs`): its pace, its checks whose timeout was raised
+    above the floor, and those expected to outlive theirs (said now, with what to set); for the report's thresholds."""
+    pace = worker.paces.get(workload, budgets.Pace(None))
+    if pace.forward_s is None:
+        say(f"{workload}'s forward was not timed ({worker.said.get(workload, {}).get('error', 'no figure')}): its "
+            f"checks keep the {budget.base_s:g} s timeout")
     timeouts = budgets.timeouts(budget, specs, worker.paces)
-    unfit = budgets.unfit(budget, specs, worker.paces)
-    for w, pace in worker.paces.items():
-        if pace.forward_s is None:
-            say(f"{w}'s forward was not timed ({worker.said.get(w, {}).get('error', 'no figure')}): its checks keep "
-                f"the {budget.base_s:g} s timeout")
     raised = {check: round(t, 1) for check, t in timeouts.items() if t > budget.base_s}
     if raised:
-        say(f"per-check timeouts sized from each workload's forward: {len(raised)} above {budget.base_s:g} s (the "
-            f"most {max(raised.values()):g} s)")
+        each = ", ".join(f"{check} {t:g} s" for check, t in raised.items())
+        say(f"timeouts sized above {budget.base_s:g} s from {workload}'s forward: {each}")
+    unfit = budgets.unfit(budget, specs, worker.paces)
     for u in unfit:
         say(f"may not fit its budget: {u.line()}")
-    return {"paces": {w: {"forward_s": None if p.forward_s is None else round(p.forward_s, 6), "ops": p.ops}
-                      for w, p in worker.paces.items()},
+    return {"paces": {workload: {"forward_s": None if pace.forward_s is None else round(pace.forward_s, 6),
+                                 "ops": pace.ops}},
             "check_timeouts_s": raised, "over_budget": [u.line() for u in unfit]}
+
+
+def merged(thresholds: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """The report's thresholds with one more workload's sizing added (dicts joined, lists extended)."""
+    out = dict(thresholds)
+    for key, value in more.items():
+        before = out.get(key)
+        if isinstance(value, dict):
+            out[key] = {**(before if isinstance(before, dict) else {}), **value}
+        elif isinstance(value, list):
+            out[key] = [*(before if isinstance(before, list) else []), *value]
+    return out
 
 
 def _pytest_selected(settings: Settings) -> bool:

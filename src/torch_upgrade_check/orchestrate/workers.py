@@ -5,10 +5,11 @@ when a check crashes the worker or outlives its timeout, the worker is killed, t
 recorded as an error with the signal or timeout and the tail of the worker's output, and a fresh
 worker continues with the next check. Order: timeout, then exit code, then the result file.
 
-With a Budget, the first worker times each workload's forward before its checks (worker.pace), each workload
-within the budget's `pace_s`; where the budget sizes timeouts (no --timeout given) every check's is then sized from
-its workload's (orchestrate.budget), and either way the caller hears which checks are expected to outlive theirs. A
-forward not timed (it raised, hung or crashed the worker: a fresh one times the rest) leaves the floor.
+With a Budget, the worker times each workload's forward before the workload's first check (worker.pace), within
+the budget's `pace_s`; where the budget sizes timeouts (no --timeout given) each of its checks' is then sized from
+it (orchestrate.budget), and either way the caller hears it (and says which checks may outlive their timeout). Timed
+before each workload rather than all at the start, so that one workload that hangs or takes long to build holds up
+no other's results. A forward not timed (it raised, hung or crashed the worker) leaves the floor.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ class WorkerSession:
     # each workload's warm forward and op count as the worker measured them (forward None: not timed; `said` why)
     paces: dict[str, Pace] = field(default_factory=dict)
     said: dict[str, dict[str, Any]] = field(default_factory=dict)  # what the worker said of each, raw
-    paced: bool = False  # the forwards were asked for (once a session: a relaunch does not time them again)
 
 
 _PACKAGE_PATH_LOCK = threading.Lock()
@@ -100,12 +100,12 @@ def run_worker(
     on_start: Callable[[CheckSpec], None] = lambda spec: None,
     on_observation: Callable[[CheckSpec, Observation], None] = lambda spec, obs: None,
     budget: Budget | None = None,
-    on_paced: Callable[[WorkerSession], None] = lambda session: None,
+    on_paced: Callable[[WorkerSession, str], None] = lambda session, workload: None,
 ) -> WorkerSession:
     """Run `checks` in workers of `python`; every check ends with exactly one observation.
 
-    Each check's timeout is `timeout_s`; with `budget`, each workload's forward is timed first (`on_paced` is
-    called once they are, before any check starts) and the budget gives each check's timeout.
+    Each check's timeout is `timeout_s`; with `budget`, each workload's forward is timed before its first check
+    (`on_paced(session, workload)` then, timed or not) and the budget gives each check's timeout.
     Raises InfrastructureError when the first worker cannot import torch or start at all.
     """
     session = WorkerSession()
@@ -113,14 +113,10 @@ def run_worker(
     log_dir.mkdir(parents=True, exist_ok=True)
     pace = to_pace(checks) if budget is not None else []
     budget = budget or Budget(fixed_s=timeout_s)
-    session.paced = not pace
     while True:
         session.launches += 1
         log_path = log_dir / f"{log_prefix}-{session.launches}.log"
-        pending = [s for s in pace if s.workload not in session.paces]
-        if not pending and not session.paced:  # the last was killed or crashed its worker: no more to time
-            session.paced = True
-            on_paced(session)
+        pending = [s for s in pace if s.workload not in session.paces]  # a relaunch times none twice
         done = _launch(
             python, remaining, session, log_path, budget, probe if session.launches == 1 else (), threads,
             python_path, on_start, on_observation, pending, on_paced,
@@ -142,7 +138,7 @@ def _launch(
     on_start: Callable[[CheckSpec], None],
     on_observation: Callable[[CheckSpec, Observation], None],
     pace: Sequence[CheckSpec],
-    on_paced: Callable[[WorkerSession], None],
+    on_paced: Callable[[WorkerSession, str], None],
 ) -> bool:
     """One worker process; returns True when it finished its plan."""
     by_id = {c.id: c for c in checks}
@@ -169,33 +165,28 @@ def _launch(
         except OSError as e:
             raise InfrastructureError(f"cannot start interpreter {python}: {e.strerror or e}") from None
         return _supervise(proc, events_path, log_path, by_id, session, budget, on_start, on_observation,
-                          _Pacing(on_paced, [s.workload for s in pace]))
+                          _Pacing(on_paced))
 
 
 @dataclass
 class _Pacing:
-    """The forwards' phase of one worker: which workload is being timed, since when; `on_paced` called once a
-    session, when every workload's forward is timed or given up."""
+    """Which workload's forward the worker is timing, since when; `on_paced` called for each, timed or not."""
 
-    on_paced: Callable[[WorkerSession], None]
-    asked: list[str]  # the workloads this worker was asked to time
+    on_paced: Callable[[WorkerSession, str], None]
     workload: str | None = None
     since: float = 0.0
 
-    def done(self, session: WorkerSession) -> None:
-        """This worker timed every forward it was asked for: report them, once."""
-        self.workload, self.asked = None, []
-        if not session.paced:
-            session.paced = True
-            self.on_paced(session)
+    def timed(self, session: WorkerSession, event: dict[str, Any]) -> None:
+        workload, forward, ops = str(event["workload"]), event.get("forward_s"), event.get("ops")
+        session.paces[workload] = Pace(None if forward is None else float(forward), None if ops is None else int(ops))
+        session.said[workload] = event
+        self.workload = None
+        self.on_paced(session, workload)
 
     def failed(self, session: WorkerSession, why: str) -> None:
-        """The workload being timed killed or hung the worker: no figure for it (a fresh worker times the rest); the
-        worker died between two: none for the rest either (no loop of fresh workers dying alike)."""
-        for w in [self.workload] if self.workload is not None else [w for w in self.asked if w not in session.paces]:
-            session.paces[w] = Pace(None)
-            session.said[w] = {"error": why}
-        self.workload, self.asked = None, []
+        """The workload being timed killed or hung the worker: no figure for it; its checks run in a fresh worker."""
+        if self.workload is not None:
+            self.timed(session, {"workload": self.workload, "error": why})
 
 
 def _supervise(
@@ -233,16 +224,8 @@ def _supervise(
                 elif kind == "pacing":
                     pacing.workload, pacing.since = str(event["workload"]), time.monotonic()
                 elif kind == "pace":
-                    forward, ops = event.get("forward_s"), event.get("ops")
-                    session.paces[str(event["workload"])] = Pace(None if forward is None else float(forward),
-                                                                 None if ops is None else int(ops))
-                    session.said[str(event["workload"])] = event
-                    pacing.workload = None
-                elif kind == "paced":
-                    pacing.done(session)
+                    pacing.timed(session, event)
                 elif kind == "start":
-                    if pacing.asked:  # a worker that skipped the forwards' end: the checks still need timeouts
-                        pacing.done(session)
                     current, started_at = event["id"], time.monotonic()
                     spec = by_id[current]
                     timeout_s = budget.timeout(spec.aspect, session.paces.get(spec.workload))
@@ -283,7 +266,7 @@ def _supervise(
         _record_failure(current, f"the worker crashed: {describe_exit(code)}", log_path,
                         time.monotonic() - started_at, by_id, session, on_observation)
         return False
-    if pacing.asked:  # it died timing a forward: no check is its victim, and the next worker times the rest
+    if pacing.workload is not None:  # it died timing a forward: no check is its victim
         pacing.failed(session, f"the worker exited while timing it: {describe_exit(code)}")
         return False
     # The worker exited between checks without finishing: treat the next check as the victim
