@@ -146,3 +146,21 @@ def test_the_run_says_at_its_start_which_checks_may_not_fit_and_what_to_set(tmp_
     assert results_by_id(report)["slow[float32]/determinism"]["outcome"] in (Outcome.PASSED.value, Outcome.ERROR.value)
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8").replace("\\", "")
     assert "may not finish within the per-check timeout: slow[float32]/determinism" in summary
+
+
+def test_compares_ab_requests_take_the_timeout_sized_from_the_slower_sides_pace(tmp_path: Path) -> None:
+    from torch_upgrade_check.commands.compare import _sized_timeouts
+    from torch_upgrade_check.orchestrate.session import Settings
+
+    def side(paces: dict) -> Report:
+        return Report(tool_version="1", device="cpu", requested_device="cpu", label="", command=[], started="",
+                      thresholds={"paces": paces})
+
+    reports = {"baseline": side({"big": {"forward_s": 2.0, "ops": None}, "odd": {"forward_s": "x", "ops": 3}}),
+               "candidate": side({"big": {"forward_s": 4.0, "ops": 900}})}
+    latency, compiled = spec("m:f", "latency", "big"), spec("m:f", "compiled-latency", "big")
+    sized = _sized_timeouts(Settings(out=tmp_path, size_timeouts=True), reports)
+    assert sized(latency) == pytest.approx(100 * 4.0)  # the candidate's slower forward
+    assert sized(compiled) == pytest.approx(min(budget.CAP_S, 100 * 4.0 + 0.5 * (budget.COMPILE_S + budget.OP_S * 900)))
+    assert sized(spec("m:f", "latency", "odd")) == sized(spec("m:f", "latency", "unseen")) == budget.BASE_S
+    assert _sized_timeouts(Settings(out=tmp_path, timeout_s=20.0), reports)(compiled) == 20.0  # --timeout wins

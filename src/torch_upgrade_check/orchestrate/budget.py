@@ -125,6 +125,23 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
+def slowest(recorded: Sequence[object]) -> dict[str, Pace]:
+    """Per workload, the slower of the sides' paces as their reports keep them (`thresholds.paces`: {workload:
+    {"forward_s", "ops"}}); what is not a number is skipped."""
+    forwards: dict[str, list[float]] = {}
+    ops: dict[str, list[int]] = {}
+    for paces in recorded:
+        for workload, figures in (paces.items() if isinstance(paces, Mapping) else ()):
+            if not isinstance(figures, Mapping):
+                continue
+            forward, count = figures.get("forward_s"), figures.get("ops")
+            if isinstance(forward, (int, float)) and not isinstance(forward, bool):
+                forwards.setdefault(str(workload), []).append(float(forward))
+            if isinstance(count, int) and not isinstance(count, bool):
+                ops.setdefault(str(workload), []).append(count)
+    return {w: Pace(max(f), max(ops[w]) if w in ops else None) for w, f in forwards.items()}
+
+
 def to_pace(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
     """One check a workload whose forward sizes a timeout: the first of it whose aspect is sized (its device, dtype
     and factory are what the forward is timed with)."""
