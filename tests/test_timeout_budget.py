@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, load_report, results_by_id, run_cli
+from harness import interpreter
 
 from torch_upgrade_check.aspects import ASPECT, TABLE, Runs
 from torch_upgrade_check.model import CheckSpec, Outcome, Report, Status
@@ -164,3 +165,17 @@ def test_compares_ab_requests_take_the_timeout_sized_from_the_slower_sides_pace(
     assert sized(compiled) == pytest.approx(min(budget.CAP_S, 100 * 4.0 + 0.5 * (budget.COMPILE_S + budget.OP_S * 900)))
     assert sized(spec("m:f", "latency", "odd")) == sized(spec("m:f", "latency", "unseen")) == budget.BASE_S
     assert _sized_timeouts(Settings(out=tmp_path, timeout_s=20.0), reports)(compiled) == 20.0  # --timeout wins
+
+
+def test_the_forward_is_timed_with_the_device_synchronised_under_the_cuda_emulation(tmp_path: Path,
+                                                                                     torch_python: str) -> None:
+    """The emulated CUDA's kernels pay their device time (50 ms each here) only at synchronize, as a GPU's: a forward
+    timed without it would read the launches alone. On a real GPU this is unproven (none was lent)."""
+    python = interpreter(torch_python, tmp_path / "py", emulate="cuda", options={"TUC_EMULATE_KERNEL_US": "50000"})
+    good = CheckSpec("good", "numerics", "cuda", "float32", "faulty:good")
+    paced: list[Pace] = []
+    session = run_worker(str(python), [good], log_dir=tmp_path / "logs", timeout_s=60.0, threads=1,
+                         python_path=[str(FIXTURES)], budget=LOW, on_paced=lambda s, w: paced.append(s.paces[w]))
+    assert session.observations[good.id].status == Status.OK, session.observations[good.id]
+    (pace,) = paced
+    assert pace.forward_s is not None and pace.forward_s >= 3 * 0.05, (pace, session.said)  # Linear, Tanh, Linear
