@@ -64,7 +64,7 @@ def test_a_check_expected_to_outlive_its_timeout_is_named_with_the_setting() -> 
     assert [u.check for u in unfit] == ["big[float32]/compile"]  # 50 × 0.5 s + 30 s + 2000 × 3 s: past the cap
     line = unfit[0].line()
     assert line.startswith("big[float32]/compile: about 6055 s expected (its workload's forward 500 ms, 2000 aten ops), "
-                           "over its 1800 s timeout; set --timeout 6100 (the action's input check-timeout-seconds)"), line
+                           "over its 1800 s timeout; set --timeout 6100 (the action's input and the config's key check-timeout-seconds)"), line
     # a --timeout the team set is judged alike: it wins, and the run says what it leaves out
     assert [u.check for u in budget.unfit(Budget(fixed_s=20.0), specs, paces)] == ["big[float32]/numerics",
                                                                                     "big[float32]/compile"]
@@ -137,7 +137,7 @@ def test_the_run_says_at_its_start_which_checks_may_not_fit_and_what_to_set(tmp_
     said = next((line for line in out.splitlines() if "may not fit its budget" in line), "")
     # 20 forwards of at least 0.6 s: past the 10 s the team set
     assert re.search(r"slow\[float32\]/determinism: about \d+ s expected \(its workload's forward [\d.]+ m?s, \d+ aten "
-                     r"ops\), over its 10 s timeout; set --timeout \d+00 \(the action's input check-timeout-seconds\)",
+                     r"ops\), over its 10 s timeout; set --timeout \d+00 \(the action's input and the config's key check-timeout-seconds\)",
                      said), out
     assert out.index("may not fit its budget") < out.index("slow[float32]/determinism ")  # before the check's line
     report = load_report(tmp_path)
@@ -179,3 +179,24 @@ def test_the_forward_is_timed_with_the_device_synchronised_under_the_cuda_emulat
     assert session.observations[good.id].status == Status.OK, session.observations[good.id]
     (pace,) = paced
     assert pace.forward_s is not None and pace.forward_s >= 3 * 0.05, (pace, session.said)  # Linear, Tanh, Linear
+
+
+@pytest.mark.parametrize("argv, config, sized, seconds", [
+    ([], "", True, budget.BASE_S),  # nothing set: sized, the floor as its base
+    ([], "check-timeout-seconds: 900\n", False, 900.0),  # the config's key holds for every check
+    (["--timeout", "60"], "check-timeout-seconds: 900\n", False, 60.0),  # --timeout overrides it
+])
+def test_a_timeout_set_by_flag_or_config_key_turns_the_sizing_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   argv: list[str], config: str, sized: bool,
+                                                                   seconds: float) -> None:
+    from torch_upgrade_check import cli
+    from torch_upgrade_check.commands import settings
+
+    monkeypatch.chdir(tmp_path)
+    if config:
+        (tmp_path / "torch-upgrade-check.yml").write_text("version: 1\n" + config, encoding="utf-8")
+    args = ["run", *argv, *(["--config", str(tmp_path / "torch-upgrade-check.yml")] if config else [])]
+    s = settings.build(cli.build_parser().parse_args(args), args).session
+    assert (s.size_timeouts, s.timeout_s) == (sized, seconds)
+    assert s.budget().sized is sized and s.budget().timeout("compile", Pace(1.0, 2000)) == (
+        budget.CAP_S if sized else seconds)

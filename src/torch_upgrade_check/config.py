@@ -33,7 +33,7 @@ DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a not in OPT_IN_ASPECTS)
 DEFAULT_DTYPES = ("float32",)
 
 TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest", "requirements", "extras",
-            "threads", "ab-budget", "undecided", "fleet", "artifacts")
+            "threads", "ab-budget", "undecided", "fleet", "artifacts", "check-timeout-seconds")
 THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression", "max-compile-time-regression")
 WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks",
                  "training-steps", "jit", "onnx", "compile")
@@ -151,6 +151,7 @@ class Config:
     threads: int | None = None  # torch CPU threads of every worker (--threads overrides)
     ab_budget: float | None = None  # compare's measuring seconds per A/B check (--ab-budget overrides)
     undecided: str | None = None  # fail | pass: an undecided A/B check beyond its threshold (--undecided overrides)
+    check_timeout_seconds: float | None = None  # every check's timeout (--timeout overrides); None: sized by budget
 
     @property
     def root(self) -> Path:
@@ -367,6 +368,7 @@ class _Checker:
                    "threads": lambda n: self.value(threads, n, "threads"),
                    "ab-budget": lambda n: self.value(timeout, n, "ab-budget"),
                    "undecided": lambda n: self.value(undecided, n, "undecided"),
+                   "check-timeout-seconds": lambda n: self.value(timeout, n, "check-timeout-seconds"),
                    "fleet": self._fleet, "artifacts": self._artifacts}
         fields = {key.replace("-", "_"): walk(top[key]) for key, walk in walkers.items() if key in top}
         self.raise_problems()

@@ -263,6 +263,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str], *, cross_version: bool =
         raise UsageError(*problems)
     if threads is None and cfg is not None:
         threads = cfg.threads  # config key `threads:`; --threads overrides it
+    if timeout_s is None and cfg is not None:
+        timeout_s = cfg.check_timeout_seconds  # config key `check-timeout-seconds:`; --timeout overrides it
     params = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
     python_path = [str(Path(p).resolve()) for p in args.python_path]
     if cfg is None:

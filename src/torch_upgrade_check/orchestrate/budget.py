@@ -34,7 +34,7 @@ CAP_S = 1800.0  # a sized timeout's ceiling: past it, the team sets --timeout (a
 # mobilenet_v3_small's check outlived 300 s. Rounded up: a guide, not a promise.
 COMPILE_S = 30.0
 OP_S = 3.0
-SETTING = "--timeout SECONDS (the action's input check-timeout-seconds)"
+SETTING = "--timeout SECONDS (the action's input and the config's key check-timeout-seconds)"
 
 
 class Pace(NamedTuple):
