@@ -64,7 +64,8 @@ def test_a_check_expected_to_outlive_its_timeout_is_named_with_the_setting() -> 
     assert [u.check for u in unfit] == ["big[float32]/compile"]  # 50 × 0.5 s + 30 s + 2000 × 3 s: past the cap
     line = unfit[0].line()
     assert line.startswith("big[float32]/compile: about 6055 s expected (its workload's forward 500 ms, 2000 aten ops), "
-                           "over its 1800 s timeout; set --timeout 6100 (the action's input and the config's key check-timeout-seconds)"), line
+                           "over its 1800 s timeout; set --timeout 6100 (the action's input and the config's key "
+                           "check-timeout-seconds)"), line
     # a --timeout the team set is judged alike: it wins, and the run says what it leaves out
     assert [u.check for u in budget.unfit(Budget(fixed_s=20.0), specs, paces)] == ["big[float32]/numerics",
                                                                                     "big[float32]/compile"]
@@ -137,7 +138,8 @@ def test_the_run_says_at_its_start_which_checks_may_not_fit_and_what_to_set(tmp_
     said = next((line for line in out.splitlines() if "may not fit its budget" in line), "")
     # 20 forwards of at least 0.6 s: past the 10 s the team set
     assert re.search(r"slow\[float32\]/determinism: about \d+ s expected \(its workload's forward [\d.]+ m?s, \d+ aten "
-                     r"ops\), over its 10 s timeout; set --timeout \d+00 \(the action's input and the config's key check-timeout-seconds\)",
+                     r"ops\), over its 10 s timeout; set --timeout \d+00 \(the action's input and the config's key "
+                     r"check-timeout-seconds\)",
                      said), out
     assert out.index("may not fit its budget") < out.index("slow[float32]/determinism ")  # before the check's line
     report = load_report(tmp_path)
