@@ -69,10 +69,59 @@ def test_shares_are_of_the_ab_slowdown_where_there_is_one_else_of_the_profiled_f
     top = table["ops"][0]
     assert (table["share_of"], table["slowdown_ms"]) == ("ab", 0.12) and top["share"] == pytest.approx(0.5, abs=0.03)
     assert top["share_low"] == pytest.approx(top["low_ms"] / 0.12, abs=1e-4)
-    for none in (None, 0.0, -0.01):  # an A/B that measured no slowdown: the profiled forward's own change
-        assert attribution.attribute(base, cand, slowdown_ms=none)["share_of"] == "profile"
+    # no A/B figure: the profiled forward's own change; an A/B that measured no slowdown: no shares at all
+    assert attribution.attribute(base, cand, slowdown_ms=None)["share_of"] == "profile"
+    for none in (0.0, -0.01):
+        assert attribution.attribute(base, cand, slowdown_ms=none)["share_of"] == "none"
     r = CheckResult("mlp", "latency", "cpu", "float32", Outcome.FAILED, metrics={"op_attribution": table})
     assert "Shares are of the slowdown the A/B measured (120 µs a forward)" in rendered.text_block(r)
+
+
+# issue 46 item 9's case: the A/B read the candidate faster (undecided), the profiled forwards slower, all of it
+# outside the aten ops (1.15 ms -> 2.64 ms); words of a slowdown there contradict the verdict
+OUTSIDE_SLOWER = ([profile(1.22, 0.02, 0.05, jitter=j) for j in JITTERS],
+                  [profile(2.71, 0.02, 0.05, jitter=j) for j in JITTERS])
+
+
+@pytest.mark.parametrize("ab_ms, change", [((1.40, 1.31), "undecided"), ((1.40, 1.31), None),
+                                           ((1.40, 1.40), "undecided"), ((1.40, 1.43), "unchanged"),
+                                           ((1.40, 1.20), "improved")])
+def test_an_ab_not_slower_names_the_largest_change_and_no_slowdown(ab_ms, change) -> None:
+    table = attribution.attribute(*OUTSIDE_SLOWER, ab_ms=ab_ms, change=change)
+    assert table["ab_not_slower"] is True and table["share_of"] == "none"
+    assert all(r["share"] is None and r["share_low"] is None for r in table["ops"])
+    line = attribution.lead(table)
+    assert line.startswith("the largest change: (outside aten ops): 1.16 ms → 2.65 ms a forward (2.30×) (90% "
+                           "interval "), line
+    assert line.endswith(f"; the candidate is not slower overall (the A/B: {attribution.ms(ab_ms[0])} → "
+                         f"{attribution.ms(ab_ms[1])} a forward)"), line
+    assert "slowdown" not in line and "most of it" not in line
+    r = CheckResult("mlp", "latency", "cpu", "float32", Outcome.PASSED, reason="undecided",
+                    metrics={"change": change or "undecided", "op_attribution": table})
+    for text in (rendered.text_block(r), rendered.markdown_block(r, "cpu candidate").replace("\\", "")):
+        assert "slowdown" not in text, text
+        assert "the candidate is not slower overall" in text and "No shares: the A/B did not find" in text
+
+
+def test_an_ab_figure_that_is_not_a_slowdown_shares_nothing_out() -> None:
+    """The A/B's slowdown alone (compare's call before `ab_ms`): faster by 0.09 ms a forward."""
+    line = attribution.lead(attribution.attribute(*OUTSIDE_SLOWER, slowdown_ms=-0.09))
+    assert line.startswith("the largest change: (outside aten ops)") and "slowdown" not in line, line
+
+
+def test_a_faster_op_counts_as_a_change_where_the_ab_is_not_slower() -> None:
+    """Candidate faster overall: gelu 4x faster is the largest change, named as one (the sort is by size either way)."""
+    table = attribution.attribute([profile(0.16, 0.08, 0.05, jitter=j) for j in JITTERS],
+                                  [profile(0.10, 0.02, 0.05, jitter=j) for j in JITTERS], ab_ms=(0.16, 0.10))
+    assert table["ops"][0]["op"] == "aten::gelu" and table["ops"][0]["change_ms"] < 0
+    assert attribution.lead(table).startswith("the largest change: aten::gelu [32, 128] float32: 80.4 µs → 20.1 µs")
+
+
+def test_an_undecided_ab_that_reads_slower_still_shares_out_its_slowdown() -> None:
+    table = attribution.attribute(*OUTSIDE_SLOWER, ab_ms=(1.40, 2.80), change="undecided")
+    assert table["ab_not_slower"] is False and table["share_of"] == "ab"
+    assert attribution.lead(table).startswith("most of it in (outside aten ops): 1.16 ms → 2.65 ms a forward (2.30×), "
+                                              "107% of the slowdown")
 
 
 def test_a_slowdown_above_the_kernels_is_named_as_time_outside_the_ops() -> None:

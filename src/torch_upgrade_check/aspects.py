@@ -109,51 +109,58 @@ class Aspect:
     # judged tensor by tensor against a golden, so a failure has a size: compare excuses one the baseline shares at
     # the same size as the model's own (analysis.shared has the rule)
     sized: bool = False
+    # What a check costs, for its timeout (orchestrate.budget): `forwards`, in the workload's warm eager forwards as
+    # the worker timed it on its side; `compiles`, in compiles of the workload's forward and training step, each
+    # costing budget.COMPILE_S a compile plus budget.OP_S an aten op of its forward. Both 0: not sized (a host check,
+    # a file, a DataLoader's batches): the default timeout holds. Rough figures, erring high: see docs/checks.md.
+    forwards: float = 0.0
+    compiles: float = 0.0
 
 
 _W, _C, _FK = Runs.WORKER, InCompare, FailKind  # short, for the table
 STACK_OPT_IN = "a stack (--requirements, --extras, a lock file, or the config's), or --only naming it"
 TABLE: tuple[Aspect, ...] = (
-    Aspect("numerics", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.8, 3.6), sized=True),
+    Aspect("numerics", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.8, 3.6), sized=True, forwards=50),
     Aspect("cross-backend", _W, _C.ALONE, _FK.CORRECTNESS,
-           Cost(None, None, "needs an accelerator: not measured here (skipped on a CPU)"), sized=True),
+           Cost(None, None, "needs an accelerator: not measured here (skipped on a CPU)"), sized=True, forwards=50),
     Aspect("cross-version", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.2, 14, "compare only; the first of a worker the most"),
-           compare_only=True),
+           compare_only=True, forwards=50),
     Aspect("compile", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(7.3, 28, "Inductor compiles of the forward and the training step; FlexAttention's take the most"),
-           family="compile"),
+           family="compile", forwards=50, compiles=1),
     Aspect("compile-mode", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(0.1, 1.2, "mlp and matmul compiled again in the device's mode, after their compile check (measured "
-                          "alone, 2026-12-04, Inductor's cache empty)"), family="compile"),
-    Aspect("determinism", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.2, 0.3)),
-    Aspect("deterministic-backward", _W, _C.ALONE, _FK.CORRECTNESS, Cost(None, None, "CUDA only: not measured here")),
-    Aspect("latency", _W, _C.AB, _FK.LATENCY, Cost(2.1, 6.0), ab=AB("ms", "latency", Threshold.LATENCY)),
+                          "alone, 2026-12-04, Inductor's cache empty)"), family="compile", forwards=50, compiles=1),
+    Aspect("determinism", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.2, 0.3), forwards=20),
+    Aspect("deterministic-backward", _W, _C.ALONE, _FK.CORRECTNESS, Cost(None, None, "CUDA only: not measured here"), forwards=20),
+    Aspect("latency", _W, _C.AB, _FK.LATENCY, Cost(2.1, 6.0), ab=AB("ms", "latency", Threshold.LATENCY), forwards=100),
     Aspect("op-latency", _W, _C.OPS, _FK.LATENCY,
            Cost(0.9, 10, "compare only: the recorded ops timed on both sides, in 2 fresh process pairs the checks "
-                         "share; the one that records first the most"), compare_only=True),
-    Aspect("memory", _W, _C.AB, _FK.MEMORY, Cost(0.3, 0.8), ab=AB("bytes", "peak memory", Threshold.MEMORY)),
-    Aspect("fsdp2", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS, Cost(46, 46, "torchrun and 2 processes (gloo)")),
+                         "share; the one that records first the most"), compare_only=True, forwards=200),
+    Aspect("memory", _W, _C.AB, _FK.MEMORY, Cost(0.3, 0.8), ab=AB("bytes", "peak memory", Threshold.MEMORY), forwards=10),
+    Aspect("fsdp2", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS, Cost(46, 46, "torchrun and 2 processes (gloo)"), forwards=200),
     Aspect("ddp", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS,
-           Cost(12, 12, "opt-in (--ddp): torchrun and 2 processes (gloo), 25 s of CPU"), opt_in="--ddp"),
-    Aspect("checkpoint", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.7, 0.7), family="training"),
-    Aspect("training-curve", _W, _C.SAVED, _FK.CORRECTNESS, Cost(15, 21, "50 steps, twice"), family="training"),
-    Aspect("sdpa-backends", _W, _C.ALONE, _FK.CORRECTNESS, Cost(3.0, 3.5), sized=True),
+           Cost(12, 12, "opt-in (--ddp): torchrun and 2 processes (gloo), 25 s of CPU"), opt_in="--ddp", forwards=200),
+    Aspect("checkpoint", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.7, 0.7), family="training", forwards=50),
+    Aspect("training-curve", _W, _C.SAVED, _FK.CORRECTNESS, Cost(15, 21, "50 steps, twice"), family="training", forwards=400),
+    Aspect("sdpa-backends", _W, _C.ALONE, _FK.CORRECTNESS, Cost(3.0, 3.5), sized=True, forwards=50),
     Aspect("amp", _W, _C.SAVED, _FK.CORRECTNESS, Cost(2.2, 4.1), family="training", dtypes=Dtypes.FLOAT32,
-           sized=True),
+           sized=True, forwards=100),
     Aspect("dataloader", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(10, 24, "6 DataLoaders of 2 workers: fork, spawn, forkserver, persistent workers off and on "
                         "(spawned workers import torch)"), dtypes=Dtypes.FIRST),
     Aspect("compile-time", _W, _C.AB, _FK.LATENCY, Cost(62, 62, "3 cold compiles of a small MLP, and a warm-up"),
-           opt_in="--compile-time, or a workload's aspects", ab=AB("ms", "cold compile time", Threshold.COMPILE_TIME)),
+           opt_in="--compile-time, or a workload's aspects", ab=AB("ms", "cold compile time", Threshold.COMPILE_TIME),
+           forwards=10, compiles=2),
     Aspect("compile-cache", _W, _C.ALONE, _FK.CORRECTNESS,
            Cost(5.5, 27, "a cold compile and a second process's warm one: matmul's 5 s, a small MLP's C++ "
                          "kernels 12-27 s (2026-12-04, other jobs running)"),
-           opt_in="a workload's aspects (the built-in matmul has it)"),
+           opt_in="a workload's aspects (the built-in matmul has it)", forwards=10, compiles=1.5),
     Aspect("compiled-latency", _W, _C.AB, _FK.LATENCY,
            Cost(2.0, 5.4, "one compile a worker (not timed), then as latency (2026-12-04, other jobs running)"),
            opt_in="a workload's aspects (the built-in mlp has it)",
-           ab=AB("ms", "compiled latency", Threshold.LATENCY)),
-    Aspect("warnings", _W, _C.ALONE, _FK.WARNINGS, Cost(0.3, 0.5), last=True),
+           ab=AB("ms", "compiled latency", Threshold.LATENCY), forwards=100, compiles=0.5),
+    Aspect("warnings", _W, _C.ALONE, _FK.WARNINGS, Cost(0.3, 0.5), last=True, forwards=10),
     Aspect("resolve", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
            Cost(None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
            opt_in=STACK_OPT_IN),
@@ -166,14 +173,14 @@ TABLE: tuple[Aspect, ...] = (
                          "names under torch._dynamo the most"), opt_in="--scan, or --only api"),
     Aspect("export", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(7.4, 13, "the first of a worker imports torch.export in it and in the loader process"),
-           opt_in="a workload's aspects (the built-ins have it)", family="artifact"),
+           opt_in="a workload's aspects (the built-ins have it)", family="artifact", forwards=20, compiles=0.3),
     Aspect("jit", _W, _C.SAVED, _FK.CORRECTNESS, Cost(1.4, 1.4), opt_in="a workload's aspects or its jit: (the built-in "
-                                                                      "mlp has it)", family="artifact"),
+                                                                      "mlp has it)", family="artifact", forwards=500),
     Aspect("aoti", _W, _C.SAVED, _FK.CORRECTNESS, Cost(37, 37, "one AOTInductor compile of a small MLP"),
-           opt_in="a workload's aspects", family="artifact"),
+           opt_in="a workload's aspects", family="artifact", forwards=50, compiles=1),
     Aspect("onnx", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(9.4, 9.4, "dynamo=True, the first of a worker (imports of the exporter); the legacy exporter 0.1 s"),
-           opt_in="a workload's aspects or its onnx:", family="artifact"),
+           opt_in="a workload's aspects or its onnx:", family="artifact", forwards=20, compiles=0.3),
     Aspect("artifact", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.1, 0.2, "a checkpoint or a .pt2 program already imported"),
            opt_in="the config's artifacts:", family="artifact"),
     Aspect("fleet-memory", Runs.REPORT, _C.REPORT, _FK.MEMORY, None, opt_in="--fleet (or the config's fleet:) with a "

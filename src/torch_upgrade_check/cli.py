@@ -19,6 +19,7 @@ from torch_upgrade_check.commands.common import PROG
 from torch_upgrade_check.commands.settings import DEFAULT_TIMEOUT_S
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_USAGE, UsageError
 from torch_upgrade_check.model import DEVICES
+from torch_upgrade_check.orchestrate.budget import CAP_S
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import SchemaError
 
@@ -39,7 +40,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     # --timeout, --rtol, --atol and --threads stay text here: values.py parses them in commands/settings.py, so
     # a bad one is reported with every other problem, in the words the action and the config file use.
     p.add_argument("--timeout", default=None, metavar="SECONDS",
-                   help=f"per-check timeout (default: {DEFAULT_TIMEOUT_S:g})")
+                   help=f"per-check timeout, for every check (default: each check's sized from its workload's "
+                        f"forward, {DEFAULT_TIMEOUT_S:g} to {CAP_S:g})")
     p.add_argument("--rtol", default=None, metavar="X",
                    help="relative tolerance, 0 or more (default: per dtype; 0 with --atol 0: bitwise equality)")
     p.add_argument("--atol", default=None, metavar="Y", help="absolute tolerance, 0 or more (default: per dtype)")

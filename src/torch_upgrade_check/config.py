@@ -33,7 +33,7 @@ DEFAULT_ASPECTS = tuple(a for a in WORKLOAD_ASPECTS if a not in OPT_IN_ASPECTS)
 DEFAULT_DTYPES = ("float32",)
 
 TOP_KEYS = ("version", "suite", "python-path", "thresholds", "workloads", "pytest", "requirements", "extras",
-            "threads", "ab-budget", "undecided", "fail-on-shared-failures", "fleet", "artifacts")
+            "threads", "ab-budget", "undecided", "fail-on-shared-failures", "fleet", "artifacts", "check-timeout-seconds")
 THRESHOLD_KEYS = ("rtol", "atol", "max-latency-regression", "max-memory-regression", "max-compile-time-regression")
 WORKLOAD_KEYS = ("name", "factory", "aspects", "dtypes", "rtol", "atol", "max-latency-ms", "allow-graph-breaks",
                  "training-steps", "jit", "onnx", "compile")
@@ -153,6 +153,7 @@ class Config:
     undecided: str | None = None  # fail | pass: an undecided A/B check beyond its threshold (--undecided overrides)
     # compare: a correctness failure the baseline shares at the same size fails too (--[no-]fail-on-shared-failures)
     fail_on_shared_failures: bool | None = None
+    check_timeout_seconds: float | None = None  # every check's timeout (--timeout overrides); None: sized by budget
 
     @property
     def root(self) -> Path:
@@ -370,6 +371,7 @@ class _Checker:
                    "ab-budget": lambda n: self.value(timeout, n, "ab-budget"),
                    "undecided": lambda n: self.value(undecided, n, "undecided"),
                    "fail-on-shared-failures": lambda n: self.value(flag, n, "fail-on-shared-failures"),
+                   "check-timeout-seconds": lambda n: self.value(timeout, n, "check-timeout-seconds"),
                    "fleet": self._fleet, "artifacts": self._artifacts}
         fields = {key.replace("-", "_"): walk(top[key]) for key, walk in walkers.items() if key in top}
         self.raise_problems()

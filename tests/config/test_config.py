@@ -52,10 +52,12 @@ MALFORMED = [
     ("version-text", "version: '1'\n", "{file}:1: version must be 1 (the schema version this tool reads), got '1'"),
     ("top-key-typo", "version: 1\nthreshold:\n  rtol: 1.0e-4\n",
      "{file}:2: unknown key 'threshold' (did you mean 'thresholds'?); allowed keys: version, suite, python-path, "
-     "thresholds, workloads, pytest, requirements, extras, threads, ab-budget, undecided, fail-on-shared-failures, fleet, artifacts"),
+     "thresholds, workloads, pytest, requirements, extras, threads, ab-budget, undecided, fail-on-shared-failures, fleet, artifacts, "
+     "check-timeout-seconds"),
     ("top-key-underscore", "version: 1\npython_path: [src]\n",
      "{file}:2: unknown key 'python_path' (did you mean 'python-path'?); allowed keys: version, suite, python-path, "
-     "thresholds, workloads, pytest, requirements, extras, threads, ab-budget, undecided, fail-on-shared-failures, fleet, artifacts"),
+     "thresholds, workloads, pytest, requirements, extras, threads, ab-budget, undecided, fail-on-shared-failures, fleet, artifacts, "
+     "check-timeout-seconds"),
     ("undecided-value", "version: 1\nundecided: maybe\n", "{file}:2: undecided must be fail or pass, got 'maybe'"),
     ("ab-budget-value", "version: 1\nab-budget: -5\n",
      "{file}:2: ab-budget must be a positive number like 600 (seconds per check), got -5"),

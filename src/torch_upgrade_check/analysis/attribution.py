@@ -20,7 +20,10 @@ it). Why the A/B's: the profiled wall per forward carries what no op does (a pro
 profiler's own cost): on the shared 2-core machine (load 4-5), over 10 runs of mlp with gelu 2x and 4x slower
 (benchmarks/op_detector.py), gelu's change read 75%-730% of the profiled forward's and 58%-166% of the A/B's. The
 op's own change is measured under the profiler, whose cost per op is the same on both sides. A profiled forward that
-is not slower names no op (it did not reproduce the change). The A/B's figures stay the model-level verdict.
+is not slower names no op (it did not reproduce the change). The A/B's figures stay the model-level verdict, and the
+words follow them: where the A/B did not find the candidate slower (its point estimate not above the baseline's, or
+its state unchanged or improved; an `undecided` check can read faster), nothing is a share of a slowdown: the ops
+that changed most either way are named as changes, and the line says the candidate is not slower overall.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ TOP = 10  # ops kept in the table (by change, largest slowdown first) ...
 MIN_SHARE = 0.01  # ... of those whose change is at least this share of the forward's (a view op's 0.05 µs is not news)
 UNSLOWED_TOP = 3  # ops kept where the profiled forward was not slower (nothing to share out)
 FEWEST = 3  # rounds a side below which no interval is given
+NOT_SLOWER = ("unchanged", "improved")  # the A/B states (model.ABState's words) that say the candidate is not slower
 OUTSIDE = "(outside aten ops)"
 OTHER = "(other ops, past the profile's cap)"
 
@@ -90,16 +94,23 @@ def _figure(b: Sequence[float], c: Sequence[float], fewest: int) -> dict[str, An
 
 
 def attribute(baseline: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]], *, top: int = TOP,
-              fewest: int = FEWEST, slowdown_ms: float | None = None) -> dict[str, Any]:
+              fewest: int = FEWEST, slowdown_ms: float | None = None, ab_ms: tuple[float, float] | None = None,
+              change: str | None = None) -> dict[str, Any]:
     """The table: the profiled forward's change (`total`) and the `top` ops by change (largest slowdown first), each
     with medians, change, interval, ratio, p, share and whether it is sure; JSON-ready. Shares are of `slowdown_ms`
-    (the A/B's, a forward) where it is positive, else of the profiled forward's change (`share_of` says which)."""
+    (the A/B's, a forward; from `ab_ms`, its baseline and candidate medians, where given) where it is positive, else
+    of the profiled forward's change (`share_of` says which). Where the A/B is not slower (`slowdown_ms` <= 0, or
+    `change` unchanged or improved) there are no shares (`share_of` "none", `ab_not_slower`): the ops that changed
+    most either way are kept, as changes."""
+    if ab_ms is not None:
+        slowdown_ms = ab_ms[1] - ab_ms[0]
     if not baseline or not candidate:
         return {"rounds": [len(baseline), len(candidate)], "ops": [], "total": None, "level": LEVEL}
     b, c = _series(baseline), _series(candidate)
     ops_by_key = {key_of(op): op for p in (*baseline, *candidate) for op in p.get("ops") or []}
     total = _figure(b[""], c[""], fewest)
-    slower = total["change_ms"] > 0
+    not_slower = (slowdown_ms is not None and not slowdown_ms > 0) or change in NOT_SLOWER
+    slower = total["change_ms"] > 0 and not not_slower
     by_ab = slowdown_ms is not None and slowdown_ms > 0
     whole = float(slowdown_ms) if by_ab else total["change_ms"]
     rows = []
@@ -116,12 +127,17 @@ def attribute(baseline: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping
             row[f"share_{end}"] = fig[f"{end}_ms"] / whole if slower and fig[f"{end}_ms"] is not None else None
         row["sure"] = fig["p"] <= SURE_P and fig["low_ms"] is not None and fig["low_ms"] > 0
         rows.append(row)
-    rows.sort(key=lambda r: (-r["change_ms"], -r["candidate_ms"]))
+    # not slower overall: the largest changes either way, a faster op as much as a slower one
+    rows.sort(key=lambda r: (-abs(r["change_ms"]) if not_slower else -r["change_ms"], -r["candidate_ms"]))
     kept = ([r for i, r in enumerate(rows[:top]) if i == 0 or r["share"] >= MIN_SHARE] if slower
             else rows[:min(top, UNSLOWED_TOP)])
-    return {"rounds": [len(baseline), len(candidate)], "level": LEVEL, "total": total, "ops_compared": len(ops_by_key),
-            "ops": [_rounded(r) for r in kept], "not_listed": len(rows) - len(kept), "min_share": MIN_SHARE,
-            "share_of": "ab" if by_ab else "profile", "slowdown_ms": round(whole, 6)}
+    table = {"rounds": [len(baseline), len(candidate)], "level": LEVEL, "total": total, "ops_compared": len(ops_by_key),
+             "ops": [_rounded(r) for r in kept], "not_listed": len(rows) - len(kept), "min_share": MIN_SHARE,
+             "share_of": "none" if not_slower else "ab" if by_ab else "profile", "slowdown_ms": round(whole, 6),
+             "ab_not_slower": not_slower}
+    if ab_ms is not None:
+        table["ab_ms"] = [round(float(v), 6) for v in ab_ms]
+    return table
 
 
 def _rounded(row: dict[str, Any]) -> dict[str, Any]:
@@ -158,12 +174,23 @@ def op_line(row: Mapping[str, Any], total: Mapping[str, Any] | None) -> str:
 
 
 def lead(table: Mapping[str, Any]) -> str:
-    """The line a reader of a slower forward needs first: the top op, or why there is none."""
+    """The line a reader of a slower forward needs first: the top op, or why there is none; where the A/B did not find
+    the candidate slower, the largest change, and that the candidate is not slower overall."""
     total, rows = table.get("total"), table.get("ops") or []
     rounds = table.get("rounds") or [0, 0]
     if not total or not rows:
         return "no op profile to attribute the change to"
+    if table.get("ab_not_slower"):
+        return f"the largest change: {op_line(rows[0], total)}; the candidate is not slower overall{_ab_figure(table)}"
     if total["change_ms"] <= 0:
         return (f"the profiled forwards did not reproduce the slowdown ({ms(total['baseline_ms'])} → "
                 f"{ms(total['candidate_ms'])} a forward in {rounds[0]} fresh process pairs): no op to name")
     return f"most of it in {op_line(rows[0], total)}"
+
+
+def _ab_figure(table: Mapping[str, Any]) -> str:
+    """" (the A/B: 1.37 ms → 1.32 ms a forward)", from the table's `ab_ms`; "" without it."""
+    figure = table.get("ab_ms")
+    if not isinstance(figure, (list, tuple)) or len(figure) != 2:
+        return ""
+    return f" (the A/B: {ms(figure[0])} → {ms(figure[1])} a forward)"

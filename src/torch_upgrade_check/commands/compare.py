@@ -41,6 +41,7 @@ from torch_upgrade_check.orchestrate import (
     session,
     store,
 )
+from torch_upgrade_check.orchestrate.budget import slowest
 from torch_upgrade_check.orchestrate.live import LiveWorker
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 from torch_upgrade_check.schema import write_reports
@@ -383,7 +384,8 @@ def measure_ab(sides: Sides, plan: Plan, pair: measure.Pair, launched: list[tupl
     record = _recorder(sides, [*plan.ab_specs, *plan.op_specs])
     if plan.ab_specs:
         _measure(settings, plan.ab_specs, pair, launched.pop() if launched else None, s.thresholds, s.ab_budget_s,
-                 record, s.undecided_policy, attributing=not s.no_attribution)
+                 record, s.undecided_policy, attributing=not s.no_attribution,
+                 timeout_of=_sized_timeouts(settings, sides.reports))
     if plan.op_specs:  # after the A/B: its pairs too are timed alone
         optiming.measure(plan.op_specs, pair, timeout_s=settings.timeout_s, say=say,
                          launched=launched.pop() if launched else None,
@@ -392,7 +394,8 @@ def measure_ab(sides: Sides, plan: Plan, pair: measure.Pair, launched: list[tupl
 
 def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measure.Pair,
              launched: tuple[LiveWorker, LiveWorker] | None, thresholds: compare.Thresholds, budget_s: float,
-             record: Callable[..., CheckResult | None], policy: str, *, attributing: bool = True) -> None:
+             record: Callable[..., CheckResult | None], policy: str, *, attributing: bool = True,
+             timeout_of: Callable[[CheckSpec], float] | None = None) -> None:
     """The latency, memory and compile-time A/B, each result written to both sides' reports as it is decided; then,
     `attributing`, each regressed or undecided latency check's forward profiled op by op (orchestrate.attribute)."""
     kinds = [a for a in AB_ASPECTS if any(c.aspect == a for c in ab_specs)]
@@ -412,14 +415,23 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
             slower.append((track, cand))
 
     measure.measure(ab_specs, pair, thresholds.by_aspect(), timeout_s=settings.timeout_s, budget_s=budget_s, say=say,
-                    on_track=on_track, launched=launched)
+                    on_track=on_track, launched=launched, timeout_of=timeout_of)
     # after every A/B check is decided (its own pairs closed): where each slower forward's time went, op by op
     for track, cand in slower:
         say(f"{cand.id}: {cand.metrics.get('change')}; profiling both sides' forward op by op in fresh pairs")
         table = attribute.attribute(track.spec, pair, baseline_ms=float(cand.metrics.get("baseline_median") or 0.0),
                                     candidate_ms=float(cand.metrics.get("candidate_median") or 0.0),
-                                    timeout_s=settings.timeout_s, ab_budget_s=budget_s, say=say)
+                                    timeout_s=settings.timeout_s, ab_budget_s=budget_s, say=say,
+                                    change=str(cand.metrics.get("change") or ""))
         record(*abjudge.results(track, settings.max_latency_ms, policy, attribution=table))
+
+
+def _sized_timeouts(settings: session.Settings, reports: Mapping[str, Report]) -> Callable[[CheckSpec], float]:
+    """An A/B request's timeout: its check's, sized from its workload's forward as the sides timed it before their
+    checks (the slower side's figures; the floor for a workload neither timed), or the --timeout given."""
+    budget = settings.budget()
+    paces = slowest([r.thresholds.get("paces") for r in reports.values()])
+    return lambda spec: budget.timeout(spec.aspect, paces.get(spec.workload))
 
 
 def _recorder(sides: Sides, specs: list[CheckSpec]) -> Callable[..., CheckResult | None]:

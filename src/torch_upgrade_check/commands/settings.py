@@ -21,10 +21,10 @@ from torch_upgrade_check.commands.common import PROG, Fleet, Output
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.hostchecks import apiscan
 from torch_upgrade_check.model import FAIL_ON
-from torch_upgrade_check.orchestrate import compare, measure, provision, session, store
+from torch_upgrade_check.orchestrate import budget, compare, measure, provision, session, store
 from torch_upgrade_check.stack import Stack
 
-DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_TIMEOUT_S = budget.BASE_S  # the floor of each check's sized timeout
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -265,6 +265,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str], *, cross_version: bool =
         raise UsageError(*problems)
     if threads is None and cfg is not None:
         threads = cfg.threads  # config key `threads:`; --threads overrides it
+    if timeout_s is None and cfg is not None:
+        timeout_s = cfg.check_timeout_seconds  # config key `check-timeout-seconds:`; --timeout overrides it
     params = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
     python_path = [str(Path(p).resolve()) for p in args.python_path]
     if cfg is None:
@@ -281,7 +283,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str], *, cross_version: bool =
         workloads = [suite.with_ddp(w) for w in workloads]
     worker = session.Settings(
         out=Path(args.out), requested_device=args.device, only=tuple(args.only), workloads=tuple(workloads),
-        timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s, threads=threads,
+        timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s, size_timeouts=timeout_s is None,
+        threads=threads,
         python_path=tuple(python_path), max_latency_ms=limits or {}, params=params,
         params_by_workload=by_workload, command=(PROG, *argv),
         pytest_args=cfg.pytest.args if cfg is not None and cfg.pytest else None,

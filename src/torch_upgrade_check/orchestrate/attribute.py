@@ -52,10 +52,12 @@ def calls_for(baseline_ms: float) -> int:
 
 
 def attribute(spec: CheckSpec, pair: Pair, *, baseline_ms: float, candidate_ms: float, timeout_s: float,
-              ab_budget_s: float, say: Callable[[str], None], rounds: int = ROUNDS) -> dict[str, Any]:
+              ab_budget_s: float, say: Callable[[str], None], rounds: int = ROUNDS, change: str | None = None
+              ) -> dict[str, Any]:
     """Profile both sides in up to `rounds` fresh pairs and return the table (analysis.attribution.attribute, shares
-    of the A/B's slowdown: `candidate_ms` - `baseline_ms` a forward) with what was profiled: rounds, calls, seconds,
-    the time measured (cpu or device) and any error."""
+    of the A/B's slowdown: `candidate_ms` - `baseline_ms` a forward; none where the A/B's `change` or its point
+    estimate is not slower) with what was profiled: rounds, calls, seconds, the time measured (cpu or device) and any
+    error."""
     budget = max(BUDGET_S, 3 * ab_budget_s)
     calls = calls_for(baseline_ms)
     ask = replace(spec, params={**spec.params, "profile": True, "calls": calls, "warmup": WARMUP})
@@ -82,7 +84,7 @@ def attribute(spec: CheckSpec, pair: Pair, *, baseline_ms: float, candidate_ms: 
             profiles[side].append(got[side])
             times.add(str(got[side].get("time")))
     seconds = time.monotonic() - started
-    table = attribution.attribute(profiles["b"], profiles["c"], slowdown_ms=candidate_ms - baseline_ms)
+    table = attribution.attribute(profiles["b"], profiles["c"], ab_ms=(baseline_ms, candidate_ms), change=change)
     table.update({"calls": calls, "seconds": round(seconds, 2), "budget_s": budget, "time": "/".join(sorted(times)),
                   "method": "torch.profiler self time per forward, per aten op at its input shapes and dtypes; each "
                             "round a fresh baseline/candidate pair, ABBA"})

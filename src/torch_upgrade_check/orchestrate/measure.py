@@ -245,10 +245,12 @@ def measure(
     say: Callable[[str], None],
     on_track: Callable[[Track], None],
     launched: tuple[LiveWorker, LiveWorker] | None = None,
+    timeout_of: Callable[[CheckSpec], float] | None = None,
 ) -> None:
     """Measure every spec A/B until settled or out of budget; `on_track` gets each check once it is decided.
 
-    `launched`: the first batch's pair, started ahead (while the correctness checks finished); closed here."""
+    `launched`: the first batch's pair, started ahead (while the correctness checks finished); closed here.
+    `timeout_of`: each request's timeout by check (sized from its workload: orchestrate.budget), else `timeout_s`."""
     tracks = [Track(s, thresholds[s.aspect], budget_s=budget_s) for s in specs]
     alpha = ab.run_alpha(len(tracks))  # the run's false-alarm budget, shared (Bonferroni); ab divides by its looks
     for batch in range(1, MAX_BATCHES + 1):
@@ -261,7 +263,7 @@ def measure(
         with pair.start(batch, {t.spec.aspect for t in todo}, launched) as (b, c):
             launched = None
             for t in todo:
-                measure_batch(t, b, c, timeout_s, cap_s=t.pair_cap())
+                measure_batch(t, b, c, timeout_of(t.spec) if timeout_of else timeout_s, cap_s=t.pair_cap())
                 if t.failed is not None:
                     on_track(t)
                     continue

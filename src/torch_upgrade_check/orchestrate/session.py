@@ -14,6 +14,7 @@ from torch_upgrade_check import __version__, suite
 from torch_upgrade_check.analysis.verdicts import decide
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import DEVICES, CheckResult, CheckSpec, Observation, Outcome, Report, Status
+from torch_upgrade_check.orchestrate import budget as budgets
 from torch_upgrade_check.orchestrate.workers import InfrastructureError, WorkerSession, run_worker
 
 
@@ -25,7 +26,9 @@ class Settings:
     requested_device: str = "auto"
     only: tuple[str, ...] = ()
     workloads: tuple[suite.Workload, ...] = suite.BUILTIN
-    timeout_s: float = 300.0
+    timeout_s: float = budgets.BASE_S
+    # True: timeout_s is the floor, each check's timeout sized from its workload's forward (no --timeout given)
+    size_timeouts: bool = False
     threads: int | None = None
     python_path: tuple[str, ...] = ()
     max_latency_ms: dict[str, float] = field(default_factory=dict)
@@ -36,7 +39,14 @@ class Settings:
     config_root: Path | None = None
 
     def thresholds(self) -> dict[str, Any]:
-        return {"timeout_s": self.timeout_s, "max_latency_ms": dict(self.max_latency_ms), **self.params}
+        return {"timeout_s": self.timeout_s, "timeout_sized": self.size_timeouts,
+                "max_latency_ms": dict(self.max_latency_ms), **self.params}
+
+    def budget(self) -> budgets.Budget:
+        """How each check's timeout is found: sized from its workload's forward, or the --timeout given."""
+        if self.size_timeouts:
+            return budgets.Budget(base_s=self.timeout_s, cap_s=max(budgets.CAP_S, self.timeout_s), pace_s=self.timeout_s)
+        return budgets.Budget(base_s=self.timeout_s, fixed_s=self.timeout_s, pace_s=self.timeout_s)
 
 
 def now() -> str:
@@ -147,16 +157,24 @@ def execute(
 
     on_update(current())
 
+    def on_paced(worker: WorkerSession, workload: str) -> None:
+        nonlocal report
+        mine = [s for s in to_run if s.workload == workload]
+        report = replace(report, thresholds=merged(report.thresholds, sized(budget, mine, worker, workload,
+                                                                             progress.say)))
+        on_update(current())
+
     def on_observation(spec: CheckSpec, obs: Observation) -> None:
         results[spec.id] = decide_fn(spec, obs, results[spec.id].repro)
         on_update(current())
         progress(results[spec.id], obs.duration_s)
 
+    budget = settings.budget()
     try:
         if to_run:
             run_worker(python, to_run, log_dir=settings.out / "logs", timeout_s=settings.timeout_s,
                        threads=settings.threads, python_path=list(settings.python_path), log_prefix=log_prefix,
-                       on_observation=on_observation)
+                       on_observation=on_observation, budget=budget, on_paced=on_paced)
     except InfrastructureError as e:
         return replace(current(), infra_error=str(e), finished=now())
     if settings.pytest_args is not None and _pytest_selected(settings):
@@ -171,6 +189,39 @@ def execute(
             progress(r, r.duration_s)
         on_update(current())
     return current()
+
+
+def sized(budget: budgets.Budget, specs: Sequence[CheckSpec], worker: WorkerSession, workload: str,
+          say: Callable[[str], None]) -> dict[str, Any]:
+    """Once `workload`'s forward is timed, before its checks (`specs`): its pace, its checks whose timeout was raised
+    above the floor, and those expected to outlive theirs (said now, with what to set); for the report's thresholds."""
+    pace = worker.paces.get(workload, budgets.Pace(None))
+    if pace.forward_s is None:
+        say(f"{workload}'s forward was not timed ({worker.said.get(workload, {}).get('error', 'no figure')}): its "
+            f"checks keep the {budget.base_s:g} s timeout")
+    timeouts = budgets.timeouts(budget, specs, worker.paces)
+    raised = {check: round(t, 1) for check, t in timeouts.items() if t > budget.base_s}
+    if raised:
+        each = ", ".join(f"{check} {t:g} s" for check, t in raised.items())
+        say(f"timeouts sized above {budget.base_s:g} s from {workload}'s forward: {each}")
+    unfit = budgets.unfit(budget, specs, worker.paces)
+    for u in unfit:
+        say(f"may not fit its budget: {u.line()}")
+    return {"paces": {workload: {"forward_s": None if pace.forward_s is None else round(pace.forward_s, 6),
+                                 "ops": pace.ops}},
+            "check_timeouts_s": raised, "over_budget": [u.line() for u in unfit]}
+
+
+def merged(thresholds: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """The report's thresholds with one more workload's sizing added (dicts joined, lists extended)."""
+    out = dict(thresholds)
+    for key, value in more.items():
+        before = out.get(key)
+        if isinstance(value, dict):
+            out[key] = {**(before if isinstance(before, dict) else {}), **value}
+        elif isinstance(value, list):
+            out[key] = [*(before if isinstance(before, list) else []), *value]
+    return out
 
 
 def _pytest_selected(settings: Settings) -> bool:

@@ -4,6 +4,12 @@ Each check runs in a long-lived worker (compiled artifacts are shared, torch is 
 when a check crashes the worker or outlives its timeout, the worker is killed, the check is
 recorded as an error with the signal or timeout and the tail of the worker's output, and a fresh
 worker continues with the next check. Order: timeout, then exit code, then the result file.
+
+With a Budget, the worker times each workload's forward before the workload's first check (worker.pace), within
+the budget's `pace_s`; where the budget sizes timeouts (no --timeout given) each of its checks' is then sized from
+it (orchestrate.budget), and either way the caller hears it (and says which checks may outlive their timeout). Timed
+before each workload rather than all at the start, so that one workload that hangs or takes long to build holds up
+no other's results. A forward not timed (it raised, hung or crashed the worker) leaves the floor.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 
 import torch_upgrade_check
 from torch_upgrade_check.model import CheckSpec, Observation, Status
+from torch_upgrade_check.orchestrate.budget import Budget, Pace, to_pace
 from torch_upgrade_check.schema import PLAN_KIND, PLAN_VERSION, START_MARKER
 
 POLL_S = 0.05
@@ -42,6 +49,9 @@ class WorkerSession:
     probes: dict[str, tuple[bool, str]] = field(default_factory=dict)
     observations: dict[str, Observation] = field(default_factory=dict)
     launches: int = 0
+    # each workload's warm forward and op count as the worker measured them (forward None: not timed; `said` why)
+    paces: dict[str, Pace] = field(default_factory=dict)
+    said: dict[str, dict[str, Any]] = field(default_factory=dict)  # what the worker said of each, raw
 
 
 _PACKAGE_PATH_LOCK = threading.Lock()
@@ -89,20 +99,27 @@ def run_worker(
     log_prefix: str = "worker",
     on_start: Callable[[CheckSpec], None] = lambda spec: None,
     on_observation: Callable[[CheckSpec, Observation], None] = lambda spec, obs: None,
+    budget: Budget | None = None,
+    on_paced: Callable[[WorkerSession, str], None] = lambda session, workload: None,
 ) -> WorkerSession:
     """Run `checks` in workers of `python`; every check ends with exactly one observation.
 
+    Each check's timeout is `timeout_s`; with `budget`, each workload's forward is timed before its first check
+    (`on_paced(session, workload)` then, timed or not) and the budget gives each check's timeout.
     Raises InfrastructureError when the first worker cannot import torch or start at all.
     """
     session = WorkerSession()
     remaining = list(checks)
     log_dir.mkdir(parents=True, exist_ok=True)
+    pace = to_pace(checks) if budget is not None else []
+    budget = budget or Budget(fixed_s=timeout_s)
     while True:
         session.launches += 1
         log_path = log_dir / f"{log_prefix}-{session.launches}.log"
+        pending = [s for s in pace if s.workload not in session.paces]  # a relaunch times none twice
         done = _launch(
-            python, remaining, session, log_path, timeout_s, probe if session.launches == 1 else (), threads,
-            python_path, on_start, on_observation,
+            python, remaining, session, log_path, budget, probe if session.launches == 1 else (), threads,
+            python_path, on_start, on_observation, pending, on_paced,
         )
         remaining = [c for c in remaining if c.id not in session.observations]
         if done or not remaining:
@@ -114,12 +131,14 @@ def _launch(
     checks: list[CheckSpec],
     session: WorkerSession,
     log_path: Path,
-    timeout_s: float,
+    budget: Budget,
     probe: Sequence[str],
     threads: int | None,
     python_path: Sequence[str],
     on_start: Callable[[CheckSpec], None],
     on_observation: Callable[[CheckSpec, Observation], None],
+    pace: Sequence[CheckSpec],
+    on_paced: Callable[[WorkerSession, str], None],
 ) -> bool:
     """One worker process; returns True when it finished its plan."""
     by_id = {c.id: c for c in checks}
@@ -131,6 +150,7 @@ def _launch(
         "threads": threads,
         "probe": list(probe),
         "python_path": list(python_path),
+        "pace": [c.to_dict() for c in pace],
         "checks": [c.to_dict() for c in checks],
     }
     plan_path.write_text(json.dumps(plan), encoding="utf-8")
@@ -144,7 +164,29 @@ def _launch(
             )
         except OSError as e:
             raise InfrastructureError(f"cannot start interpreter {python}: {e.strerror or e}") from None
-        return _supervise(proc, events_path, log_path, by_id, session, timeout_s, on_start, on_observation)
+        return _supervise(proc, events_path, log_path, by_id, session, budget, on_start, on_observation,
+                          _Pacing(on_paced))
+
+
+@dataclass
+class _Pacing:
+    """Which workload's forward the worker is timing, since when; `on_paced` called for each, timed or not."""
+
+    on_paced: Callable[[WorkerSession, str], None]
+    workload: str | None = None
+    since: float = 0.0
+
+    def timed(self, session: WorkerSession, event: dict[str, Any]) -> None:
+        workload, forward, ops = str(event["workload"]), event.get("forward_s"), event.get("ops")
+        session.paces[workload] = Pace(None if forward is None else float(forward), None if ops is None else int(ops))
+        session.said[workload] = event
+        self.workload = None
+        self.on_paced(session, workload)
+
+    def failed(self, session: WorkerSession, why: str) -> None:
+        """The workload being timed killed or hung the worker: no figure for it; its checks run in a fresh worker."""
+        if self.workload is not None:
+            self.timed(session, {"workload": self.workload, "error": why})
 
 
 def _supervise(
@@ -153,12 +195,14 @@ def _supervise(
     log_path: Path,
     by_id: dict[str, CheckSpec],
     session: WorkerSession,
-    timeout_s: float,
+    budget: Budget,
     on_start: Callable[[CheckSpec], None],
     on_observation: Callable[[CheckSpec, Observation], None],
+    pacing: _Pacing,
 ) -> bool:
     hello = False
     current: str | None = None
+    timeout_s = budget.base_s
     started_at = time.monotonic()
     launched_at = time.monotonic()
     with events_path.open(encoding="utf-8") as events:
@@ -177,9 +221,15 @@ def _supervise(
                     hello = True
                     session.environment = event["environment"]
                     session.probes.update({k: (bool(v[0]), str(v[1])) for k, v in event["probes"].items()})
+                elif kind == "pacing":
+                    pacing.workload, pacing.since = str(event["workload"]), time.monotonic()
+                elif kind == "pace":
+                    pacing.timed(session, event)
                 elif kind == "start":
                     current, started_at = event["id"], time.monotonic()
-                    on_start(by_id[current])
+                    spec = by_id[current]
+                    timeout_s = budget.timeout(spec.aspect, session.paces.get(spec.workload))
+                    on_start(spec)
                 elif kind == "observation":
                     obs = Observation.from_dict(event)
                     session.observations[obs.id] = obs
@@ -196,10 +246,14 @@ def _supervise(
                 raise InfrastructureError(
                     f"the worker did not start within {HELLO_TIMEOUT_S:.0f}s (importing torch): {_tail(log_path)}"
                 )
+            if pacing.workload is not None and now - pacing.since > budget.pace_s:
+                kill(proc)  # the checks run in a fresh worker, with the floor for this workload's
+                pacing.failed(session, f"it was not built and run within {budget.pace_s:g}s; the worker was killed")
+                return False
             if current is not None and now - started_at > timeout_s:
                 kill(proc)
-                _record_failure(current, f"timed out after {timeout_s:g}s (per-check --timeout); the worker was killed",
-                                log_path, now - started_at, by_id, session, on_observation)
+                _record_failure(current, f"timed out after {timeout_s:g}s ({_whose(budget, by_id[current])}); the "
+                                "worker was killed", log_path, now - started_at, by_id, session, on_observation)
                 return False
             time.sleep(POLL_S)
     code = proc.wait()
@@ -211,6 +265,9 @@ def _supervise(
     if current is not None:
         _record_failure(current, f"the worker crashed: {describe_exit(code)}", log_path,
                         time.monotonic() - started_at, by_id, session, on_observation)
+        return False
+    if pacing.workload is not None:  # it died timing a forward: no check is its victim
+        pacing.failed(session, f"the worker exited while timing it: {describe_exit(code)}")
         return False
     # The worker exited between checks without finishing: treat the next check as the victim
     # so that a restart cannot loop forever.
@@ -235,6 +292,14 @@ def _record_failure(
     obs = Observation(id=check, status=status, message=message, traceback=tail, duration_s=duration)
     session.observations[check] = obs
     on_observation(by_id[check], obs)
+
+
+def _whose(budget: Budget, spec: CheckSpec) -> str:
+    """Which timeout it was: the team's --timeout, or the one sized from the workload's forward (and how to raise it)."""
+    if not budget.sized:
+        return "the per-check --timeout"
+    return (f"the per-check timeout, sized from {spec.workload}'s forward within {budget.base_s:g}-{budget.cap_s:g}s; "
+            "--timeout SECONDS sets it")
 
 
 def describe_exit(code: int) -> str:

@@ -25,10 +25,23 @@ def _about(table: Mapping[str, Any]) -> str:
     calls = number(table.get("calls"))
     return (f"each side's forward profiled op by op (torch.profiler, {what} per forward call, "
             f"{f'{calls:g}' if calls else '?'} calls a side a round) in {rounds[0]} fresh process pairs, interleaved; the "
-            f"profiled forward {ms(total.get('baseline_ms'))} → {ms(total.get('candidate_ms'))}. Shares are of "
-            + (f"the slowdown the A/B measured ({ms(number(table.get('slowdown_ms')))} a forward)"
-               if table.get("share_of") == "ab" else "that change")
+            f"profiled forward {ms(total.get('baseline_ms'))} → {ms(total.get('candidate_ms'))}. " + _shares(table)
             + f"; intervals cover at least {LEVEL:.0%} (Mann–Whitney, over the rounds); sure: one-sided p ≤ {SURE_P:g}")
+
+
+def _shares(table: Mapping[str, Any]) -> str:
+    """What the shares are of: the A/B's slowdown, the profiled forward's change, or nothing (the A/B is not slower)."""
+    if table.get("ab_not_slower"):
+        return "No shares: the A/B did not find the candidate slower, so the ops are its largest changes either way"
+    if table.get("share_of") == "ab":
+        return f"Shares are of the slowdown the A/B measured ({ms(number(table.get('slowdown_ms')))} a forward)"
+    return "Shares are of that change"
+
+
+def _lead_first(table: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> bool:
+    """Whether the lead line goes above the rows: no rows, a profile that was not slower, or an A/B not slower."""
+    total = table.get("total") or {}
+    return not rows or not (number(total.get("change_ms")) or 0) > 0 or bool(table.get("ab_not_slower"))
 
 
 def markdown_block(r: CheckResult, run: str) -> str:
@@ -39,14 +52,13 @@ def markdown_block(r: CheckResult, run: str) -> str:
     head = f"**Where the time went: {md(visible(r.id))} on {md(run)}** — {md(_about(table))}.\n\n"
     rows = [row for row in table.get("ops") or [] if isinstance(row, Mapping)]
     notes = [md(table["error"])] if table.get("error") else []
-    total = table.get("total") or {}
-    if not rows or not (number(total.get("change_ms")) or 0) > 0:
+    if _lead_first(table, rows):
         notes.insert(0, md(lead(table)))
     text = head + "".join(f"{n}\n\n" for n in notes)
     if not rows:
         return text
     text += table_header(["op", "inputs", "baseline", "candidate", "ratio", f"change ({LEVEL:.0%} interval)",
-                          "share of the slowdown", "p"])
+                          "share" if table.get("ab_not_slower") else "share of the slowdown", "p"])
     for row in rows:
         name = str(row.get("op"))
         inputs = label({**row, "op": ""}).strip()
@@ -87,7 +99,7 @@ def text_block(r: CheckResult) -> str:
         lines.append(str(table["error"]))
     total = table.get("total") or {}
     rows = [row for row in table.get("ops") or [] if isinstance(row, Mapping)]
-    if not rows or not (number(total.get("change_ms")) or 0) > 0:
+    if _lead_first(table, rows):
         lines.append(lead(table))
     lines += [f"- {op_line(row, total)}" for row in rows]
     return "\n".join([*lines, _not_listed(table).strip()]).strip()

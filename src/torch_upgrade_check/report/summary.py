@@ -51,6 +51,7 @@ _ENV_ORDER = ("torch_version", "torch_git", "cuda", "cudnn", "nccl", "triton", "
 _ENV_ORDER += ("python", "os", "cpu", "threads")
 _ENV_HIDDEN = ("packages",)  # every installed package is in report.json; a comparison shows those that changed
 _SKIP_REASONS = 3  # distinct skip reasons named when nothing ran
+_OVER_BUDGET = 5  # checks named that may outlive their timeout (report.json's thresholds list them all)
 
 
 def render_summary(reports: Sequence[Report], *, budget_bytes: int = BUDGET_BYTES) -> str:
@@ -179,11 +180,24 @@ def _notes(runs: Sequence[tuple[Report, str]], decide: set[int]) -> str:
             lines.append(f"- {ICON[Outcome.NOT_RUN]} **{md(name)}**: {text}")
         if id(report) not in decide:
             lines += _baseline_broke(report, name, [r for r, _ in runs if id(r) in decide])
+        lines += _over_budget(report, name)
         mismatch = device_mismatch(report)
         if mismatch:
             asked, got = md(mismatch[0]), md(mismatch[1])
             lines.append(f"- {ICON[Outcome.SUSPICIOUS]} **{md(name)}**: {asked} was requested but the checks ran on {got}")
     return "".join(line + "\n" for line in lines) + ("\n" if lines else "")
+
+
+def _over_budget(report: Report, name: str) -> list[str]:
+    """A line naming the checks expected to outlive their per-check timeout, and what to set (the run said so at its
+    start: orchestrate.budget)."""
+    over = report.thresholds.get("over_budget")
+    if not isinstance(over, list) or not over:
+        return []
+    shown = "; ".join(md(clip(one_line(str(line)), 300)) for line in over[:_OVER_BUDGET])
+    more = f"; and {plural(len(over) - _OVER_BUDGET, 'other check')}" if len(over) > _OVER_BUDGET else ""
+    return [f"- {ICON[Outcome.SUSPICIOUS]} **{md(name)}**: {plural(len(over), 'check')} may not finish within the "
+            f"per-check timeout: {shown}{more}"]
 
 
 def _baseline_broke(baseline: Report, name: str, deciding_reports: Sequence[Report]) -> list[str]:

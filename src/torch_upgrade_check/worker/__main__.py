@@ -2,6 +2,8 @@
 
 Reads a plan (schema.PLAN_KIND), writes one JSON event per line to EVENTS, flushed as it goes:
   {"event": "hello", "environment": {...}, "probes": {device: [available, reason]}}
+  {"event": "pacing", "workload": ...}    before a workload's first check, when the plan's "pace" names it
+  {"event": "pace", "workload": ..., "forward_s": ..., "ops": ...}   its forward, timed (or "error")
   {"event": "start", "id": ...}            before each check
   {"event": "observation", ...}            after each check (model.Observation)
   {"event": "done"}
@@ -96,6 +98,19 @@ def _fit_compile_threads() -> None:
         config.compile_threads = min(config.compile_threads, decide())
 
 
+def _pace(workload: str, asked: dict[str, Any], events: IO[str]) -> None:
+    """Before a workload's first check, its forward timed (worker.pace), once, where the plan asks: the orchestrator
+    sizes its checks' timeouts from it, and bounds the timing itself ("pacing" says it began)."""
+    raw = asked.pop(workload, None)
+    if raw is None:
+        return
+    from torch_upgrade_check.model import CheckSpec
+    from torch_upgrade_check.worker import pace
+
+    _emit(events, {"event": "pacing", "workload": workload})
+    _emit(events, {"event": "pace", "workload": workload, **pace.measure(CheckSpec.from_dict(raw))})
+
+
 def main(argv: list[str]) -> int:
     _die_with_parent()
     faulthandler.enable()  # a segfault or abort prints the Python stack: the crash record's details
@@ -131,8 +146,10 @@ def main(argv: list[str]) -> int:
         import gc
 
         gc.freeze()  # torch's own objects never become garbage: collections before timing skip them (200 ms -> ms)
+        asked = {raw["workload"]: raw for raw in plan.get("pace", [])}
         for raw in plan.get("checks", []):
             spec = CheckSpec.from_dict(raw)
+            _pace(spec.workload, asked, events)
             _wait_for(spec.params.get("after"))
             _run_one(spec, events, None)
         if plan.get("serve"):
