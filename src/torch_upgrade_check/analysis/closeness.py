@@ -30,6 +30,11 @@ from torch_upgrade_check.model import Outcome
 
 MULTIPLIER = 2.0
 LOWP_MULTIPLIER = 4.0
+# numerics without a reference: a tensor's RMSE may be this many times the model's own rounding error (the fp64
+# golden recomputed with every op perturbed as the dtype rounds, u·√K for an op that sums K terms: worker.rounding).
+# Healthy torches on real models (timm, torchvision, transformers) show at most 0.5x; a 0.1% kernel change in float32
+# shows hundreds of times (docs/benchmarks.md#numerics-and-amp-bounds-on-real-models).
+MODEL_MULTIPLIER = 4.0
 LOW_PRECISION = ("float16", "bfloat16", "tf32")
 REFERENCE = {"cross-backend": "the CPU", "cross-version": "the baseline", "compile": "eager",
              "numerics": "TF32 simulated on the CPU",
@@ -59,12 +64,18 @@ def judge_tensor(t: Mapping[str, Any], aspect: str, dtype: str, rtol: float, ato
         ok = rmse <= bound
         return ok, (f"{name}: rmse {short(rmse)} {'≤' if ok else '>'} {MULTIPLIER:g}× {REFERENCE[aspect]}'s {short(ref)}"
                     f"{'' if ok else '; ' + outside.split(': ', 1)[1]}")
+    rules = []  # (passed, the bound in words): the first that passes, else the last, is named
     if dtype in LOW_PRECISION and "floor_rmse" in t:
         floor = as_float(t["floor_rmse"])
-        ok = rmse <= LOWP_MULTIPLIER * floor + slack
-        return ok, (f"{name}: rmse {short(rmse)} {'≤' if ok else '>'} {LOWP_MULTIPLIER:g}× {dtype} rounding error "
-                    f"{short(floor)}{'' if ok else '; ' + outside.split(': ', 1)[1]}")
-    return False, outside
+        rules.append((rmse <= LOWP_MULTIPLIER * floor + slack, f"{LOWP_MULTIPLIER:g}× {dtype} rounding error {short(floor)}"))
+    if "model_rmse" in t:
+        model = as_float(t["model_rmse"])
+        rules.append((rmse <= MODEL_MULTIPLIER * model + slack,
+                      f"{MODEL_MULTIPLIER:g}× the model's own {dtype} rounding error {short(model)}"))
+    if not rules:
+        return False, outside
+    ok, bound = next(((ok, b) for ok, b in rules if ok), rules[-1])
+    return ok, f"{name}: rmse {short(rmse)} {'≤' if ok else '>'} {bound}{'' if ok else '; ' + outside.split(': ', 1)[1]}"
 
 
 def judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str, dict[str, Any]]:
@@ -75,6 +86,8 @@ def judge(m: Mapping[str, Any], aspect: str, dtype: str) -> tuple[Outcome, str, 
         thresholds["multiplier"] = MULTIPLIER
     if dtype in LOW_PRECISION:
         thresholds["lowp_multiplier"] = LOWP_MULTIPLIER
+    if any("model_rmse" in t for t in m.get("per_tensor") or []):
+        thresholds["model_multiplier"] = MODEL_MULTIPLIER
     tensors = list(m.get("per_tensor") or [])
     verdicts = [(t, *judge_tensor(t, aspect, dtype, rtol, atol)) for t in tensors]
     failed = [(t, why) for t, ok, why in verdicts if not ok]

@@ -21,6 +21,7 @@ baseline's results as the reference, and compares its own golden with the baseli
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import crossversion, tensors
+from torch_upgrade_check.worker import crossversion, rounding, tensors
 from torch_upgrade_check.worker.devices import Device
 from torch_upgrade_check.worker.instance import Instance, Skip, build, copy_to, grad_leaves, require_training
 
@@ -66,7 +67,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
             not_offered[name] = f"this torch has no GradScaler for {device.name} (torch.amp.GradScaler({device.name!r}))"
             continue
         overflow = _overflow_step(fresh, device, dtype, scaler) if scaler is not None else {}
-        got, low = _autocast_step(fresh, device, dtype, scaler)
+        got, low, ops = _autocast_step(fresh, device, dtype, scaler)
         device.synchronize()
         results[name] = got
         reference = saved["results"].get(name) if saved is not None else None
@@ -74,6 +75,11 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
         judged_by = saved["golden"] if saved is not None else gold  # the baseline's function, not this torch's
         checked[name] = {**tensors.compare(got, judged_by, reference=reference, rtol=rtol, atol=atol, dtype=name),
                          "rtol": rtol, "atol": atol, **low, **overflow, "loss": _finite(float(got["loss"]))}
+        # the model's own error at this precision: the fp64 step again, the ops autocast ran in `dtype` rounded as
+        # `dtype` rounds and the rest as float32 does (worker.rounding); amp's bound scales with it
+        own = _step(_copy(factory, inst, "cpu", torch.float64),
+                    within=rounding.perturbed(rounding.UNIT["float32"], low=ops, low_unit=rounding.UNIT[name]))
+        tensors.add_model_error(checked[name], gold, own)
     if not checked:
         raise Skip("no autocast dtype is offered here: " + "; ".join(f"{k}: {v}" for k, v in not_offered.items()))
     metrics: dict[str, Any] = {"mode": mode, "checked": checked, "not_offered": not_offered, "optimizer": f"SGD(lr={LR})",
@@ -128,20 +134,28 @@ def _grads(inst: Instance) -> dict[str, torch.Tensor]:
             if isinstance(p, torch.nn.Parameter) and p.grad is not None}
 
 
-def _step(inst: Instance) -> dict[str, torch.Tensor]:
-    """One plain SGD step (the golden: float64 on the CPU)."""
+def _step(inst: Instance, within: contextlib.AbstractContextManager[Any] | None = None) -> dict[str, torch.Tensor]:
+    """One plain SGD step (the golden: float64 on the CPU), all of it `within` the context given."""
     optimizer = torch.optim.SGD(_params(inst), lr=LR)
-    outputs, loss = _forward_loss(inst)
-    loss.backward()
-    grads = _grads(inst)
-    optimizer.step()
+    with within or contextlib.nullcontext():
+        outputs, loss = _forward_loss(inst)
+        loss.backward()
+        grads = _grads(inst)
+        optimizer.step()
     return _state(inst, outputs, loss, grads)
 
 
 def _autocast_step(inst: Instance, device: Device, dtype: torch.dtype,
-                   scaler: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+                   scaler: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any], frozenset[str]]:
     """One SGD step with the forward under autocast (and, with a scaler, the loss scaled and the gradients
-    unscaled before they are read); and how many modules produced `dtype` under it."""
+    unscaled before they are read); how many modules produced `dtype` under it, and which ops did."""
+    with rounding.LowPrecisionOps(dtype) as recorded:
+        state, low = _autocast_attempts(inst, device, dtype, scaler)
+    return state, low, frozenset(recorded.ops)
+
+
+def _autocast_attempts(inst: Instance, device: Device, dtype: torch.dtype,
+                       scaler: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     optimizer = torch.optim.SGD(_params(inst), lr=LR)
     attempts = 0
     while True:

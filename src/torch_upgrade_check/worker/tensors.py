@@ -218,6 +218,18 @@ def compare(
     return metrics
 
 
+def add_model_error(metrics: dict[str, Any], golden: Mapping[str, torch.Tensor],
+                    model: Mapping[str, torch.Tensor]) -> None:
+    """Each compared tensor's `model_rmse` and `model_max_abs`: how far `model` (the golden computed with the dtype's
+    rounding simulated, worker.rounding) is from the golden; the model's own rounding error, its yardstick."""
+    for entry in metrics.get("per_tensor") or []:
+        name = entry["name"]
+        if name in model and name in golden:
+            diff = difference(host(model[name], torch.float64).reshape(-1), host(golden[name], torch.float64).reshape(-1))
+            entry["model_rmse"] = _rms(diff)
+            entry["model_max_abs"] = float(diff.max()) if diff.numel() else 0.0
+
+
 def _nan_counts(r: torch.Tensor, g: torch.Tensor) -> dict[str, int]:
     """NaN in the golden's own places (equal), and numbers where the golden has NaN (mismatched); each only when any."""
     counts = {"nan_as_golden": int((torch.isnan(r) & torch.isnan(g)).sum()),
