@@ -157,3 +157,14 @@ def test_the_first_node_where_the_post_grad_graphs_part_is_named() -> None:
                                                   "candidate": "call_function aten.addmm.default float32[4, 16]"}
     assert first_graph_difference(one, [one[0][:2]])["candidate"] == "(the graph ends)"
     assert first_graph_difference(one, one + one) == {"where": "graph 2", "baseline": "1 graphs", "candidate": "2 graphs"}
+
+
+def test_a_model_whose_float16_gradients_never_overflow_is_said_not_failed() -> None:
+    """A small BERT's float16 gradients stay finite at 2^40 on the CPU: a step applied there overflowed nothing, so
+    it is no wrong step; at every larger scale tried too, the overflow handling is said to be unexercised."""
+    quiet = amp(fp16={"overflow_scale": 2.0**120, "overflow_exercised": False, "overflow_skipped": None})
+    assert quiet.outcome is Outcome.PASSED, quiet.reason
+    assert ("the GradScaler's overflow handling not exercised: the model's float16 gradients stayed finite up to "
+            "scale 2^120; a step applied at 65536") in quiet.reason
+    wrong = amp(fp16={"overflow_scale": 2.0**64, "overflow_exercised": True, "overflow_skipped": False})
+    assert wrong.outcome is Outcome.FAILED and "overflowed (loss scale 1.84467e+19)" in wrong.reason

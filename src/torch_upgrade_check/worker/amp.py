@@ -11,8 +11,9 @@ from the same weights and inputs, and records:
 - the loss, the outputs, the parameters' gradients and the parameters after the step, against the fp64
   golden of the same step (closeness's low-precision rule: within the dtype's rounding error of the golden,
   times AMP_MULTIPLIER, since a step rounds at every op);
-- float16 only: a step at a scale that must overflow (2**40), which the GradScaler must skip (the weights
-  bitwise unchanged, the scale backed off), then steps at the default scale until one is applied.
+- float16 only: a step at a scale whose gradients overflow (2**40, or larger where the model's stay finite there),
+  which the GradScaler must skip (the weights bitwise unchanged, the scale backed off), then steps at the default
+  scale until one is applied.
 
 Mode "save" (the baseline in `compare`) also writes its weights, inputs, results and fp64 golden; mode "compare"
 (the candidate) takes the baseline's weights and inputs, is judged against the baseline's golden with the
@@ -34,7 +35,9 @@ from torch_upgrade_check.worker.devices import Device
 from torch_upgrade_check.worker.instance import Instance, Skip, build, copy_to, grad_leaves, require_training
 
 LR = 0.01  # SGD: the step is the gradient itself, so a gradient left scaled shows in the weights
-OVERFLOW_SCALE = 2.0**40  # any float16 backward overflows at this loss scale
+OVERFLOW_SCALE = 2.0**40  # most float16 backwards overflow at this loss scale
+# tried in turn until the scaled gradients hold an inf or NaN (the loss, about 1, stays finite in float32 at 2^120)
+OVERFLOW_SCALES = (OVERFLOW_SCALE, 2.0**64, 2.0**96, 2.0**120)
 DEFAULT_SCALE = 2.0**16  # GradScaler's own init_scale: the steps after the overflow start there
 SCALED_ATTEMPTS = 8  # steps at the default scale (halved after each overflow) before giving up
 AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -184,25 +187,39 @@ def _autocast_attempts(inst: Instance, device: Device, dtype: torch.dtype,
 
 
 def _overflow_step(inst: Instance, device: Device, dtype: torch.dtype, scaler: Any) -> dict[str, Any]:
-    """A step at a loss scale that must overflow float16: the scaler must skip it and back the scale off."""
+    """A step at a loss scale that overflows float16: the scaler must skip it and back the scale off.
+
+    Whether the scaled backward overflowed is read from the gradients themselves, not from the scaler under test: a
+    model whose float16 gradients stay finite at 2^40 (a small BERT's, on the CPU) is tried at larger scales, and
+    one that overflows at none is said (`overflow_exercised` false), never counted as a step wrongly applied."""
     params = _params(inst)
     optimizer = torch.optim.SGD(params, lr=LR)
     before = [p.detach().clone() for p in params]
-    with torch.autocast(device.name, dtype=dtype):
-        _, loss = _forward_loss(inst)
-    scaler.scale(loss).backward()
+    for scale in OVERFLOW_SCALES:
+        if scale != OVERFLOW_SCALE:  # the scaler starts there; update() before its first scale() raises
+            scaler.update(new_scale=scale)
+        optimizer.zero_grad()
+        with torch.autocast(device.name, dtype=dtype):
+            _, loss = _forward_loss(inst)
+        scaler.scale(loss).backward()
+        if not all(bool(torch.isfinite(p.grad).all()) for p in params if p.grad is not None):
+            break
+    else:
+        optimizer.zero_grad()
+        scaler.update(new_scale=DEFAULT_SCALE)
+        return {"overflow_scale": OVERFLOW_SCALES[-1], "overflow_exercised": False}
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad()
     unchanged = all(tensors.bitwise_equal(a, b) for a, b in zip(before, params))
     finite = all(bool(torch.isfinite(p).all()) for p in params)
-    backed_off = float(scaler.get_scale()) < OVERFLOW_SCALE
+    backed_off = float(scaler.get_scale()) < scale
     with torch.no_grad():  # put back what a wrongly applied step changed: the next step starts from the same point
         for p, b in zip(params, before):
             p.copy_(b)
     scaler.update(new_scale=DEFAULT_SCALE)
-    return {"overflow_scale": OVERFLOW_SCALE, "overflow_skipped": unchanged, "overflow_backed_off": backed_off,
-            "weights_finite_after_overflow": finite}
+    return {"overflow_scale": scale, "overflow_skipped": unchanged, "overflow_backed_off": backed_off,
+            "weights_finite_after_overflow": finite, "overflow_exercised": True}
 
 
 def _scaler(device: Device) -> Any:
