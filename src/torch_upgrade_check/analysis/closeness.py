@@ -3,7 +3,8 @@
 The worker sends, per tensor (outputs and `grad:*` gradients), its tolerance scale (RMS of the golden,
 never below GRAD_SCALE_FLOOR x the largest gradient's for gradients), the count of elements outside
 `atol*scale + rtol*|golden|`, its RMSE against the golden, and where available the RMSE of a trusted
-reference (`ref_rmse`) and the dtype's own rounding error of the golden (`floor_rmse`).
+reference (`ref_rmse`), the dtype's own rounding error of the golden (`floor_rmse`) and the model's own rounding
+error at the dtype (`model_rmse`).
 
 A NaN where the golden has NaN is equal (torch.testing.assert_close(equal_nan=True)), and said in the reason; NaN on
 one side only fails, named. A tensor passes when every element is within tolerance; when rtol = atol = 0 (bitwise equality), also
@@ -16,7 +17,10 @@ when it equals its reference bitwise (the baseline's output, the CPU's, eager's)
   accuracy fails;
 - otherwise, in low precision (float16, bfloat16, tf32): RMSE at most LOWP_MULTIPLIER x the dtype's
   rounding error of the golden (+ atol*scale/10): low precision cannot meet fp64-derived elementwise
-  tolerances, so its error is judged against its noise floor. float32 and float64 have no fallback.
+  tolerances, so its error is judged against its noise floor;
+- and, in any dtype, where the worker measured it (`model_rmse`: the golden recomputed with every op perturbed as
+  the dtype rounds, worker.rounding): RMSE at most MODEL_MULTIPLIER x the model's own rounding error, which grows
+  with the model's depth and accumulation lengths as the real error does.
 A check passes when every tensor passes, and fails when a tensor was produced and never compared.
 """
 

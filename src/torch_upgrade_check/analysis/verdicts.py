@@ -20,7 +20,8 @@ Rules (thresholds are recorded on each result):
 - training-curve: finite losses; in compare every step within the band around the baseline's (CURVE_*); a failure
   says first when the seeded random stream changed (worker.randomness), which explains it without numerics.
 - amp: per autocast dtype, autocast took effect, the GradScaler skipped an overflowed step and then applied one,
-  and each tensor of the step within AMP_ROUNDOFFS unit roundoffs (relative RMS) of the fp64 golden; in compare
+  and each tensor of the step within AMP_ROUNDOFFS unit roundoffs (relative RMS) of the fp64 golden or within
+  closeness.MODEL_MULTIPLIER x the model's own error at that precision (`model_rmse`); in compare
   the baseline's golden, within the cross-version rule of the baseline's autocast step, and the fp64 step's
   golden unchanged from the baseline's.
 - warnings: listed; passes (compare judges what is new in the candidate: analysis.sides).
