@@ -3,6 +3,7 @@ training-curve band (analysis.verdicts): the cases two identical torches must pa
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from torch_upgrade_check.analysis.sides import judge_against_baseline
@@ -168,3 +169,22 @@ def test_a_model_whose_float16_gradients_never_overflow_is_said_not_failed() -> 
             "scale 2^120; a step applied at 65536") in quiet.reason
     wrong = amp(fp16={"overflow_scale": 2.0**64, "overflow_exercised": True, "overflow_skipped": False})
     assert wrong.outcome is Outcome.FAILED and "overflowed (loss scale 1.84467e+19)" in wrong.reason
+
+
+def test_the_worker_computes_amps_yardstick_wherever_the_verdict_reads_it() -> None:
+    """The worker skips the fp64 yardstick step while every tensor is within AMP_ROUNDOFFS: the same number (read from
+    the worker's source: this test stays torch-free)."""
+    import ast
+
+    from torch_upgrade_check.analysis.verdicts import AMP_ROUNDOFFS, UNIT_ROUNDOFF
+
+    worker = Path(__file__).resolve().parents[1] / "src" / "torch_upgrade_check" / "worker"
+
+    def constant(module: str, name: str) -> Any:
+        tree = ast.parse((worker / module).read_text())
+        found = [n.value for n in tree.body if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+        return eval(compile(ast.Expression(found[0]), module, "eval"))  # literals and 2.0**-k only
+
+    assert constant("amp.py", "ROUNDOFFS") == AMP_ROUNDOFFS
+    assert all(constant("rounding.py", "UNIT")[name] == unit for name, unit in UNIT_ROUNDOFF.items())
