@@ -83,7 +83,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
             # the model's own error at this precision: the fp64 step again, the ops autocast ran in `dtype` rounded
             # as `dtype` rounds and the rest as float32 does (worker.rounding); amp's bound scales with it
             own = _step(_copy(factory, inst, "cpu", torch.float64),
-                        within=rounding.perturbed(rounding.UNIT["float32"], low=ops, low_unit=rounding.UNIT[name]))
+                        within=rounding.perturbed(torch.float32, low=ops, low_dtype=dtype))
             tensors.add_model_error(checked[name], gold, own)
     if not checked:
         raise Skip("no autocast dtype is offered here: " + "; ".join(f"{k}: {v}" for k, v in not_offered.items()))

@@ -121,9 +121,9 @@ def numerics(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, devic
     gold = golden(factory, inst)
     metrics = tensors.compare(forward_backward(inst), gold, reference=reference, rtol=rtol, atol=atol, dtype=spec.dtype)
     if metrics["mismatched_count"] and reference is None:  # the yardstick costs a golden: only where it is read
-        unit = rounding.UNIT[spec.dtype]
-        tensors.add_model_error(metrics, gold, golden(factory, inst, within=lambda: rounding.perturbed(unit)))
-        metrics["model_unit"] = unit
+        dtype = DTYPES[spec.dtype]
+        tensors.add_model_error(metrics, gold, golden(factory, inst, within=lambda: rounding.perturbed(dtype)))
+        metrics["model_unit"] = rounding.UNIT[spec.dtype]
     return {**metrics, "rtol": rtol, "atol": atol, "not_checked": not_checked(inst), **_sdpa_choice(spec, inst)}
 
 

@@ -1,19 +1,20 @@
 """The model's own rounding error: its fp64 golden computed again with every op's result perturbed as a lower
 precision's arithmetic perturbs it, by float64 kernels (the yardstick numerics and amp judge a result against).
 
-A dtype's arithmetic leaves each op's result off by about its unit roundoff u, and an op that accumulates K terms
-(a matmul's inner dimension, a convolution's Cin/groups x kh x kw, a weight gradient's batch x positions, a sum,
-a softmax's row) off by about u·√K of the result's RMS (the probabilistic rounding-error bound of Higham & Mary,
-SIAM J. Sci. Comput. 2019): `perturbed` adds exactly such a seeded error to every arithmetic op, forward and
-backward, so the golden's distance from this run is what rounding alone does to *this* model, carried through its
-depth and amplified or damped by its own conditioning (a near-cancelling output, a normalisation). PyTorch's own
+A dtype's arithmetic rounds each op's result to the dtype (its unit roundoff u, and its range: float16 underflows
+below 6e-8), and an op that accumulates K terms (a matmul's inner dimension, a convolution's Cin/groups x kh x kw, a
+weight gradient's batch x positions, a sum, a softmax's row) leaves it off by about u·√K of the result's RMS (the
+probabilistic rounding-error bound of Higham & Mary, SIAM J. Sci. Comput. 2019): `perturbed` adds such a seeded
+error and rounds every arithmetic op's result to the dtype, forward and backward, so the golden's distance from
+this run is what rounding alone does to *this* model, carried through its depth and amplified or damped by its
+own conditioning (a near-cancelling output, a normalisation, activations small enough to underflow). PyTorch's own
 accuracy rule (torch._dynamo's `same(fp64_ref=...)`) judges a result against a trusted reference's error; numerics
 alone has no trusted run of the kernels under test, so this stands in for one. Its kernels are float64, the
 golden's, so a kernel changed in float32 or float16 alone does not move it.
 
 Under autocast only some ops run in the low dtype: `LowPrecisionOps` records which (in the real autocast step),
-and `perturbed(unit, low=those, low_unit=...)` rounds their operands and results at the low dtype's unit and the
-rest at float32's.
+and `perturbed(torch.float32, low=those, low_dtype=...)` casts their operands and rounds their results to the low
+dtype, and the rest to float32.
 """
 
 from __future__ import annotations
@@ -89,49 +90,50 @@ def accumulation(func: Any, args: tuple[Any, ...], out: torch.Tensor, index: int
 
 
 class _Perturb(TorchDispatchMode):
-    """Every arithmetic op's floating results get a seeded error: relative u for an elementwise op, u·√K of the
-    result's RMS for one that accumulates K terms; ops in `low` also have their floating operands rounded at
-    `low_unit` (autocast casts them)."""
+    """Every arithmetic op's floating results rounded to `dtype` (its precision and its range: a float16 result
+    below 6e-8 is 0, above 65504 inf), after an error of u·√K of the result's RMS where the op sums K terms; ops in
+    `low` have their floating operands cast to `low_dtype` (as autocast casts them) and their results rounded to it."""
 
-    def __init__(self, unit: float, low: frozenset[str] = frozenset(), low_unit: float = 0.0) -> None:
+    def __init__(self, dtype: torch.dtype, low: frozenset[str] = frozenset(), low_dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        self.unit, self.low, self.low_unit = unit, low, low_unit
+        self.dtype, self.low, self.low_dtype = dtype, low, low_dtype or dtype
         self.generator = torch.Generator().manual_seed(SEED)
 
     def _noise(self, t: torch.Tensor) -> torch.Tensor:
         return torch.rand(t.shape, generator=self.generator, dtype=t.dtype, device=t.device) * 2 - 1
 
-    def _relative(self, t: torch.Tensor, unit: float) -> torch.Tensor:
-        return t + t * self._noise(t) * unit if t.is_floating_point() and t.numel() else t
-
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if not _rounds(func):
             return func(*args, **kwargs)
-        low = str(func) in self.low
-        unit = self.low_unit if low else self.unit
-        if low:
-            args = tuple(self._relative(a, unit) if isinstance(a, torch.Tensor) else a for a in args)
+        dtype = self.low_dtype if str(func) in self.low else self.dtype
+        if dtype is not self.dtype:
+            args = tuple(_round(a, dtype) if isinstance(a, torch.Tensor) else a for a in args)
         out = func(*args, **kwargs)
         many = isinstance(out, (tuple, list))
         results = list(out) if many else [out]
-        for i, r in enumerate(results):
-            if not isinstance(r, torch.Tensor) or not r.is_floating_point() or not r.numel():
+        for i, result in enumerate(results):
+            if not isinstance(result, torch.Tensor) or not result.is_floating_point() or not result.numel():
                 continue
-            k = accumulation(func, args, r, i)
-            if k == 1:
-                results[i] = self._relative(r, unit)
-            else:
-                finite = r[torch.isfinite(r)]
+            k = accumulation(func, args, result, i)
+            if k > 1:
+                finite = result[torch.isfinite(result)]
                 rms = float(finite.square().mean().sqrt()) if finite.numel() else 0.0
-                results[i] = r + self._noise(r) * (unit * math.sqrt(k) * rms)
+                result = result + self._noise(result) * (torch.finfo(dtype).eps / 2 * math.sqrt(k) * rms)  # noqa: PLW2901
+            results[i] = _round(result, dtype)
         return type(out)(results) if many else results[0]
 
 
+def _round(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`t` as `dtype` holds it (nearest, with its range), kept in `t`'s own dtype."""
+    return t.to(dtype).to(t.dtype) if t.is_floating_point() and t.dtype != dtype else t
+
+
 @contextlib.contextmanager
-def perturbed(unit: float, low: frozenset[str] = frozenset(), low_unit: float = 0.0) -> Iterator[None]:
-    """Within it, every arithmetic op rounds as a dtype of unit roundoff `unit` would (ops in `low`: `low_unit`)."""
-    with _Perturb(unit, low, low_unit):
+def perturbed(dtype: torch.dtype, low: frozenset[str] = frozenset(),
+              low_dtype: torch.dtype | None = None) -> Iterator[None]:
+    """Within it, every arithmetic op rounds as `dtype`'s arithmetic would (ops in `low`: as `low_dtype`'s)."""
+    with _Perturb(dtype, low, low_dtype):
         yield
 
 
