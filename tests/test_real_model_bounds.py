@@ -1,10 +1,11 @@
 """The numerics and amp bounds on real models (transformers' BERT, GPT-2, ViT, ResNet and MobileNetV2, small
 configs, untrained): a healthy torch passes, and a 0.1% kernel change on a 12-block ViT still fails numerics.
 
-Before the bounds scaled with the model's own rounding error, a small BERT failed amp here on torch 2.13.0: its
-key biases' gradients vanish (attention ignores a bias on the keys), so their error measured in unit roundoffs of
-the golden's scale was 10^15, and its float16 gradients did not overflow at 2^40, so the step GradScaler rightly
-applied was counted as one it wrongly applied. (timm and torchvision need torch 2.14.1 beside 2.13.0's CPU wheel:
+Before the bounds scaled with the model's own rounding error, every model here failed one of the two on torch
+2.13.0: BERT's, GPT-2's and the ViT's float32 gradients had elements outside rtol/atol (fp32 accumulation), the
+ResNet's float16 step was 64.4 unit roundoffs off (bound 64), MobileNetV2's float16 output 2,048 (its activations
+underflow), and BERT's float16 gradients did not overflow at 2^40, so the step the GradScaler rightly applied was
+counted as one it wrongly applied. (timm and torchvision need torch 2.14.1 beside 2.13.0's CPU wheel:
 benchmarks/bounds.py measures those.)"""
 
 from __future__ import annotations
@@ -95,8 +96,10 @@ def test_real_models_pass_numerics_and_amp_on_a_healthy_torch(tmp_path: Path, to
     assert code == 0
     # the yardstick was read, not bypassed: some tensors pass by it that rtol/atol alone would fail
     assert any("the model's own float32 rounding error" in by_id[f"{w}[float32]/numerics"]["reason"] for w in WORKLOADS)
-    bert = by_id["bert[float32]/amp"]["metrics"]["checked"]
-    assert all("model_rmse" in t for sub in bert.values() for t in sub["per_tensor"])
+    # MobileNetV2's float16 activations underflow, as torchvision's mobilenet_v3_small's do: its output's error is
+    # the model's own, far beyond 64 unit roundoffs; BERT's float16 gradients overflow only at a larger scale
+    assert "1× the model's own float16 rounding error" in by_id["mobilenet_v2[float32]/amp"]["reason"]
+    assert "an overflow at scale 2^64 skipped" in by_id["bert[float32]/amp"]["reason"]
 
 
 def test_a_0_1_percent_linear_kernel_change_fails_numerics_on_a_12_block_vit(tmp_path: Path, torch_python: str) -> None:

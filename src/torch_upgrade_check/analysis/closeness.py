@@ -137,6 +137,8 @@ def fp64_change(m: Mapping[str, Any]) -> str:
 def _notes(m: Mapping[str, Any]) -> str:
     parts = [f"{what} not checked: {why}" for what, why in (m.get("not_checked") or {}).items()]
     parts += [f"{what} {why}" for what, why in (m.get("no_reference") or {}).items()]
+    if m.get("no_yardstick"):
+        parts.append(f"the model's own rounding error could not be computed ({m['no_yardstick']}): rtol/atol alone")
     return "".join(f"; {p}" for p in parts)
 
 

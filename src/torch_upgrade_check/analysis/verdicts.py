@@ -416,6 +416,8 @@ def _amp_problems(name: str, sub: Mapping[str, Any], against: str) -> list[str]:
         if not error <= AMP_ROUNDOFFS * unit and not _within_own_error(t):
             own = (f" and {short(as_float(t['rmse']) / as_float(t['model_rmse']))}× the model's own {name} rounding "
                    f"error (at most {closeness.MODEL_MULTIPLIER:g}×)" if "model_rmse" in t else "")
+            if sub.get("no_yardstick"):
+                own = f"; the model's own {name} rounding error could not be computed ({sub['no_yardstick']})"
             found.append(f"{t['name']}: error {short(error)} of its scale, {short(error / unit)} unit roundoffs of "
                          f"{name} (at most {AMP_ROUNDOFFS:g}){own}")
             break

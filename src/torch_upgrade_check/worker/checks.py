@@ -122,8 +122,11 @@ def numerics(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, devic
     metrics = tensors.compare(forward_backward(inst), gold, reference=reference, rtol=rtol, atol=atol, dtype=spec.dtype)
     if metrics["mismatched_count"] and reference is None:  # the yardstick costs a golden: only where it is read
         dtype = DTYPES[spec.dtype]
-        tensors.add_model_error(metrics, gold, golden(factory, inst, within=lambda: rounding.perturbed(dtype)))
-        metrics["model_unit"] = rounding.UNIT[spec.dtype]
+        try:
+            tensors.add_model_error(metrics, gold, golden(factory, inst, within=lambda: rounding.perturbed(dtype)))
+            metrics["model_unit"] = rounding.UNIT[spec.dtype]
+        except Exception as e:  # an allowance only (FlexAttention will not compile under a dispatch mode): rtol/atol stand
+            metrics["no_yardstick"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
     return {**metrics, "rtol": rtol, "atol": atol, "not_checked": not_checked(inst), **_sdpa_choice(spec, inst)}
 
 

@@ -41,18 +41,20 @@ MATMULS = ("mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "dot", "mv", "ad
 
 
 def _name(func: Any) -> str:
-    return func._schema.name.split("::")[-1]
+    return func._schema.name.split("::")[-1] if hasattr(func, "_schema") else str(func)
 
 
 def _is_exact(func: Any) -> bool:
     name = _name(func)
-    return any(name == e or name.startswith(e + "_") or (e.endswith("_") and name.startswith(e)) for e in EXACT)
+    return any(name == e or name.startswith((e + "_", e if e.endswith("_") else e + "_")) for e in EXACT)
 
 
 def _rounds(func: Any) -> bool:
-    """An arithmetic op whose results are new tensors (not views, not written in place)."""
-    schema = func._schema
-    return not schema.is_mutable and all(r.alias_info is None for r in schema.returns) and not _is_exact(func)
+    """An arithmetic op whose results are new tensors (not views, not written in place); a higher-order op
+    (FlexAttention's) has no schema and runs as it is: its inner ops are dispatched on their own."""
+    schema = getattr(func, "_schema", None)
+    return (schema is not None and not schema.is_mutable and all(r.alias_info is None for r in schema.returns)
+            and not _is_exact(func))
 
 
 def _floating(args: Any) -> list[torch.Tensor]:
@@ -93,6 +95,8 @@ class _Perturb(TorchDispatchMode):
     """Every arithmetic op's floating results rounded to `dtype` (its precision and its range: a float16 result
     below 6e-8 is 0, above 65504 inf), after an error of u·√K of the result's RMS where the op sums K terms; ops in
     `low` have their floating operands cast to `low_dtype` (as autocast casts them) and their results rounded to it."""
+
+    supports_higher_order_operators = True  # run as they are (see _rounds)
 
     def __init__(self, dtype: torch.dtype, low: frozenset[str] = frozenset(), low_dtype: torch.dtype | None = None) -> None:
         super().__init__()
@@ -139,6 +143,8 @@ def perturbed(dtype: torch.dtype, low: frozenset[str] = frozenset(),
 
 class LowPrecisionOps(TorchDispatchMode):
     """Records the ops that returned `dtype` while it is entered (what autocast ran in low precision)."""
+
+    supports_higher_order_operators = True  # run as they are (see _rounds)
 
     def __init__(self, dtype: torch.dtype) -> None:
         super().__init__()
