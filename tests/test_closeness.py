@@ -74,6 +74,13 @@ def test_float32_elements_outside_tolerance_pass_within_the_models_own_rounding_
     assert decide(spec("numerics"), Observation("x", "ok", m)).thresholds["model_multiplier"] == 4.0
 
 
+def test_a_yardstick_that_could_not_be_computed_is_said_and_rtol_atol_stand_alone() -> None:
+    m = metrics(tensor("output", mismatched=3, rmse=1e-9), no_yardstick="RuntimeError: torch.compile with fullgraph")
+    outcome, reason = judge("numerics", m)
+    assert outcome is Outcome.FAILED
+    assert "the model's own rounding error could not be computed (RuntimeError: torch.compile with fullgraph)" in reason
+
+
 @pytest.mark.parametrize("aspect", ["compile", "cross-backend", "cross-version"])
 def test_reference_aspects_use_the_references_noise_floor(aspect: str) -> None:
     m = metrics(tensor("output", mismatched=5, rmse=2.9e-6, ref_rmse=1e-6))  # bound: 2 x 1e-6 + atol*scale/10
