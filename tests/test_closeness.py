@@ -60,6 +60,27 @@ def test_float32_has_no_rounding_allowance() -> None:
     assert judge("numerics", m)[0] is Outcome.FAILED
 
 
+@pytest.mark.parametrize(("rmse", "outcome"), [(3.9e-9, Outcome.PASSED), (4.5e-9, Outcome.FAILED)])
+def test_float32_elements_outside_tolerance_pass_within_the_models_own_rounding_error(rmse: float,
+                                                                                     outcome: Outcome) -> None:
+    """vit_tiny's fp32 accumulation over 12 blocks: 1 of 147,456 gradient elements a little outside rtol/atol, its
+    RMSE well within 4x what the golden recomputed with float32's rounding simulated is from the golden."""
+    m = metrics(tensor("grad:blocks.11.mlp.fc1.weight", numel=147456, mismatched=1, rmse=rmse, max_abs_err=5.96e-7,
+                       scale=0.0575, model_rmse=1e-9), atol=1e-8)  # bound 4e-9 + atol*scale/10 (about 6e-11)
+    outcome_got, reason = judge("numerics", m)
+    assert outcome_got is outcome
+    assert f"rmse {rmse:.3g} {'≤' if outcome is Outcome.PASSED else '>'} 4× the model's own float32 rounding error 1e-09" \
+        in reason
+    assert decide(spec("numerics"), Observation("x", "ok", m)).thresholds["model_multiplier"] == 4.0
+
+
+def test_a_yardstick_that_could_not_be_computed_is_said_and_rtol_atol_stand_alone() -> None:
+    m = metrics(tensor("output", mismatched=3, rmse=1e-9), no_yardstick="RuntimeError: torch.compile with fullgraph")
+    outcome, reason = judge("numerics", m)
+    assert outcome is Outcome.FAILED
+    assert "the model's own rounding error could not be computed (RuntimeError: torch.compile with fullgraph)" in reason
+
+
 @pytest.mark.parametrize("aspect", ["compile", "cross-backend", "cross-version"])
 def test_reference_aspects_use_the_references_noise_floor(aspect: str) -> None:
     m = metrics(tensor("output", mismatched=5, rmse=2.9e-6, ref_rmse=1e-6))  # bound: 2 x 1e-6 + atol*scale/10

@@ -3,6 +3,7 @@ training-curve band (analysis.verdicts): the cases two identical torches must pa
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from torch_upgrade_check.analysis.sides import judge_against_baseline
@@ -98,6 +99,20 @@ def test_an_autocast_step_is_judged_in_unit_roundoffs_of_its_dtype() -> None:
     assert far.outcome is Outcome.FAILED and "76.8 unit roundoffs of bfloat16 (at most 64)" in far.reason
 
 
+def test_an_autocast_step_beyond_64_roundoffs_passes_within_the_models_own_error_and_fails_beyond_it() -> None:
+    """mobilenet_v3_small's float16 output: far beyond 64 unit roundoffs of its scale, as the golden recomputed with
+    autocast's rounding simulated is too (the model amplifies rounding): judged against that, not a fixed count."""
+    own = amp(fp16={"per_tensor": [{"name": "output", "numel": 20, "scale": 1.0, "mismatched": 20, "nan": 0,
+                                    "rmse": 1.0, "model_rmse": 0.3}]})
+    assert own.outcome is Outcome.PASSED, own.reason
+    assert "largest error 2048.0 unit roundoffs (output), 3.3× the model's own float16 rounding error" in own.reason
+    beyond = amp(fp16={"per_tensor": [{"name": "output", "numel": 20, "scale": 1.0, "mismatched": 20, "nan": 0,
+                                       "rmse": 1.0, "model_rmse": 0.2}]})
+    assert beyond.outcome is Outcome.FAILED
+    assert ("output: error 1 of its scale, 2.05e+03 unit roundoffs of float16 (at most 64) and 5× the model's own "
+            "float16 rounding error (at most 4×)") in beyond.reason
+
+
 def test_autocast_without_effect_or_a_scaler_that_applies_an_overflow_fails() -> None:
     off = amp(bf16={"low_precision_modules": 0})
     assert off.outcome is Outcome.FAILED and off.reason.startswith("bfloat16 autocast: had no effect")
@@ -143,3 +158,33 @@ def test_the_first_node_where_the_post_grad_graphs_part_is_named() -> None:
                                                   "candidate": "call_function aten.addmm.default float32[4, 16]"}
     assert first_graph_difference(one, [one[0][:2]])["candidate"] == "(the graph ends)"
     assert first_graph_difference(one, one + one) == {"where": "graph 2", "baseline": "1 graphs", "candidate": "2 graphs"}
+
+
+def test_a_model_whose_float16_gradients_never_overflow_is_said_not_failed() -> None:
+    """A small BERT's float16 gradients stay finite at 2^40 on the CPU: a step applied there overflowed nothing, so
+    it is no wrong step; at every larger scale tried too, the overflow handling is said to be unexercised."""
+    quiet = amp(fp16={"overflow_scale": 2.0**120, "overflow_exercised": False, "overflow_skipped": None})
+    assert quiet.outcome is Outcome.PASSED, quiet.reason
+    assert ("the GradScaler's overflow handling not exercised: the model's float16 gradients stayed finite up to "
+            "scale 2^120; a step applied at 65536") in quiet.reason
+    wrong = amp(fp16={"overflow_scale": 2.0**64, "overflow_exercised": True, "overflow_skipped": False})
+    assert wrong.outcome is Outcome.FAILED and "overflowed (loss scale 1.84467e+19)" in wrong.reason
+
+
+def test_the_worker_computes_amps_yardstick_wherever_the_verdict_reads_it() -> None:
+    """The worker skips the fp64 yardstick step while every tensor is within AMP_ROUNDOFFS: the same number (read from
+    the worker's source: this test stays torch-free)."""
+    import ast
+
+    from torch_upgrade_check.analysis.verdicts import AMP_ROUNDOFFS, UNIT_ROUNDOFF
+
+    worker = Path(__file__).resolve().parents[1] / "src" / "torch_upgrade_check" / "worker"
+
+    def constant(module: str, name: str) -> Any:
+        tree = ast.parse((worker / module).read_text())
+        found = [n.value for n in tree.body if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+        return eval(compile(ast.Expression(found[0]), module, "eval"))  # literals and 2.0**-k only
+
+    assert constant("amp.py", "ROUNDOFFS") == AMP_ROUNDOFFS
+    assert all(constant("rounding.py", "UNIT")[name] == unit for name, unit in UNIT_ROUNDOFF.items())

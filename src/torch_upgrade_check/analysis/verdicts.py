@@ -20,7 +20,8 @@ Rules (thresholds are recorded on each result):
 - training-curve: finite losses; in compare every step within the band around the baseline's (CURVE_*); a failure
   says first when the seeded random stream changed (worker.randomness), which explains it without numerics.
 - amp: per autocast dtype, autocast took effect, the GradScaler skipped an overflowed step and then applied one,
-  and each tensor of the step within AMP_ROUNDOFFS unit roundoffs (relative RMS) of the fp64 golden; in compare
+  and each tensor of the step within AMP_ROUNDOFFS unit roundoffs (relative RMS) of the fp64 golden or within
+  closeness.MODEL_MULTIPLIER x the model's own error at that precision (`model_rmse`); in compare
   the baseline's golden, within the cross-version rule of the baseline's autocast step, and the fp64 step's
   golden unchanged from the baseline's.
 - warnings: listed; passes (compare judges what is new in the candidate: analysis.sides).
@@ -362,7 +363,8 @@ def _amp(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
     """Each autocast dtype: took effect, the scaler's overflow handling, the step's error against the golden (and
     in compare against the baseline's autocast step); the first problem fails the check."""
     checked, problems, passed = m.get("checked") or {}, [], []
-    thresholds: dict[str, Any] = {"amp_roundoffs": AMP_ROUNDOFFS, "error": "RMS(result - golden) / scale per tensor"}
+    thresholds: dict[str, Any] = {"amp_roundoffs": AMP_ROUNDOFFS, "error": "RMS(result - golden) / scale per tensor",
+                                  "model_multiplier": closeness.MODEL_MULTIPLIER}
     against = f"baseline {m.get('baseline_torch')}'s" if m.get("mode") == "compare" else ""
     for name, sub in checked.items():
         what = f"{name} autocast" + (" with GradScaler" if "overflow_scale" in sub else "")
@@ -370,13 +372,19 @@ def _amp(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         if found:
             problems.append(f"{what}: {found[0]}")
             continue
-        worst = max(sub.get("per_tensor") or [{}], key=lambda t: as_float(t.get("rmse")) / (as_float(t.get("scale")) or 1.0))
+        worst = max(sub.get("per_tensor") or [{}], key=lambda t: _share_of_amp_bound(t, name))  # nearest its bound
         ratio = as_float(worst.get("rmse")) / (as_float(worst.get("scale")) or 1.0) / UNIT_ROUNDOFF[name]
+        own = (f", {as_float(worst['rmse']) / as_float(worst['model_rmse']):.2g}× the model's own {name} rounding error"
+               if ratio > AMP_ROUNDOFFS and "model_rmse" in worst else "")
         scaler = (f"; an overflow at scale 2^{int(math.log2(sub['overflow_scale']))} skipped, a step applied at "
                   f"{sub.get('loss_scale'):g}" if "overflow_scale" in sub else "")
+        if sub.get("overflow_exercised") is False:
+            scaler = (f"; the GradScaler's overflow handling not exercised: the model's float16 gradients stayed "
+                      f"finite up to scale 2^{int(math.log2(sub['overflow_scale']))}; a step applied at "
+                      f"{sub.get('loss_scale'):g}")
         vs = f", and as close as {against} autocast step" if against else ""
         passed.append(f"{what}: {sub.get('low_precision_modules')} of {sub.get('modules')} modules in {name}; "
-                      f"largest error {ratio:.1f} unit roundoffs ({worst.get('name')}){vs}{scaler}")
+                      f"largest error {ratio:.1f} unit roundoffs ({worst.get('name')}){own}{vs}{scaler}")
     offered = "; ".join(f"{k} not offered: {v}" for k, v in (m.get("not_offered") or {}).items())
     tail = f"; {offered}" if offered else ""
     if not checked:
@@ -389,17 +397,31 @@ def _amp(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
     return Outcome.PASSED, f"one {m.get('optimizer', 'SGD')} step each: {'; '.join(passed)}{tail}", thresholds
 
 
+def _share_of_amp_bound(t: Mapping[str, Any], name: str) -> float:
+    """A tensor's error over what amp allows it: the larger of 64 unit roundoffs of its scale and 4x the model's own."""
+    allowed = max(AMP_ROUNDOFFS * UNIT_ROUNDOFF[name] * (as_float(t.get("scale")) or 1.0),
+                  closeness.MODEL_MULTIPLIER * as_float(t.get("model_rmse", 0.0)))
+    return as_float(t.get("rmse")) / allowed
+
+
+def _within_own_error(t: Mapping[str, Any]) -> bool:
+    """The tensor's error is within MODEL_MULTIPLIER x the model's own at this precision (worker.rounding): a model
+    whose output cancels or whose gradients cross many layers amplifies rounding more than 64 unit roundoffs."""
+    return "model_rmse" in t and as_float(t.get("rmse")) <= closeness.MODEL_MULTIPLIER * as_float(t["model_rmse"])
+
+
 def _amp_problems(name: str, sub: Mapping[str, Any], against: str) -> list[str]:
     found = []
     if not sub.get("low_precision_modules"):
         found.append(f"had no effect: none of the model's {sub.get('modules')} modules produced {name} (torch may "
                      f"have disabled autocast for this device and dtype; the warnings check shows its warning)")
     if "overflow_scale" in sub:
-        if not sub.get("overflow_skipped"):
+        exercised = sub.get("overflow_exercised") is not False  # nothing overflowed: said in the reason, not failed
+        if exercised and not sub.get("overflow_skipped"):
             finite = "" if sub.get("weights_finite_after_overflow") else ", and the weights are no longer finite"
             found.append(f"the GradScaler applied a step whose float16 gradients overflowed (loss scale "
                          f"{sub['overflow_scale']:g}){finite}")
-        elif not sub.get("overflow_backed_off"):
+        elif exercised and not sub.get("overflow_backed_off"):
             found.append("the GradScaler skipped an overflowed step but did not lower its scale")
         if not sub.get("scaled_step_applied"):
             found.append(f"no step was applied in {sub.get('scaled_attempts')} tries (the loss scale halved each time, "
@@ -409,9 +431,13 @@ def _amp_problems(name: str, sub: Mapping[str, Any], against: str) -> list[str]:
     unit = UNIT_ROUNDOFF[name]
     for t in sub.get("per_tensor") or []:
         error = as_float(t.get("rmse")) / (as_float(t.get("scale")) or 1.0)
-        if not error <= AMP_ROUNDOFFS * unit:
+        if not error <= AMP_ROUNDOFFS * unit and not _within_own_error(t):
+            own = (f" and {short(as_float(t['rmse']) / as_float(t['model_rmse']))}× the model's own {name} rounding "
+                   f"error (at most {closeness.MODEL_MULTIPLIER:g}×)" if "model_rmse" in t else "")
+            if sub.get("no_yardstick"):
+                own = f"; the model's own {name} rounding error could not be computed ({sub['no_yardstick']})"
             found.append(f"{t['name']}: error {short(error)} of its scale, {short(error / unit)} unit roundoffs of "
-                         f"{name} (at most {AMP_ROUNDOFFS:g})")
+                         f"{name} (at most {AMP_ROUNDOFFS:g}){own}")
             break
     if against:
         for t in sub.get("per_tensor") or []:

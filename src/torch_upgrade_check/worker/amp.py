@@ -11,8 +11,9 @@ from the same weights and inputs, and records:
 - the loss, the outputs, the parameters' gradients and the parameters after the step, against the fp64
   golden of the same step (closeness's low-precision rule: within the dtype's rounding error of the golden,
   times AMP_MULTIPLIER, since a step rounds at every op);
-- float16 only: a step at a scale that must overflow (2**40), which the GradScaler must skip (the weights
-  bitwise unchanged, the scale backed off), then steps at the default scale until one is applied.
+- float16 only: a step at a scale whose gradients overflow (2**40, or larger where the model's stay finite there),
+  which the GradScaler must skip (the weights bitwise unchanged, the scale backed off), then steps at the default
+  scale until one is applied.
 
 Mode "save" (the baseline in `compare`) also writes its weights, inputs, results and fp64 golden; mode "compare"
 (the candidate) takes the baseline's weights and inputs, is judged against the baseline's golden with the
@@ -21,6 +22,7 @@ baseline's results as the reference, and compares its own golden with the baseli
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -28,15 +30,18 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import crossversion, tensors
+from torch_upgrade_check.worker import crossversion, rounding, tensors
 from torch_upgrade_check.worker.devices import Device
 from torch_upgrade_check.worker.instance import Instance, Skip, build, copy_to, grad_leaves, require_training
 
 LR = 0.01  # SGD: the step is the gradient itself, so a gradient left scaled shows in the weights
-OVERFLOW_SCALE = 2.0**40  # any float16 backward overflows at this loss scale
+OVERFLOW_SCALE = 2.0**40  # most float16 backwards overflow at this loss scale
+# tried in turn until the scaled gradients hold an inf or NaN (the loss, about 1, stays finite in float32 at 2^120)
+OVERFLOW_SCALES = (OVERFLOW_SCALE, 2.0**64, 2.0**96, 2.0**120)
 DEFAULT_SCALE = 2.0**16  # GradScaler's own init_scale: the steps after the overflow start there
 SCALED_ATTEMPTS = 8  # steps at the default scale (halved after each overflow) before giving up
 AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+ROUNDOFFS = 64.0  # analysis.verdicts.AMP_ROUNDOFFS (a test holds them equal): within it, no yardstick is needed
 
 
 def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Device) -> dict[str, Any]:
@@ -74,6 +79,12 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
         judged_by = saved["golden"] if saved is not None else gold  # the baseline's function, not this torch's
         checked[name] = {**tensors.compare(got, judged_by, reference=reference, rtol=rtol, atol=atol, dtype=name),
                          "rtol": rtol, "atol": atol, **low, **overflow, "loss": _finite(float(got["loss"]))}
+        if _beyond_roundoffs(checked[name], name):  # the yardstick costs two steps: only where it is read
+            own, why = _own_error(factory, inst, spec.device, device, dtype)
+            if own is not None:
+                tensors.add_model_error(checked[name], gold, own)
+            else:
+                checked[name]["no_yardstick"] = why
     if not checked:
         raise Skip("no autocast dtype is offered here: " + "; ".join(f"{k}: {v}" for k, v in not_offered.items()))
     metrics: dict[str, Any] = {"mode": mode, "checked": checked, "not_offered": not_offered, "optimizer": f"SGD(lr={LR})",
@@ -87,6 +98,12 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
                     "results": {n: {k: tensors.host(v) for k, v in r.items()} for n, r in results.items()},
                     "golden": {k: tensors.host(v) for k, v in gold.items()}}, path)
     return metrics
+
+
+def _beyond_roundoffs(sub: dict[str, Any], name: str) -> bool:
+    """Some tensor's error is beyond ROUNDOFFS unit roundoffs of its scale: the verdict then reads the model's own."""
+    unit = rounding.UNIT[name]
+    return any(not float(t["rmse"]) <= ROUNDOFFS * unit * (float(t["scale"]) or 1.0) for t in sub.get("per_tensor") or [])
 
 
 def _not_offered(device: Device, name: str) -> str:
@@ -128,14 +145,33 @@ def _grads(inst: Instance) -> dict[str, torch.Tensor]:
             if isinstance(p, torch.nn.Parameter) and p.grad is not None}
 
 
-def _step(inst: Instance) -> dict[str, torch.Tensor]:
-    """One plain SGD step (the golden: float64 on the CPU)."""
+def _step(inst: Instance, within: contextlib.AbstractContextManager[Any] | None = None) -> dict[str, torch.Tensor]:
+    """One plain SGD step (the golden: float64 on the CPU), all of it `within` the context given."""
     optimizer = torch.optim.SGD(_params(inst), lr=LR)
-    outputs, loss = _forward_loss(inst)
-    loss.backward()
-    grads = _grads(inst)
-    optimizer.step()
+    with within or contextlib.nullcontext():
+        outputs, loss = _forward_loss(inst)
+        loss.backward()
+        grads = _grads(inst)
+        optimizer.step()
     return _state(inst, outputs, loss, grads)
+
+
+def _own_error(factory: Callable[..., Any], inst: Instance, where: str, device: Device,
+               dtype: torch.dtype) -> tuple[dict[str, torch.Tensor] | None, str]:
+    """The model's own error at this precision (worker.rounding): which ops autocast runs in `dtype` (a forward and
+    backward recorded on the device), then the fp64 step with those rounded to `dtype` and the rest to float32. None
+    and why where it cannot be computed (a Python dispatch mode stops FlexAttention's internal compile): amp then
+    keeps its fixed bound alone, and says so."""
+    try:
+        probe = _copy(factory, inst, where, torch.float32)
+        with rounding.LowPrecisionOps(dtype) as recorded:
+            with torch.autocast(device.name, dtype=dtype):
+                _, loss = _forward_loss(probe)
+            loss.backward()
+        return _step(_copy(factory, inst, "cpu", torch.float64),
+                     within=rounding.perturbed(torch.float32, low=frozenset(recorded.ops), low_dtype=dtype)), ""
+    except Exception as e:  # the yardstick is an allowance: without it the check stands on its fixed bound
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
 
 
 def _autocast_step(inst: Instance, device: Device, dtype: torch.dtype,
@@ -170,25 +206,39 @@ def _autocast_step(inst: Instance, device: Device, dtype: torch.dtype,
 
 
 def _overflow_step(inst: Instance, device: Device, dtype: torch.dtype, scaler: Any) -> dict[str, Any]:
-    """A step at a loss scale that must overflow float16: the scaler must skip it and back the scale off."""
+    """A step at a loss scale that overflows float16: the scaler must skip it and back the scale off.
+
+    Whether the scaled backward overflowed is read from the gradients themselves, not from the scaler under test: a
+    model whose float16 gradients stay finite at 2^40 (a small BERT's, on the CPU) is tried at larger scales, and
+    one that overflows at none is said (`overflow_exercised` false), never counted as a step wrongly applied."""
     params = _params(inst)
     optimizer = torch.optim.SGD(params, lr=LR)
     before = [p.detach().clone() for p in params]
-    with torch.autocast(device.name, dtype=dtype):
-        _, loss = _forward_loss(inst)
-    scaler.scale(loss).backward()
+    for scale in OVERFLOW_SCALES:
+        if scale != OVERFLOW_SCALE:  # the scaler starts there; update() before its first scale() raises
+            scaler.update(new_scale=scale)
+        optimizer.zero_grad()
+        with torch.autocast(device.name, dtype=dtype):
+            _, loss = _forward_loss(inst)
+        scaler.scale(loss).backward()
+        if not all(bool(torch.isfinite(p.grad).all()) for p in params if p.grad is not None):
+            break
+    else:
+        optimizer.zero_grad()
+        scaler.update(new_scale=DEFAULT_SCALE)
+        return {"overflow_scale": OVERFLOW_SCALES[-1], "overflow_exercised": False}
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad()
     unchanged = all(tensors.bitwise_equal(a, b) for a, b in zip(before, params))
     finite = all(bool(torch.isfinite(p).all()) for p in params)
-    backed_off = float(scaler.get_scale()) < OVERFLOW_SCALE
+    backed_off = float(scaler.get_scale()) < scale
     with torch.no_grad():  # put back what a wrongly applied step changed: the next step starts from the same point
         for p, b in zip(params, before):
             p.copy_(b)
     scaler.update(new_scale=DEFAULT_SCALE)
-    return {"overflow_scale": OVERFLOW_SCALE, "overflow_skipped": unchanged, "overflow_backed_off": backed_off,
-            "weights_finite_after_overflow": finite}
+    return {"overflow_scale": scale, "overflow_skipped": unchanged, "overflow_backed_off": backed_off,
+            "weights_finite_after_overflow": finite, "overflow_exercised": True}
 
 
 def _scaler(device: Device) -> Any:

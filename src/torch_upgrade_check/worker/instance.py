@@ -6,6 +6,7 @@ determinism check (`flexdet`), so none of them imports another.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import sys
@@ -174,12 +175,14 @@ def grad_leaves(inst: Instance) -> list[tuple[str, torch.Tensor]]:
     return leaves
 
 
-def golden(factory: Callable[..., Any], inst: Instance) -> dict[str, torch.Tensor]:
+def golden(factory: Callable[..., Any], inst: Instance,
+           within: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext) -> dict[str, torch.Tensor]:
     """The fp64 CPU golden of exactly what `inst` computes: its weights and inputs, its outputs and gradients.
 
     The golden takes the instance's loss and input requires_grad (the CPU build of a workload may have
     dropped them where the CPU lacks a backward, as FlexAttention's does), and the workload's
-    `reference` when it has one.
+    `reference` when it has one. `within` wraps the forward and backward (worker.rounding's simulated rounding:
+    the model's own rounding error).
     """
     gold = build(factory, "cpu", torch.float64)
     copy_to(inst, gold, torch.float64)
@@ -188,7 +191,8 @@ def golden(factory: Callable[..., Any], inst: Instance) -> dict[str, torch.Tenso
         gold.inputs = tuple(g.detach().requires_grad_(m.requires_grad) if isinstance(g, torch.Tensor)
                             and isinstance(m, torch.Tensor) and g.is_floating_point() else g
                             for g, m in zip(gold.inputs, inst.inputs))
-    return forward_backward(gold, use_reference=True)
+    with within():
+        return forward_backward(gold, use_reference=True)
 
 
 def forward_golden(factory: Callable[..., Any], inst: Instance,

@@ -132,7 +132,9 @@ def round_to(golden: torch.Tensor, dtype_name: str) -> torch.Tensor:
 
 
 # A gradient is judged at its own scale, but never below this share of the largest gradient's: one a
-# million times smaller than its neighbours is rounding noise of the loss, not a signal.
+# million times smaller than its neighbours is rounding noise of the loss, not a signal. The same holds for a
+# parameter after amp's step (`param:`) against the largest parameter's: a key projection's bias, which attention
+# ignores, stays at its zero init plus lr x that noise.
 GRAD_SCALE_FLOOR = 1e-3
 
 
@@ -149,7 +151,7 @@ def compare(
     """Metrics of `result` against `golden`, per tensor and over all.
 
     Per tensor T with golden G: scale = RMS(G) (1 when G is all zero; for gradients at least
-    GRAD_SCALE_FLOOR x the largest gradient's RMS); an element mismatches when
+    GRAD_SCALE_FLOOR x the largest gradient's RMS, for parameters after a step the largest parameter's); an element mismatches when
     |result - golden| > atol*scale + rtol*|golden|; NaN where the golden has NaN is equal, as
     torch.testing.assert_close(equal_nan=True) has it (`nan_as_golden` counts them), and NaN on one side only
     mismatches (`nan`: NaN where the golden has a number; `nan_in_golden_only`: a number where it has NaN); rmse
@@ -160,7 +162,8 @@ def compare(
     """
     names = [n for n in result if n in golden]
     goldens = {n: host(golden[n], torch.float64).reshape(-1) for n in names}
-    largest_grad = max((scale_of(g) for n, g in goldens.items() if n.startswith("grad:")), default=0.0)
+    largest = {kind: max((scale_of(g) for n, g in goldens.items() if n.startswith(kind)), default=0.0)
+               for kind in ("grad:", "param:")}
     per_tensor, worst = [], []
     totals = {"numel": 0, "mismatched": 0, "nan": 0}
     max_abs, max_rel = 0.0, 0.0
@@ -169,7 +172,8 @@ def compare(
         if tuple(r.shape) != tuple(golden[name].shape):
             raise ValueError(f"{name}: shape {tuple(r.shape)} differs from the golden's {tuple(golden[name].shape)}")
         r = r.reshape(-1)
-        scale = max(scale_of(g), GRAD_SCALE_FLOOR * largest_grad if name.startswith("grad:") else 0.0) or 1.0
+        kind = name.split(":", 1)[0] + ":"
+        scale = max(scale_of(g), GRAD_SCALE_FLOOR * largest.get(kind, 0.0)) or 1.0
         diff, bound = difference(r, g), bounds(g, rtol=rtol, atol=atol, scale=scale)
         mismatched = diff > bound
         entry: dict[str, Any] = {
@@ -216,6 +220,18 @@ def compare(
     if worst:
         metrics["top_mismatches"] = [row for _, row in sorted(worst, key=lambda x: -x[0])[:top]]
     return metrics
+
+
+def add_model_error(metrics: dict[str, Any], golden: Mapping[str, torch.Tensor],
+                    model: Mapping[str, torch.Tensor]) -> None:
+    """Each compared tensor's `model_rmse` and `model_max_abs`: how far `model` (the golden computed with the dtype's
+    rounding simulated, worker.rounding) is from the golden; the model's own rounding error, its yardstick."""
+    for entry in metrics.get("per_tensor") or []:
+        name = entry["name"]
+        if name in model and name in golden:
+            diff = difference(host(model[name], torch.float64).reshape(-1), host(golden[name], torch.float64).reshape(-1))
+            entry["model_rmse"] = _rms(diff)
+            entry["model_max_abs"] = float(diff.max()) if diff.numel() else 0.0
 
 
 def _nan_counts(r: torch.Tensor, g: torch.Tensor) -> dict[str, int]:
