@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import load_report, results_by_id, run_cli
 
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.hostchecks import apiscan
+from torch_upgrade_check.hostchecks import apiscan, lint
 
 SOURCE = """\
 import torch
@@ -262,3 +264,47 @@ def test_a_name_gone_whose_every_use_is_guarded_is_suspicious_naming_the_guard_o
     same = apiscan.judge(both.uses, {"baseline": base, "candidate": base}, device="cpu", repro="",
                          guards=both.guards)["candidate"]
     assert same.outcome.value == "passed", same.reason
+
+
+RULE_SOURCES = {  # one file a default TorchFix rule reports on, and files none of them can
+    "removed.py": "import torch\n\ndef f(a):\n    return torch.symeig(a)\n",
+    "typo.py": "import torch\n\ndef f(x):\n    x.require_grad = True\n",
+    "ckpt.py": "import torch\nfrom torch.utils.checkpoint import checkpoint\n\ndef f(m, x):\n    return checkpoint(m, x)\n",
+    "load.py": "import torch\n\nw = torch.load('w.pt')\n",
+    "collate.py": "import torch\nfrom torch.utils.data._utils.collate import default_collate\n",
+    "log.py": "import torch\n\ndef f(x):\n    return torch.log(1 + x)\n",
+    "exp.py": "import torch as t\n\ndef f(x):\n    return t.exp(x) - 1\n",
+    "vision.py": ("import torch\nimport torchvision.models as models\nfrom torchvision.models import resnet50\n"
+                  "m = resnet50(pretrained=True)\n"),
+    "plain.py": "import torch\n\ndef f(x):\n    return torch.relu(x) + torch.ones(2)\n",
+    "model.py": "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x):\n        return x * 2\n",
+    "no_torch.py": "def load(x):\n    return x\n",
+}
+
+
+def test_the_triggers_name_every_default_rule_of_the_installed_torchfix() -> None:
+    """TRIGGERS was read from TorchFix 0.7.0's visitors: a TorchFix with another default rule must not be
+    prefiltered by words that do not cover it (rule_names then lints every file)."""
+    from torchfix import torchfix as tf
+
+    default = set(tf.GET_ALL_ERROR_CODES()) - set(tf.expand_error_codes(tuple(tf.DISABLED_BY_DEFAULT)))
+    assert set(lint.TRIGGERS) == default
+    assert {"symeig", "solve", "load", "checkpoint"} <= set(lint.rule_names() or ())
+
+
+def test_torchfix_lints_only_the_files_a_rule_could_match_and_finds_all_it_finds_on_every_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, text in RULE_SOURCES.items():
+        (tmp_path / "team" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "team" / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    files = apiscan.python_files(["team"])
+    kept = {p.name for p in lint.worth_linting(files, lint.rule_names())}
+    assert kept == set(RULE_SOURCES) - {"plain.py", "model.py", "no_torch.py"}
+    every = subprocess.run([sys.executable, "-m", "torchfix", "-j", "1", *map(str, files)], capture_output=True,
+                           text=True, check=False)
+    reference = apiscan.parse_torchfix(every.stdout)
+    advice, note = apiscan.torchfix(["team"])
+    assert note == "" and advice == reference
+    assert {a.where.split(":")[0].removeprefix("team/") for a in advice} == set(RULE_SOURCES) - {
+        "plain.py", "model.py", "no_torch.py"}, advice  # each rule's file found, so the sources test the rules
