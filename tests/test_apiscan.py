@@ -215,6 +215,8 @@ if hasattr(torch._C, "_something_else"):
     torch._C._gone_b(False)
 if not hasattr(torch._C, "_gone_g"):
     torch._C._gone_g()
+if hasattr(model, "_gone_b"):
+    torch._C._gone_b()
 try:
     torch._C._gone_e()
 except ImportError:

@@ -10,9 +10,9 @@ walking from the use up its enclosing statements and expressions to the innermos
   ends by raising has no fallback, so the name's absence still breaks the code there. Only the try body is guarded;
   the handler's own fallback, `else:` and `finally:` are not.
 - `if hasattr(X, "attr")` (alone, or one of an `and`'s operands) guards its body; `if not hasattr(...)` its `else:`;
-  `hasattr(...) and use` and `use if hasattr(...) else other` the same. The hasattr guards the name when X.attr is a
-  prefix of it (X read through the file's torch aliases), or, when X is no torch name the scan can follow (a module
-  object held in a variable), when "attr" is one of the name's parts.
+  `hasattr(...) and use` and `use if hasattr(...) else other` the same. The hasattr guards the name when X.attr is
+  the name or a prefix of it, X read through the file's torch aliases: `hasattr(model, "compile")` guards no
+  `torch.compile` (an object the scan cannot follow guards nothing).
 - `getattr(X, "attr", default)`: the name X.attr is reached with a default (the scan records it; without a default
   it is an ordinary use).
 - A condition on torch's version guards both of its branches (each is the code for one side of the version):
@@ -27,7 +27,7 @@ import ast
 from collections.abc import Callable
 
 CAUGHT = ("ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException")
-VERSION_WORDS = ("version", "greater", "less", "older", "newer", "before", "after", "at_least")
+VERSION_WORDS = ("version", "greater", "less", "older", "newer", "at_least")
 SHOWN_CONDITION = 60  # characters of a version condition quoted in the guard's name
 
 Resolve = Callable[[ast.AST], "str | None"]  # an expression -> the dotted torch name it spells, or None
@@ -115,11 +115,10 @@ def _hasattr_guards(check: ast.AST, name: str, resolve: Resolve) -> bool:
             and len(check.args) == 2 and isinstance(check.args[1], ast.Constant)
             and isinstance(check.args[1].value, str)):
         return False
-    attr = check.args[1].value
     owner = resolve(check.args[0])
-    if owner is None:  # a module object in a variable: the attribute's name is all there is to match
-        return attr in name.split(".")[1:]
-    guarded = f"{owner}.{attr}"
+    if owner is None:  # an object the scan cannot follow: `hasattr(model, "compile")` says nothing of torch.compile
+        return False
+    guarded = f"{owner}.{check.args[1].value}"
     return name == guarded or name.startswith(guarded + ".")
 
 

@@ -8,13 +8,16 @@ exists there, its parameters, and whether reaching it warns. A name the baseline
 named with its first uses; a name that newly warns a DeprecationWarning/FutureWarning on the candidate, or whose
 parameters lost one the baseline had, is suspicious (passes with a warning). A name neither side has is the team's
 own (a typo, or a name built at run time): reported, never failed. Without a baseline, names the torch lacks are
-suspicious: nothing says they ever existed.
+suspicious: nothing says they ever existed. A name the candidate lacks whose every use the team's code guards (a try
+body falling back on ImportError/AttributeError, a hasattr branch, getattr with a default, a torch-version branch:
+apiguards.py) is the team's own handling: suspicious, each use named with its guard; one unguarded use fails it.
 
 TorchFix (`torchfix`, PyTorch's linter of deprecated and removed APIs) is run over the same files for what it already
 knows and a live probe cannot see: a call of a function torch removed (TOR001/TOR004: the check is suspicious, since
 the code breaks when it reaches it, whichever side), and its advice (deprecated functions, `torch.load` without
 `weights_only`, `checkpoint` without `use_reentrant`, ...) listed on the result without changing it. Where TorchFix is
-not installed or fails, the result says so and stands on the probe alone.
+not installed or fails, the result says so and stands on the probe alone. It reads only the files one of its rules
+could match, in parallel processes (lint.py).
 """
 
 from __future__ import annotations
