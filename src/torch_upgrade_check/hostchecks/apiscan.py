@@ -219,8 +219,9 @@ def ask(python: str, names: Sequence[str], *, timeout_s: float = TIMEOUT_S) -> d
     request = json.dumps({"kind": KIND, "schema_version": SCHEMA_VERSION, "names": list(names)})
     with tempfile.TemporaryDirectory(prefix="tuc-api-") as empty:
         try:
-            proc = subprocess.run([python, "-m", "torch_upgrade_check.worker.apinames"], input=request, capture_output=True, text=True,
-                                  timeout=timeout_s, cwd=empty, env=worker_env(), check=False, start_new_session=True)
+            proc = subprocess.run([python, "-m", "torch_upgrade_check.worker.apinames"], input=request,
+                                  capture_output=True, text=True, timeout=timeout_s, cwd=empty, env=worker_env(),
+                                  check=False, start_new_session=True)
         except subprocess.TimeoutExpired:
             raise InfrastructureError(f"the api check's names were not answered by {python} within {timeout_s:g} s") from None
         except OSError as e:
