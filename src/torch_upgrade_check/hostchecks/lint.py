@@ -1,16 +1,19 @@
 """TorchFix over the team's files for the api check: only the files one of its rules could match, in parallel.
 
 TorchFix (PyTorch's linter of deprecated and removed APIs) parses every file with libcst and resolves qualified
-names, about 40 ms a file: on transformers + timm (3,164 files) its single process took longer than the check allows.
-Each of its default rules matches a qualified name (or, for TOR002 and TOR203, a spelling), so a file that never
-spells that name's last part as a word cannot be reported by it; `worth_linting` keeps the rest, read cheaply as
-text. TRIGGERS holds those words per rule as read from TorchFix RULES_READ_FROM's visitors (the removed and
-deprecated functions come from its own deprecated_symbols.yaml); another TorchFix version lints every file.
-tests/test_apiscan.py checks that TRIGGERS names every default rule of the installed TorchFix.
+names: on transformers + timm (3,164 files) its single process took longer than the check allows. Each of its default
+rules matches a qualified name (`torch.load`, `torch.utils.checkpoint.checkpoint`, a name of its
+deprecated_symbols.yaml, a `torchvision` model) or, for TOR002, an attribute spelled `require_grad`; a file that
+resolves none of those names can give it nothing to report. `worth_linting` reads each file with `ast` (a tenth of
+libcst's cost) for the dotted names its imports make reachable, as TorchFix resolves them, and keeps the rest.
+TRIGGERS holds each default rule's names as read from TorchFix RULES_READ_FROM's visitors; another TorchFix version
+lints every file. tests/test_apiscan.py checks that TRIGGERS names every default rule of the installed TorchFix and
+that the kept files give the findings TorchFix gives over every file.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import importlib.util
 import os
@@ -31,19 +34,21 @@ TORCHFIX_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+):\d+: (?P<code>TOR\d{3}
 LISTED = 5
 MAX_JOBS = 8
 RULES_READ_FROM = "0.7.0"
-# The words each default rule (all but TOR3xx, TOR4xx, TOR9xx) of TorchFix 0.7.0 needs in a file: the last part of
-# the qualified name its visitor matches. The deprecated-symbols rules add every name of deprecated_symbols.yaml.
+# What each default rule (all but TOR3xx, TOR4xx, TOR9xx) of TorchFix 0.7.0 matches: qualified names, or prefixes
+# ending in "." (any name under them), or "attr:NAME" (an attribute spelled NAME on anything). The deprecated-symbols
+# rules match every name of deprecated_symbols.yaml, added by rule_names.
 TRIGGERS: dict[str, tuple[str, ...]] = {
     "TOR001": (), "TOR004": (), "TOR101": (), "TOR103": (),  # deprecated_symbols.yaml's names (rule_names)
-    "TOR002": ("require_grad",),  # `x.require_grad = ...`, the typo
-    "TOR003": ("checkpoint",),  # torch.utils.checkpoint.checkpoint without use_reentrant
-    "TOR102": ("load",),  # torch.load without weights_only
-    "TOR104": ("default_collate", "default_convert"), "TOR105": ("default_collate", "default_convert"),
-    "TOR106": ("log",),  # torch.log(1 + x)
-    "TOR107": ("exp",),  # torch.exp(x) - 1
-    "TOR201": ("pretrained", "pretrained_backbone"),  # torchvision models' pretrained= keyword
-    "TOR202": ("ToTensor",),  # torchvision.transforms.v2.ToTensor
-    "TOR203": ("torchvision",),  # import torchvision.models as models
+    "TOR002": ("attr:require_grad",),  # `x.require_grad = ...`, the typo
+    "TOR003": ("torch.utils.checkpoint.checkpoint",),  # without use_reentrant
+    "TOR102": ("torch.load",),  # without weights_only
+    "TOR104": ("torch.utils.data._utils.collate.default_collate", "torch.utils.data._utils.collate.default_convert"),
+    "TOR105": ("torch.utils.data._utils.collate.default_collate", "torch.utils.data._utils.collate.default_convert"),
+    "TOR106": ("torch.log",),  # torch.log(1 + x)
+    "TOR107": ("torch.exp",),  # torch.exp(x) - 1
+    "TOR201": ("torchvision.models.",),  # a model's pretrained= keyword
+    "TOR202": ("torchvision.transforms.v2.ToTensor",),
+    "TOR203": ("torchvision.",),  # import torchvision.models as models
 }
 
 
@@ -87,8 +92,8 @@ def parse_torchfix(output: str, *, relative_to: Path | None = None) -> list[Advi
 
 
 def rule_names(installed: Path | None = None) -> frozenset[str] | None:
-    """The identifiers one of TorchFix's default rules needs in a file before it can report there, or None where the
-    installed TorchFix is not the one TRIGGERS was read from (then every file is linted)."""
+    """What one of TorchFix's default rules matches (TRIGGERS' forms), or None where the installed TorchFix is not
+    the one TRIGGERS was read from (then every file is linted)."""
     spec = importlib.util.find_spec("torchfix")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -99,23 +104,63 @@ def rule_names(installed: Path | None = None) -> frozenset[str] | None:
         symbols = yaml.safe_load((folder / "deprecated_symbols.yaml").read_text(encoding="utf-8")) or []
     except (OSError, yaml.YAMLError, importlib.metadata.PackageNotFoundError):
         return None
-    names = {str(s["name"]).rsplit(".", 1)[-1] for s in symbols if isinstance(s, dict) and s.get("name")}
+    names = {str(s["name"]) for s in symbols if isinstance(s, dict) and s.get("name")}
     return frozenset(names.union(*TRIGGERS.values()))
 
 
-def worth_linting(files: Sequence[Path], names: frozenset[str] | None) -> list[Path]:
-    """The files whose text holds one of `names` as a word (a cheap superset of what TorchFix's rules can match:
-    a rule matches a qualified name, whose last part the file spells somewhere, in the import if not the call)."""
-    if names is None:
+def reachable(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """The dotted names the file's imports make reachable (`import a.b as c; c.d` gives a.b.d; `from a import b`
+    gives a.b, and what follows b), as TorchFix's qualified names resolve them, and every attribute it spells."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    found = set(aliases.values())
+    found |= {n.name for node in ast.walk(tree) if isinstance(node, ast.Import) for n in node.names}
+    attrs: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            attrs.add(node.attr)
+            parts: list[str] = []
+            inner: ast.AST = node
+            while isinstance(inner, ast.Attribute):
+                parts.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id in aliases:
+                found.add(".".join([aliases[inner.id], *reversed(parts)]))
+    return found, attrs
+
+
+def _matches(names: set[str], attrs: set[str], rules: frozenset[str]) -> bool:
+    if any(r.startswith("attr:") and r[5:] in attrs for r in rules):
+        return True
+    prefixes = tuple(r for r in rules if r.endswith("."))
+    return bool(names & rules) or any(n.startswith(prefixes) for n in names)
+
+
+def worth_linting(files: Sequence[Path], rules: frozenset[str] | None) -> list[Path]:
+    """The files one of `rules` could match (a superset of what TorchFix reports on); a file `ast` cannot read is
+    kept, for TorchFix to judge."""
+    if rules is None:
         return list(files)
-    word = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\b")
     kept = []
     for path in files:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if "torch" in text and word.search(text):  # TorchFix itself skips a file without "torch"
+        if "torch" not in text:  # TorchFix itself skips a file without "torch"
+            continue
+        try:
+            names, attrs = reachable(ast.parse(text))
+        except (SyntaxError, ValueError):
+            kept.append(path)
+            continue
+        if _matches(names, attrs, rules):
             kept.append(path)
     return kept
 
