@@ -281,12 +281,14 @@ RULE_SOURCES = {  # one file a default TorchFix rule reports on, and files none 
     "alias.py": "from torch import load as read\n\nw = read('w.pt')\n",  # found through the alias
     "plain.py": "import torch\n\ndef f(x):\n    return torch.relu(x) + torch.ones(2)\n",
     "builtin.py": "import torch\nimport numpy as np\n\nfor i in range(3):\n    y = np.log(1 + i)\n",
+    "log_exp.py": "import torch\n\ndef f(x):\n    return torch.log(x) + torch.exp(x - 1)\n",  # neither shape
+    "vision_v2.py": "import torch\nfrom torchvision.transforms.v2 import functional as F\n\nF.hflip(torch.ones(1))\n",
     "model.py": "import torch\nfrom torch import nn\n\nclass M(nn.Module):\n    def forward(self, x):\n        return x * 2\n",
     "no_torch.py": "def load(x):\n    return x\n",
 }
 
 
-UNMATCHED = {"plain.py", "model.py", "no_torch.py", "builtin.py"}  # the builtin range, numpy's log: no torch name
+UNMATCHED = {"plain.py", "model.py", "no_torch.py", "builtin.py", "log_exp.py", "vision_v2.py"}  # look-alikes
 
 
 def test_the_triggers_name_every_default_rule_of_the_installed_torchfix() -> None:

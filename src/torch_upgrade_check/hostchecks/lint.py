@@ -35,8 +35,9 @@ LISTED = 5
 MAX_JOBS = 8
 RULES_READ_FROM = "0.7.0"
 # What each default rule (all but TOR3xx, TOR4xx, TOR9xx) of TorchFix 0.7.0 matches: qualified names, or prefixes
-# ending in "." (any name under them), or "attr:NAME" (an attribute spelled NAME on anything). The deprecated-symbols
-# rules match every name of deprecated_symbols.yaml, added by rule_names.
+# ending in "." (any name under them), or "attr:NAME" (an attribute spelled NAME on anything), or "NAME+SHAPE" (the
+# name, and somewhere in the file the expression shape the rule looks for: SHAPES). The deprecated-symbols rules
+# match every name of deprecated_symbols.yaml, added by rule_names.
 TRIGGERS: dict[str, tuple[str, ...]] = {
     "TOR001": (), "TOR004": (), "TOR101": (), "TOR103": (),  # deprecated_symbols.yaml's names (rule_names)
     "TOR002": ("attr:require_grad",),  # `x.require_grad = ...`, the typo
@@ -44,11 +45,11 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "TOR102": ("torch.load",),  # without weights_only
     "TOR104": ("torch.utils.data._utils.collate.default_collate", "torch.utils.data._utils.collate.default_convert"),
     "TOR105": ("torch.utils.data._utils.collate.default_collate", "torch.utils.data._utils.collate.default_convert"),
-    "TOR106": ("torch.log",),  # torch.log(1 + x)
-    "TOR107": ("torch.exp",),  # torch.exp(x) - 1
+    "TOR106": ("torch.log+call(1 + x)",),  # torch.log(1 + x)
+    "TOR107": ("torch.exp+call() - 1",),  # torch.exp(x) - 1
     "TOR201": ("torchvision.models.",),  # a model's pretrained= keyword
     "TOR202": ("torchvision.transforms.v2.ToTensor",),
-    "TOR203": ("torchvision.",),  # import torchvision.models as models
+    "TOR203": ("torchvision.datasets", "torchvision.models", "torchvision.transforms"),  # import ... as models
 }
 
 
@@ -108,6 +109,25 @@ def rule_names(installed: Path | None = None) -> frozenset[str] | None:
     return frozenset(names.union(*TRIGGERS.values()))
 
 
+def _is_one(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value == 1
+
+
+def shapes(tree: ast.AST) -> set[str]:
+    """The expression shapes TOR106 and TOR107 look for, wherever the file has them: a call of one argument
+    `1 + x` or `x + 1`, and `call(...) - 1` (1 or 1.0)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+            arg = node.args[0]
+            if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add) and (_is_one(arg.left) or _is_one(arg.right)):
+                found.add("call(1 + x)")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and isinstance(node.left, ast.Call) \
+                and _is_one(node.right):
+            found.add("call() - 1")
+    return found
+
+
 def reachable(tree: ast.AST) -> tuple[set[str], set[str]]:
     """The dotted names the file's imports make reachable (`import a.b as c; c.d` gives a.b.d; `from a import b`
     gives a.b, and what follows b), as TorchFix's qualified names resolve them, and every attribute it spells."""
@@ -135,9 +155,14 @@ def reachable(tree: ast.AST) -> tuple[set[str], set[str]]:
     return found, attrs
 
 
-def _matches(names: set[str], attrs: set[str], rules: frozenset[str]) -> bool:
+def _matches(names: set[str], attrs: set[str], tree: ast.AST, rules: frozenset[str]) -> bool:
     if any(r.startswith("attr:") and r[5:] in attrs for r in rules):
         return True
+    shaped = [r.split("+", 1) for r in rules if "+" in r]
+    if any(name in names for name, _ in shaped) and any(
+            name in names and shape in shapes(tree) for name, shape in shaped):
+        return True
+    rules = frozenset(r for r in rules if "+" not in r)
     prefixes = tuple(r for r in rules if r.endswith("."))
     return bool(names & rules) or any(n.startswith(prefixes) for n in names)
 
@@ -156,11 +181,12 @@ def worth_linting(files: Sequence[Path], rules: frozenset[str] | None) -> list[P
         if "torch" not in text:  # TorchFix itself skips a file without "torch"
             continue
         try:
-            names, attrs = reachable(ast.parse(text))
+            tree = ast.parse(text)
         except (SyntaxError, ValueError):
             kept.append(path)
             continue
-        if _matches(names, attrs, rules):
+        names, attrs = reachable(tree)
+        if _matches(names, attrs, tree, rules):
             kept.append(path)
     return kept
 
