@@ -3,8 +3,9 @@
 TorchFix (PyTorch's linter of deprecated and removed APIs) parses every file with libcst and resolves qualified
 names: on transformers + timm (3,164 files) its single process took longer than the check allows. Each of its default
 rules matches a qualified name (`torch.load`, `torch.utils.checkpoint.checkpoint`, a name of its
-deprecated_symbols.yaml, a `torchvision` model) or, for TOR002, an attribute spelled `require_grad`; a file that
-resolves none of those names can give it nothing to report. `worth_linting` reads each file with `ast` (a tenth of
+deprecated_symbols.yaml, a `torchvision` model), TOR106/TOR107's only beside an expression of the shape they look
+for, or, for TOR002, an attribute spelled `require_grad`; a file that resolves none of those can give it nothing to
+report. `worth_linting` reads each file with `ast` (a tenth of
 libcst's cost) for the dotted names its imports make reachable, as TorchFix resolves them, and keeps the rest.
 TRIGGERS holds each default rule's names as read from TorchFix RULES_READ_FROM's visitors; another TorchFix version
 lints every file. tests/test_apiscan.py checks that TRIGGERS names every default rule of the installed TorchFix and
