@@ -5,7 +5,7 @@ The tree is the packages' own sources, unpacked from their wheels (never committ
 
     pip download --no-deps transformers==5.23.0 timm==1.0.31 -d wheels
     mkdir tree && for w in wheels/*.whl; do python -m zipfile -e "$w" tree; done
-    .venv/bin/python benchmarks/api_scan.py tree --json api-scan.json     # about 6 minutes on 16 cores
+    .venv/bin/python benchmarks/api_scan.py tree --json api-scan.json     # the single process over every file is the longest
 
 Each variant is one wall-clock run (`time.monotonic`) with the CPU its processes used (`os.times` of children);
 the variants run one after another, each cut at --before-limit seconds.

@@ -200,7 +200,7 @@ def torchfix(files: Sequence[Path], *, timeout_s: float = TORCHFIX_TIMEOUT_S) ->
     kept = [str(p) for p in worth_linting(files, rule_names())]
     if not kept:
         return [], ""
-    jobs = str(max(1, min(len(kept) // 50 + 1, os.cpu_count() or 1, MAX_JOBS)))  # a process costs ~0.5 s to start
+    jobs = str(max(1, min(len(kept) // 10 + 1, os.cpu_count() or 1, MAX_JOBS)))  # a process costs ~0.5 s to start
     try:
         proc = subprocess.run([sys.executable, "-m", "torchfix", "-j", jobs, *kept], capture_output=True, text=True,
                               timeout=timeout_s, check=False, start_new_session=True)
