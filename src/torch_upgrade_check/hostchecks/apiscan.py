@@ -8,34 +8,36 @@ exists there, its parameters, and whether reaching it warns. A name the baseline
 named with its first uses; a name that newly warns a DeprecationWarning/FutureWarning on the candidate, or whose
 parameters lost one the baseline had, is suspicious (passes with a warning). A name neither side has is the team's
 own (a typo, or a name built at run time): reported, never failed. Without a baseline, names the torch lacks are
-suspicious: nothing says they ever existed.
+suspicious: nothing says they ever existed. A name the candidate lacks whose every use the team's code guards (a try
+body falling back on ImportError/AttributeError, a hasattr branch, getattr with a default, a torch-version branch:
+apiguards.py) is the team's own handling: suspicious, each use named with its guard; one unguarded use fails it.
 
 TorchFix (`torchfix`, PyTorch's linter of deprecated and removed APIs) is run over the same files for what it already
 knows and a live probe cannot see: a call of a function torch removed (TOR001/TOR004: the check is suspicious, since
 the code breaks when it reaches it, whichever side), and its advice (deprecated functions, `torch.load` without
 `weights_only`, `checkpoint` without `use_reentrant`, ...) listed on the result without changing it. Where TorchFix is
-not installed or fails, the result says so and stands on the probe alone.
+not installed or fails, the result says so and stands on the probe alone. It reads only the files one of its rules
+could match, in parallel processes (lint.py).
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
-import re
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torch_upgrade_check.analysis.closeness import plural_of
 from torch_upgrade_check.errors import UsageError
+from torch_upgrade_check.hostchecks import apiguards, lint
+from torch_upgrade_check.hostchecks.lint import Advice, parse_torchfix, shown_path, with_advice  # noqa: F401 (the api check's API)
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.orchestrate.workers import InfrastructureError, worker_env
 from torch_upgrade_check.schema import API_NAMES_KIND as KIND
@@ -48,11 +50,9 @@ TIMEOUT_S = 180.0  # one process a side imports torch and reaches each name (tor
 LISTED = 5
 SHOWN_USES = 3
 SKIPPED_DIRS = {".git", ".venv", "venv", "__pycache__", "node_modules", ".tox", "build", "dist"}
-TORCHFIX_TIMEOUT_S = 120.0
-TORCHFIX_REMOVED = ("TOR001", "TOR004")  # "Use of removed function", "Import of removed function"
-TORCHFIX_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+):\d+: (?P<code>TOR\d{3}) (?P<message>.*)$")
 
 Uses = dict[str, list[str]]  # dotted torch name -> ["file.py:LINE", ...]
+Guards = dict[str, dict[str, str]]  # dotted torch name -> {"file.py:LINE": what guards that use}
 
 
 def _chain(node: ast.AST) -> list[str] | None:
@@ -84,40 +84,63 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return found
 
 
-def scan_source(source: str, filename: str) -> Uses:
-    """{torch name: [filename:LINE, ...]} one file uses; a file that does not parse is scanned as nothing."""
+@dataclass(frozen=True)
+class Scanned:
+    """The scan's answer: every torch name with its uses, and the uses the team's code guards (apiguards.py)."""
+
+    uses: Uses
+    guards: Guards
+
+
+def scan_source(source: str, filename: str) -> Scanned:
+    """The torch names one file uses, each with its `filename:LINE`s, and which of those uses are guarded; a file
+    that does not parse is scanned as nothing."""
     try:
         tree = ast.parse(source, filename=filename)
     except (SyntaxError, ValueError):
-        return {}
+        return Scanned({}, {})
     aliases = _aliases(tree)
+    up = apiguards.parents(tree)
     uses: Uses = {}
+    guards: Guards = {}
+    unguarded: set[tuple[str, str]] = set()  # a line with one unguarded use of a name is not guarded for it
 
-    def add(name: str, line: int) -> None:
-        where = f"{filename}:{line}"
+    def resolve(node: ast.AST) -> str | None:
+        chain = _chain(node)
+        return ".".join([aliases[chain[0]], *chain[1:]]) if chain and chain[0] in aliases else None
+
+    def add(name: str, node: ast.AST, guard: str | None = None) -> None:
+        where = f"{filename}:{node.lineno}"
         if where not in uses.setdefault(name, []):
             uses[name].append(where)
+        guard = guard or apiguards.guard_of(node, name, up, resolve)
+        if guard and (name, where) not in unguarded:
+            guards.setdefault(name, {}).setdefault(where, guard)
+        else:
+            unguarded.add((name, where))
+            guards.get(name, {}).pop(where, None)
 
     inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and (
                 node.module == "torch" or node.module.startswith("torch.")):
             for a in node.names:
-                add(node.module if a.name == "*" else f"{node.module}.{a.name}", node.lineno)
+                add(node.module if a.name == "*" else f"{node.module}.{a.name}", node)
         elif isinstance(node, ast.Import):
             for a in node.names:
                 if a.name.startswith("torch."):
-                    add(a.name, node.lineno)
+                    add(a.name, node)
         elif isinstance(node, ast.Attribute) and id(node) not in inner:
-            chain = _chain(node)
-            if chain and chain[0] in aliases:
-                add(".".join([aliases[chain[0]], *chain[1:]]), node.lineno)
+            name = resolve(node)
+            if name:
+                add(name, node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+            got = _getattr_name(node, resolve)
+            if got:  # getattr(torch.x, "name") reaches torch.x.name; with a default, the team handles its absence
+                add(got, node, "getattr with a default" if len(node.args) >= 3 else None)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "patch":
-            receiver = _chain(node.func.value)
-            if not receiver or receiver[0] not in aliases:
-                continue
-            config = ".".join([aliases[receiver[0]], *receiver[1:]])
-            if not config.endswith("config"):
+            config = resolve(node.func.value)
+            if not config or not config.endswith("config"):
                 continue
             keys = [k.arg for k in node.keywords if k.arg]
             if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
@@ -125,8 +148,15 @@ def scan_source(source: str, filename: str) -> Uses:
             if node.args and isinstance(node.args[0], ast.Dict):
                 keys += [k.value for k in node.args[0].keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
             for key in keys:
-                add(f"{config}.{key}", node.lineno)
-    return uses
+                add(f"{config}.{key}", node)
+    return Scanned(uses, {n: g for n, g in guards.items() if g})
+
+
+def _getattr_name(node: ast.Call, resolve: Callable[[ast.AST], str | None]) -> str | None:
+    if len(node.args) < 2 or not isinstance(node.args[1], ast.Constant) or not isinstance(node.args[1].value, str):
+        return None
+    owner = resolve(node.args[0]) if isinstance(node.args[0], (ast.Name, ast.Attribute)) else None
+    return f"{owner}.{node.args[1].value}" if owner and node.args[1].value.isidentifier() else None
 
 
 def python_files(roots: Iterable[str]) -> list[Path]:
@@ -152,93 +182,36 @@ def check_roots(roots: Sequence[str], option: str = "--scan") -> list[str]:
     return list(roots)
 
 
-def _shown_path(path: Path, base: Path) -> str:
-    resolved = path.resolve()
-    return str(resolved.relative_to(base)) if resolved.is_relative_to(base) else str(path)
+def torchfix(roots: Sequence[str], *, timeout_s: float = lint.TORCHFIX_TIMEOUT_S) -> tuple[list[Advice], str]:
+    """TorchFix's findings over the scan's files (the files, not the roots, so that it never lints a venv under
+    them), and a note when it did not run or failed (lint.py)."""
+    return lint.torchfix(python_files(roots), timeout_s=timeout_s)
 
 
-def scan(roots: Iterable[str], *, relative_to: Path | None = None) -> Uses:
-    """{torch name: [file:LINE, ...]} over every .py file under the roots, files named relative to `relative_to`."""
+def scan(roots: Iterable[str], *, relative_to: Path | None = None) -> Scanned:
+    """Every .py file's scan under the roots, each name's uses merged (files named relative to `relative_to`)."""
     base = (relative_to or Path.cwd()).resolve()
     uses: Uses = {}
+    guards: Guards = {}
     for path in python_files(roots):
-        shown = _shown_path(path, base)
+        shown = shown_path(path, base)
         try:
             source = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        for name, where in scan_source(source, shown).items():
+        found = scan_source(source, shown)
+        for name, where in found.uses.items():
             uses.setdefault(name, []).extend(w for w in where if w not in uses[name])
-    return dict(sorted(uses.items()))
+        for name, guarded in found.guards.items():
+            guards.setdefault(name, {}).update(guarded)
+    return Scanned(dict(sorted(uses.items())), dict(sorted(guards.items())))
 
 
-@dataclass(frozen=True)
-class Advice:
-    """One TorchFix finding: its rule, where, and what it says."""
-
-    code: str
-    where: str
-    message: str
-
-    @property
-    def removed(self) -> bool:
-        return self.code in TORCHFIX_REMOVED
-
-    def line(self) -> str:
-        return f"{self.code} at {self.where}: {self.message}"
-
-
-def parse_torchfix(output: str, *, relative_to: Path | None = None) -> list[Advice]:
-    """TorchFix's `file:LINE:COL: TORnnn message` lines (its diffs and totals are left out), files named as the scan
-    names them."""
-    base = (relative_to or Path.cwd()).resolve()
-    found = []
-    for line in output.splitlines():
-        m = TORCHFIX_LINE.match(line)
-        if m:
-            where = f"{_shown_path(Path(m['file']), base)}:{m['line']}"
-            message = m["message"].strip().removeprefix("[*] ")  # TorchFix's mark of what its --fix rewrites
-            found.append(Advice(m["code"], where, message))
-    return sorted(set(found), key=lambda a: (not a.removed, a.where, a.code))
-
-
-def torchfix(roots: Sequence[str], *, timeout_s: float = TORCHFIX_TIMEOUT_S) -> tuple[list[Advice], str]:
-    """TorchFix's findings over the scan's files (its default rules; the files, not the roots, so that it never
-    lints a venv under them), and a note when it did not run or failed."""
-    if importlib.util.find_spec("torchfix") is None:
-        return [], "TorchFix is not installed here (pip install torchfix): its rules were not applied"
-    files = [str(p) for p in python_files(roots)]
-    try:
-        proc = subprocess.run([sys.executable, "-m", "torchfix", "-j", "1", *files], capture_output=True, text=True,
-                              timeout=timeout_s, check=False, start_new_session=True)
-    except subprocess.TimeoutExpired:
-        return [], f"TorchFix did not finish within {timeout_s:g} s: its rules were not applied"
-    found = parse_torchfix(proc.stdout)
-    if proc.returncode != 0 and not found:
-        tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-        return [], f"TorchFix failed ({tail[:200]}): its rules were not applied"
-    return found, ""
-
-
-def with_advice(result: CheckResult, advice: Sequence[Advice], note: str) -> CheckResult:
-    """The candidate's result with TorchFix's findings: a removed function makes a pass suspicious; the rest is
-    listed without changing the outcome."""
-    if not advice and not note:
-        return result
-    removed = [a.line() for a in advice if a.removed]
-    rest = [a.line() for a in advice if not a.removed]
-    outcome, reason = result.outcome, result.reason
-    if removed:
-        reason += f"; TorchFix: your code uses functions torch removed: {_shown(removed)}"
-        if outcome is Outcome.PASSED:
-            outcome = Outcome.SUSPICIOUS
-    if rest:
-        reason += f"; TorchFix advises: {_shown(rest)}"
-    if note:
-        reason += f"; {note}"
-    metrics = {**result.metrics, "torchfix": [{"code": a.code, "where": a.where, "message": a.message} for a in advice]}
-    details = "\n".join(filter(None, [result.details, *(f"TorchFix {line}" for line in [*removed, *rest]), note]))
-    return replace(result, outcome=outcome, reason=reason, metrics=metrics, details=details)
+def guarded_only(scanned: Scanned, name: str) -> dict[str, str]:
+    """{file:LINE: guard} when every use of the name is guarded, else {} (one unguarded use is enough to break)."""
+    guarded = scanned.guards.get(name, {})
+    uses = scanned.uses.get(name, [])
+    return guarded if uses and all(w in guarded for w in uses) else {}
 
 
 def ask(python: str, names: Sequence[str], *, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
@@ -246,8 +219,9 @@ def ask(python: str, names: Sequence[str], *, timeout_s: float = TIMEOUT_S) -> d
     request = json.dumps({"kind": KIND, "schema_version": SCHEMA_VERSION, "names": list(names)})
     with tempfile.TemporaryDirectory(prefix="tuc-api-") as empty:
         try:
-            proc = subprocess.run([python, "-m", "torch_upgrade_check.worker.apinames"], input=request, capture_output=True, text=True,
-                                  timeout=timeout_s, cwd=empty, env=worker_env(), check=False, start_new_session=True)
+            proc = subprocess.run([python, "-m", "torch_upgrade_check.worker.apinames"], input=request,
+                                  capture_output=True, text=True, timeout=timeout_s, cwd=empty, env=worker_env(),
+                                  check=False, start_new_session=True)
         except subprocess.TimeoutExpired:
             raise InfrastructureError(f"the api check's names were not answered by {python} within {timeout_s:g} s") from None
         except OSError as e:
@@ -300,9 +274,17 @@ def compare_answers(base: Mapping[str, Any], cand: Mapping[str, Any]) -> Finding
     return Findings(gone, warned, narrowed, neither)
 
 
+def _guarded_line(name: str, why: str, guarded: Mapping[str, str]) -> str:
+    shown = [f"{where}: guarded by {guard}" for where, guard in list(guarded.items())[:LISTED]]
+    more = f" and {len(guarded) - LISTED} more" if len(guarded) > LISTED else ""
+    return f"{name} ({why}) at " + ", ".join(shown) + more
+
+
 def judge(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device: str, repro: str, seconds: float = 0.0,
-          baseline_label: str = "") -> dict[str, CheckResult]:
-    """Each side's `stack[-]/api` result; the candidate's against the baseline's answers when there is one."""
+          baseline_label: str = "", guards: Guards | None = None) -> dict[str, CheckResult]:
+    """Each side's `stack[-]/api` result; the candidate's against the baseline's answers when there is one. A name
+    the candidate lacks whose every use the team's code guards (`guards`, apiguards.py) is suspicious, not failed."""
+    scanned = Scanned(uses, guards or {})
     def result(outcome: Outcome, reason: str, metrics: dict[str, Any], details: list[str]) -> CheckResult:
         return CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics,
                            details="\n".join(details), duration_s=round(seconds, 3), repro=repro)
@@ -310,7 +292,13 @@ def judge(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device: str, 
     def missing(name: str, side: Mapping[str, Any]) -> str:
         a = side[name]
         why = a.get("error") or f"{a.get('missing', name)} does not exist"
-        return f"{name} at {_uses(uses, name)}: {why}"
+        guarded = guarded_only(scanned, name)
+        if guarded:
+            return _guarded_line(name, why, guarded)
+        some = scanned.guards.get(name, {})  # the unguarded uses are the ones that break: named first
+        bare = [w for w in uses.get(name, []) if w not in some]
+        also = f" ({plural_of(len(some), 'more use')} guarded)" if some else ""
+        return f"{name} at {_uses({name: bare}, name)}{also}: {why}"
 
     results: dict[str, CheckResult] = {}
     base = answers.get("baseline")
@@ -331,7 +319,10 @@ def judge(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device: str, 
         return results
     f = compare_answers(base["names"], cand["names"])
     since = f" with baseline {baseline_label}" if baseline_label else " on the baseline"
-    gone = [missing(n, cand["names"]) for n in f.gone]
+    handled = [n for n in f.gone if guarded_only(scanned, n)]  # the team's code falls back: its own handling
+    failing = [n for n in f.gone if n not in handled]
+    gone = [missing(n, cand["names"]) for n in failing]
+    fallbacks = [missing(n, cand["names"]) for n in handled]
     warned = [f"{n} at {_uses(uses, n)} now warns: "
               + "; ".join(sorted(set(cand["names"][n]["warns"]) - set(base["names"][n].get("warns", []))))
               for n in f.warned]
@@ -339,17 +330,24 @@ def judge(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device: str, 
                 + ", ".join(p for p in base["names"][n]["parameters"] if p not in cand["names"][n]["parameters"])
                 for n in f.narrowed]
     neither = [f"{n} at {_uses(uses, n)}" for n in f.neither]
-    metrics = {"uses": uses, "names": cand["names"], "gone": f.gone, "warned": f.warned, "narrowed": f.narrowed,
+    metrics = {"uses": uses, "names": cand["names"], "gone": failing, "gone_guarded": handled,
+               "guarded": {n: guarded_only(scanned, n) for n in handled}, "warned": f.warned, "narrowed": f.narrowed,
                "missing_on_both": f.neither}
-    details = [*gone, *warned, *narrowed, *(f"missing{since} too (your code's own, not judged): {n}" for n in neither)]
+    details = [*gone, *fallbacks, *warned, *narrowed,
+               *(f"missing{since} too (your code's own, not judged): {n}" for n in neither)]
     also = (f"; {len(neither)} missing{since} too (your code's own names or typos, not judged): "
             + _shown(neither)) if neither else ""
+    verb = "exists" if len(fallbacks) == 1 else "exist"
+    handled_by_team = (f"{plural_of(len(fallbacks), 'torch name')} your code uses {verb}{since} and not here, every "
+                       f"use guarded by your code (its fallback runs instead): {_shown(fallbacks)}")
     if gone:
         verb = "exists" if len(gone) == 1 else "exist"
         reason = f"{plural_of(len(gone), 'torch name')} your code uses {verb}{since} and not here: {_shown(gone)}"
+        reason += f"; {handled_by_team}" if fallbacks else ""
         outcome = Outcome.FAILED
-    elif warned or narrowed:
-        reason = f"every torch name your code uses{since} exists here; changed: {_shown([*warned, *narrowed])}"
+    elif fallbacks or warned or narrowed:
+        reason = "; ".join([*([handled_by_team] if fallbacks else []),
+                            *([f"changed: {_shown([*warned, *narrowed])}"] if warned or narrowed else [])])
         outcome = Outcome.SUSPICIOUS
     else:
         reason = f"every torch name your code uses{since} exists here ({len(cand['names']) - len(neither)} names)"
@@ -361,7 +359,8 @@ def judge(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device: str, 
 def check(pythons: Mapping[str, str], roots: Sequence[str], *, device: str, repro: str, timeout_s: float = TIMEOUT_S,
           baseline_label: str = "", say: Callable[[str], None] = print) -> dict[str, CheckResult]:
     started = time.monotonic()
-    uses = scan(roots)
+    scanned = scan(roots)
+    uses = scanned.uses
     files = plural_of(len(python_files(roots)), "Python file")
     say(f"api: {plural_of(len(uses), 'torch name')} in {files} under {', '.join(roots)}, asked of "
         + ", ".join(pythons))
@@ -382,11 +381,11 @@ def check(pythons: Mapping[str, str], roots: Sequence[str], *, device: str, repr
                                        metrics={"uses": uses}, duration_s=round(time.monotonic() - started, 3),
                                        repro=repro)
     if "candidate" not in answers:
-        return {**{role: judge(uses, {"candidate": a}, device=device, repro=repro)["candidate"]
+        return {**{role: judge(uses, {"candidate": a}, device=device, repro=repro, guards=scanned.guards)["candidate"]
                    for role, a in answers.items()}, **errors}
     if "baseline" in errors:
         answers.pop("baseline", None)
     judged = judge(uses, answers, device=device, repro=repro, seconds=time.monotonic() - started,
-                   baseline_label=baseline_label)
+                   baseline_label=baseline_label, guards=scanned.guards)
     judged["candidate"] = with_advice(judged["candidate"], advice, note)
     return {**judged, **errors}
