@@ -327,7 +327,9 @@ def _probe_flex(device: str, *, backward: bool) -> Support:
     import warnings
 
     try:
-        with warnings.catch_warnings():
+        # grad on whatever the caller's mode: the answer is cached for the process (a first probe under no_grad,
+        # as the forward's timing runs, read "does not require grad" and every later check skipped its gradients)
+        with warnings.catch_warnings(), torch.enable_grad():
             warnings.simplefilter("ignore")
             # its own generator: probing must not move the seeded global RNG the workloads draw from
             q = torch.randn(1, 1, 128, 16, generator=torch.Generator().manual_seed(0)).to(device)

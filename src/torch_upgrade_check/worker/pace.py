@@ -44,8 +44,9 @@ def _timed(spec: CheckSpec) -> dict[str, Any]:
     device = devices.get(spec.device)
     if not device.supports_dtype(spec.dtype).ok:
         return {"error": f"{spec.dtype} is not supported on {spec.device}"}
+    with device.precision(spec.dtype):
+        inst = build(resolve_factory(spec), spec.device, DTYPES[spec.dtype])  # as the checks build it: grad on
     with device.precision(spec.dtype), torch.no_grad():
-        inst = build(resolve_factory(spec), spec.device, DTYPES[spec.dtype])
         if isinstance(inst.model, torch.nn.Module):
             inst.model.eval()
         start = time.perf_counter()
