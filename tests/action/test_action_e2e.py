@@ -65,9 +65,11 @@ def test_compare_passes_and_writes_summary_outputs_and_report(act: str, repo: Pa
 def test_zero_tolerances_fail_only_where_outputs_differ_bitwise(act: str, repo: Path, tmp_path: Path,
                                                               torch_python: str) -> None:
     # rtol 0 and atol 0: exact equality. The same torch on both sides is bitwise equal to itself (passes);
-    # float32 against the float64 golden is not (fails, saying so).
+    # float32 against the float64 golden is not (fails, saying so). That failure is the baseline's too, at the same
+    # size: by default a warning (the model's own), so fail-on-shared-failures asks for the failure here.
     run = run_act(act, "run-action.yml", {"python": torch_python, "torch-version": "current",
                                           "baseline-torch-version": "current", "rtol": "0", "atol": "0",
+                                          "fail-on-shared-failures": "true",
                                           "suite": "mlp[float32]/cross-version, mlp[float32]/numerics"},
                   tmp=tmp_path, repo=repo)
     assert run.job("check") == "failure", run.explain()

@@ -240,13 +240,18 @@ def _listed(lines: Sequence[str]) -> str:
     return "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
 
 
+# pip's words when the index offers no torch of that version (or a constraint pip is configured with rules it out)
+ABSENT = ("No matching distribution found", "Could not find a version that satisfies",
+          "conflicting dependencies")
+
+
 def torch_absent(pip: Sequence[str], requirement: str, label: str, index: Index, log: Path, *,
                  env: Mapping[str, str] | None = None) -> str | None:
     """The index's answer when it has no torch for `requirement` (torch alone, without its dependencies): a line naming
     the version and the index with pip's own reason; None when it has one, or when pip could not ask (the runner's)."""
     got = dry_run(pip, [requirement], index, log=log, no_deps=True, env=env)
-    if got.ok or got.runner:
-        return None
+    if got.ok or got.runner or not any(words in got.reason for words in ABSENT):
+        return None  # there, or pip failed another way (a broken wheel of a build that is there: an install failure)
     return f"torch {label} is not on {index.name()}: {got.reason}"
 
 
