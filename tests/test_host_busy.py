@@ -142,18 +142,3 @@ def test_a_neighbour_busy_while_the_candidate_computes_is_not_blamed_on_torch(tm
     assert (code, lat["outcome"], m["change"]) == (0, "suspicious", "undecided"), lat["reason"]
     assert lat["reason"].startswith("undecided: host busy: "), lat["reason"]
     assert m["host_busy_pairs"] == m["batches"] >= 1 and min(m["host_busy_shares"]) > hostbusy.BUSY_SHARE, m
-
-
-def test_a_memory_growth_on_a_busy_host_stands_and_a_latency_change_there_does_not() -> None:
-    """Peak memory is counted, not timed: the pairs a busy host measured are not set aside for it."""
-    grown = ab.Batch((1e6,) * 3, (2e6,) * 3, exact=True, seconds=1.0)
-    memory = measure.Track(CheckSpec("w", "memory", "cpu", "float32"), 0.10)
-    memory.batches, memory.busy = [grown] * 4, [0.9] * 4
-    d = hostbusy.decide(memory.batches, memory.busy_shares, 0.10, alpha=ab.run_alpha(1), final=True,
-                        floor=memory.floor, increase="growth")
-    assert d.state == ABState.REGRESSION
-    latency = measure.Track(CheckSpec("w", "latency", "cpu", "float32"), 0.10)
-    latency.batches, latency.busy = pairs(random.Random(8), 1.5, 4), [0.9] * 4
-    assert latency.busy_shares == [0.9] * 4
-    d = hostbusy.decide(latency.batches, latency.busy_shares, 0.10, alpha=ab.run_alpha(1), final=True)
-    assert d.state == ABState.UNDECIDED and d.why.startswith("host busy")

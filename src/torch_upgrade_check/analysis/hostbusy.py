@@ -30,7 +30,7 @@ def decide(batches: Sequence[ab.Batch], shares: Sequence[float | None], threshol
     `pending` while more pairs can be measured) and some pairs ran on a busy host, ab.decide over the quiet pairs
     alone, and `undecided` (host busy) when none was quiet. An `unchanged` is kept: the busy pairs did not make it."""
     d = ab.decide(batches, threshold, alpha=alpha, final=final, floor=floor, increase=increase)
-    noisy = [busy(s) for s in shares]  # no shares (memory: counted, not timed): every pair stands
+    noisy = [busy(s) for s in shares]
     if not any(noisy) or d.state in (ABState.UNCHANGED, ABState.PENDING):
         return d
     quiet = [b for b, n in zip(batches, noisy) if not n]

@@ -230,12 +230,6 @@ class Track:
         return min(wanted, fits) if fits >= FEWEST_ROUNDS else 0
 
     @property
-    def busy_shares(self) -> list[float | None]:
-        """The pairs' busy shares the decision reads: a busy host slows what is timed; peak memory is counted, not
-        timed, so its pairs stand whatever the host did."""
-        return self.busy if self.spec.aspect in TIMED else []
-
-    @property
     def open(self) -> bool:
         pending = [d is None or d.state == ABState.PENDING for d in (self.decision, self.host_decision)]
         return self.failed is None and (pending[0] or (bool(self.host_batches) and pending[1]))
@@ -275,7 +269,7 @@ def measure(
                     continue
                 t.next_rounds = t.plan()
                 last = batch == MAX_BATCHES or not t.next_rounds
-                t.decision = hostbusy.decide(t.batches, t.busy_shares, t.threshold, alpha=alpha, final=last, floor=t.floor,
+                t.decision = hostbusy.decide(t.batches, t.busy, t.threshold, alpha=alpha, final=last, floor=t.floor,
                                              increase="slowdown" if t.spec.aspect in TIMED else "growth")
                 if t.host_batches:
                     t.host_decision = ab.decide(t.host_batches, t.threshold, alpha=alpha, final=last,
