@@ -87,33 +87,33 @@ def test_stat_is_read_as_the_kernel_writes_it(tmp_path: Path) -> None:
 
 
 @linux
+@pytest.mark.serial
 def test_a_cpu_hog_is_measured_as_foreign_load_and_the_idlest_cpus_are_chosen() -> None:
-    """A real process spinning on one CPU, watched by two meters over the same second: one that counts it as another's
-    load and one that names it as ours. Whatever else the machine runs, their difference is the hog's own share of
-    that CPU (its ticks all land there: it is pinned). The idlest-CPU choice takes a CPU no busier than the hog's."""
+    """A real process spinning on one CPU: the meter reads most of that CPU as others' use, none of it once the hog
+    is named as ours; the idlest-CPU choice leaves that CPU out (a machine of two or more CPUs)."""
     cpus = measure.usable_cpus()
     target = cpus[-1]
     hog = subprocess.Popen([sys.executable, "-c", HOG, str(target)])
     try:
         time.sleep(0.3)
-        others, ours = hostload.Meter([target], lambda: []), hostload.Meter([target], lambda: [hog.pid])
-        before_ticks, before_cpu = hostload.tree_ticks([hog.pid]), hostload.cpu_ticks()
-        others.start()
+        meter = hostload.Meter([target], lambda: [])
+        meter.start()
+        time.sleep(1.0)
+        share = meter.stop()
+        assert share is not None and share > 0.6, share
+        ours = hostload.Meter([target], lambda: [hog.pid])
         ours.start()
         time.sleep(1.0)
-        foreign, mine = others.stop(), ours.stop()
-        hog_ticks, after_cpu = hostload.tree_ticks([hog.pid]), hostload.cpu_ticks()
-        assert before_cpu is not None and after_cpu is not None and foreign is not None and mine is not None
-        hog_share = (hog_ticks - before_ticks) / (after_cpu[target][1] - before_cpu[target][1])
-        assert hog_share > 0.05, hog_share  # it ran at all
-        assert foreign >= hog_share - 0.05, (foreign, hog_share)
-        assert abs((foreign - mine) - hog_share) < 0.1, (foreign, mine, hog_share)
+        mine = ours.stop()
+        assert mine is not None and mine < 0.3, mine
         if len(cpus) >= 2:
             chosen, shares = hostload.idlest_cpus(cpus, 1)
-            assert shares[chosen[0]] <= shares[target] + hostload.SHARE_GRAIN, shares
+            assert target not in chosen and shares[target] > 0.6, shares
+            assert measure.pinned_cpus(1) != (target,)
     finally:
         hog.kill()
         hog.wait()
+
 
 WIDE = """import torch
 
