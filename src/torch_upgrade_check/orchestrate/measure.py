@@ -32,11 +32,10 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from torch_upgrade_check.analysis import ab, hostbusy, stats
+from torch_upgrade_check.analysis import ab, stats
 from torch_upgrade_check.analysis.abjudge import HOST_FLOOR_BYTES, MEMORY_FLOOR_BYTES
 from torch_upgrade_check.aspects import LATENCY_LIKE, TIMED
 from torch_upgrade_check.model import ABState, CheckSpec, Observation, Status
-from torch_upgrade_check.orchestrate import hostload
 from torch_upgrade_check.orchestrate.live import LiveWorker
 
 LATENCY_ROUNDS, LATENCY_SAMPLES = 24, 1  # the first batch: ABBA rounds, samples per side per round
@@ -80,16 +79,13 @@ def default_threads() -> int:
 
 
 def pinned_cpus(threads: int) -> tuple[int, ...]:
-    """The CPUs both sides are pinned to: the same `threads` CPUs, the idlest this process may use (of CPUs as idle
-    as each other, the last ones), so that two compares on one machine measure on different CPUs where they can.
+    """The CPUs both sides are pinned to: the same `threads` CPUs (the last ones this process may use).
 
     Measured on a 2-vCPU runner: left to the scheduler, the two workers land on different vCPUs whose
     speed differs for seconds at a time, and round-to-round noise was 12-19%; pinned to one CPU, 2-7%.
     """
     cpus = usable_cpus()
-    if threads >= len(cpus):
-        return tuple(cpus)
-    return hostload.idlest_cpus(cpus, threads)[0]
+    return tuple(cpus[-threads:]) if threads <= len(cpus) else tuple(cpus)
 
 
 @dataclass(frozen=True)
@@ -167,8 +163,6 @@ class Track:
     next_rounds: int = 0  # planned for the next pair (0: the aspect's first-pair count)
     compile_seconds: float = 0.0  # compiled latency: what its workers spent compiling, neither rounds nor warm-ups
     budget_s: float = DEFAULT_BUDGET_S  # --ab-budget (a compile-time check gets COMPILE_BUDGET_FACTOR times it)
-    # per pair in `batches`: the share of the pinned CPUs that other processes used while it measured (None: unknown)
-    busy: list[float | None] = field(default_factory=list)
 
     @property
     def counts_warm(self) -> bool:
@@ -269,8 +263,8 @@ def measure(
                     continue
                 t.next_rounds = t.plan()
                 last = batch == MAX_BATCHES or not t.next_rounds
-                t.decision = hostbusy.decide(t.batches, t.busy, t.threshold, alpha=alpha, final=last, floor=t.floor,
-                                             increase="slowdown" if t.spec.aspect in TIMED else "growth")
+                t.decision = ab.decide(t.batches, t.threshold, alpha=alpha, final=last, floor=t.floor,
+                                       increase="slowdown" if t.spec.aspect in TIMED else "growth")
                 if t.host_batches:
                     t.host_decision = ab.decide(t.host_batches, t.threshold, alpha=alpha, final=last,
                                                 floor=HOST_FLOOR_BYTES, increase="growth")
@@ -294,8 +288,6 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
     raw: dict[str, list[list[float]]] = {"b": [], "c": []}
     seconds = warm_seconds = 0.0
     host: dict[str, list[float]] = {"b": [], "c": []}
-    meter = hostload.Meter(baseline.cpus, lambda: [w.proc.pid for w in (baseline, candidate) if w.proc is not None])
-    meter.start()
     for r in range(-WARMUP_ROUNDS, rounds):
         if t.pair_is_full(r, seconds, warm_seconds, cap_s):
             break
@@ -340,7 +332,6 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
     exact = all(len({x for s in raw[side] for x in s}) == 1 for side in ("b", "c"))
     t.batches.append(ab.Batch(tuple(values["b"]), tuple(values["c"]), exact=exact, seconds=seconds,
                               warm_seconds=warm_seconds))
-    t.busy.append(meter.stop())
     for side in ("b", "c"):
         t.samples[side] += [x for s in raw[side] for x in s]
     if host["b"] and len(host["b"]) == len(host["c"]):
