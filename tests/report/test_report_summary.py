@@ -557,3 +557,24 @@ def test_the_headline_calls_correctness_what_fail_on_correctness_counts() -> Non
     assert headline([report(resolve, check("mlp", "numerics"))]) == "❌ failed: 1 correctness failure — 2 checks on cpu"
     compile_time = check("mlp", "compile-time", Outcome.FAILED, metrics={"change": "regression"})
     assert headline([report(compile_time)]).startswith("❌ failed: 1 compile-time regression")
+
+
+def test_a_saved_aspect_the_baseline_failed_is_not_judged_too_and_numerics_skipped_is_not() -> None:
+    """Every aspect held to the baseline's saves (checkpoint here), not cross-version alone: skipped where the
+    baseline's check failed, it compared nothing. An aspect judged on its own side (numerics) is not counted."""
+    base, cand = CASES["comparison_clean"]
+    saved = "checkpoint"  # the case's cross-version results, as a checkpoint check: the same ids on both sides
+
+    def broken(results, outcome, reason=""):
+        return tuple(dataclasses.replace(r, aspect=saved, outcome=outcome, reason=reason or r.reason)
+                     if r.aspect == "cross-version" else
+                     dataclasses.replace(r, outcome=outcome) if r.aspect == "numerics" else r for r in results)
+
+    theirs = tuple(r for r in cand.results if r.aspect == "cross-version")  # the baseline ran its own checkpoint checks
+    reports = [dataclasses.replace(base, results=broken((*base.results, *theirs), Outcome.FAILED)),
+               dataclasses.replace(cand, results=broken(cand.results, Outcome.SKIPPED, "the baseline saved nothing"))]
+    n = sum(r.aspect == saved for r in reports[1].results)
+    assert n >= 1
+    assert action_outputs(reports, {})["not-judged"] == str(n)
+    assert headline(reports).endswith(f"; {n} baseline-judged check{'s' if n > 1 else ''} not judged: the baseline "
+                                      f"failed {'them' if n > 1 else 'it'}"), headline(reports)

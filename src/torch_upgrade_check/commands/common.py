@@ -144,7 +144,7 @@ def finish(output: Output, reports: list[Report], report_path: Path | None, elap
     text = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
     code = exit_code(reports, output.fail_on)
     note = " (--fail-on lets it pass)" if verdict is Verdict.FAILED and code == EXIT_PASSED else ""
-    unjudged = not_judged_note(len(not_judged(reports)))
+    unjudged = not_judged_note(not_judged(reports))
     say(f"{PROG}: {verdict.value.upper()}{note} ({text or 'nothing ran'}{'; ' + unjudged if unjudged else ''}) "
         f"in {elapsed:.0f}s; report: {report_path or output.out}")
     return code

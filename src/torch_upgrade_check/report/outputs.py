@@ -30,7 +30,7 @@ def action_outputs(reports: Sequence[Report], paths: Mapping[str, str]) -> dict[
         "skipped": str(counts["skipped"]),
         "not-run": str(counts["not-run"]),
         "total": str(sum(counts.values())),
-        "not-judged": str(len(not_judged(reports))),  # skipped cross-version checks whose baseline failed them
+        "not-judged": str(len(not_judged(reports))),  # skipped saved-aspect checks whose baseline failed them
     }
     clash = sorted(set(paths) & set(outputs))
     if clash:

@@ -114,7 +114,7 @@ def headline(reports: Sequence[Report]) -> str:
     suspicious = counts["suspicious"] - shared
     notes = [*([shared_phrase(shared)] if shared else []), *([f"{suspicious} suspicious"] if suspicious else []),
              *([f"{counts['skipped']} skipped"] if counts["skipped"] else [])]
-    unjudged = not_judged_note(len(not_judged(reports)))  # compared with nothing: never a plain green
+    unjudged = not_judged_note(not_judged(reports))  # compared with nothing: never a plain green
     if verdict is Verdict.PASSED:
         return (f"{'⚠️' if unjudged else '✅'} passed: {scope}" + (f" ({', '.join(notes)})" if notes else "")
                 + (f"; {unjudged}" if unjudged else ""))
