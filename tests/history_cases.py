@@ -56,3 +56,34 @@ def write(path: Path, text: str) -> Path:
 
 def load(text: str) -> dict[str, Any]:
     return json.loads(text)
+
+
+def noisy_ratios(seed: int, runs: int, step_at: int | None = None, step: float = 1.15) -> list[float]:
+    """A check's A/B ratio run by run: 3% noise, 3% of runs 10-25% off, a step from `step_at` on."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(runs):
+        x = rng.gauss(0.0, 0.03) + (rng.choice((-1, 1)) * rng.uniform(0.10, 0.25) if rng.random() < 0.03 else 0.0)
+        out.append(math.exp(x) * (step if step_at is not None and i >= step_at else 1.0))
+    return out
+
+
+def nightly(day: int) -> str:
+    return f"2.15.0.dev202611{day:02d}+cpu" if day <= 30 else f"2.15.0.dev202612{day - 30:02d}+cpu"
+
+
+def history_records(ratios: list[float], *, identity: dict[str, Any] | None = None, first_day: int = 1,
+                    outcomes: list[Outcome] | None = None, check: str = "correctness") -> list[dict[str, Any]]:
+    """Records as `history --append` makes them, one a nightly: mlp's latency at these ratios, and one other check."""
+    from torch_upgrade_check.history.record import from_report
+
+    records = []
+    for i, ratio in enumerate(ratios):
+        other = correctness("mlp", outcomes[i] if outcomes else Outcome.PASSED)
+        text = comparison("2.14.0", nightly(first_day + i), latency("mlp", ratio), other)
+        records.append(from_report(load(text), identity=identity or IDENTITY, commit=f"{i:040x}",
+                                   when="2026-11-01T04:00:00Z"))
+    return records

@@ -1,4 +1,5 @@
-"""Command line: `run`, `compare`, `bisect`, `report`, `init`, `merge`; main(argv) -> int is the one error boundary (no torch).
+"""Command line: `run`, `compare`, `bisect`, `report`, `init`, `merge`, `history`; main(argv) -> int is the one error
+boundary (no torch).
 
 It builds the parser, parses, builds the command's settings once (commands/settings.py) and hands them to the
 command's module in commands/.
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from torch_upgrade_check import __version__
-from torch_upgrade_check.commands import bisect, compare, init, merge, report, run, settings
+from torch_upgrade_check.commands import bisect, compare, history, init, merge, report, run, settings
 from torch_upgrade_check.commands.common import PROG
 from torch_upgrade_check.commands.settings import DEFAULT_TIMEOUT_S
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_USAGE, UsageError
@@ -185,7 +186,28 @@ def build_parser() -> argparse.ArgumentParser:
                        help="what fails the merge (exit 1): as run's and compare's --fail-on, so the merge decides as "
                             "each runner's job did (default: correctness,latency,memory)")
     merge.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default: {DEFAULT_OUT})")
+    _add_history(sub)
     return parser
+
+
+def _add_history(sub: argparse._SubParsersAction) -> None:
+    his = sub.add_parser("history", help="read a history store: trends, change points, flaky checks, the alarm")
+    his.add_argument("action", nargs="?", choices=("publish",),
+                     help="publish: append a record to the store on a branch of this repository and push it")
+    his.add_argument("--store", metavar="DIR", help="the history store folder (records.jsonl, compacted/)")
+    his.add_argument("--append", metavar="REPORT_JSON", help="append a record built from this report.json first")
+    his.add_argument("--commit", metavar="SHA", help="the commit the appended run checked (default: $GITHUB_SHA)")
+    his.add_argument("--markdown", metavar="FILE", help="write the summary lines as Markdown (with --charts' pictures)")
+    his.add_argument("--charts", metavar="DIR", help="draw a PNG per check that changed (needs the charts extra)")
+    his.add_argument("--html", metavar="DIR", help="write a static page: a chart per check, the outcome timeline")
+    his.add_argument("--json", metavar="FILE", help="write what was found as JSON")
+    his.add_argument("--alarm-output", metavar="FILE",
+                     help="append alarm=true|false, last-good=, first-bad= lines (a GitHub output file)")
+    his.add_argument("--store-branch", metavar="BRANCH", help="publish: the branch that holds the store")
+    his.add_argument("--record-from", metavar="REPORT_JSON", help="publish: the report.json to record")
+    his.add_argument("--remote", default="origin", help="publish: the git remote (default: origin)")
+    his.add_argument("--attempts", type=int, default=5, metavar="N",
+                     help="publish: pushes to try when another job's push got there first (default: 5)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -195,7 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = settings.build(args, argv)
         if args.command == "bisect":
             return bisect.execute(given, argv)
-        command = {"run": run, "compare": compare, "report": report, "init": init, "merge": merge}[args.command]
+        command = {"run": run, "compare": compare, "report": report, "init": init, "merge": merge,
+                   "history": history}[args.command]
         return command.execute(given)
     except (UsageError, SchemaError) as e:
         problems = e.problems if isinstance(e, UsageError) else (str(e),)

@@ -168,8 +168,28 @@ class MergeSettings:
         return Output(Path(self.out), self.fail_on_set)
 
 
+@dataclass(frozen=True)
+class HistorySettings:
+    """`history` (read a store, append a record, write the summary, charts, page and alarm) or `history publish`."""
+
+    action: str | None
+    store: str | None
+    append: str | None
+    commit: str | None
+    markdown: str | None
+    charts: str | None
+    html: str | None
+    json: str | None
+    alarm_output: str | None
+    store_branch: str | None  # publish's (history/publish.py)
+    record_from: str | None
+    remote: str
+    attempts: int
+
+
 SETTINGS: dict[str, type] = {"run": RunSettings, "compare": CompareSettings, "bisect": BisectSettings,
-                             "report": ReportSettings, "init": InitSettings, "merge": MergeSettings}
+                             "report": ReportSettings, "init": InitSettings, "merge": MergeSettings,
+                             "history": HistorySettings}
 
 
 def as_typed(cls: type[S], args: argparse.Namespace, **given: Any) -> dict[str, Any]:

@@ -1,0 +1,100 @@
+"""Where a check's series of A/B ratios steps, and whether its newest runs make an alarm (pure: ruptures, no I/O).
+
+The split is ruptures' PELT with an l1 (median) cost on the log ratios: a median cost is not pulled by one far-off
+run, and PELT is exact and fast at a history's size (benchmarks/changepoint_libraries.py compared it with Apache
+Otava's and MongoDB's E-divisive: docs/benchmarks.md, "Change points"). The penalty is k·sd·ln n, sd the noise
+estimated from successive differences (robust to the step itself).
+
+An alarm is online: after the newest run, the newest change point must leave 2 to MAX_AGE runs after it, and those
+runs must stand above the level before it: all but one (at least two) beyond FLOOR, their median beyond
+FLOOR·m/(m-1) for m runs (two runs must stand 2·FLOOR off). Only a step up alarms: every ratio the history keeps
+(latency, memory, compile time) is candidate over baseline, so up is worse; a step down is no reason to bisect.
+benchmarks/canary_detector.py measures the rule.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+PENALTY_K = 2.0
+FLOOR = math.log(1.05)  # a step smaller than 5% is noise on a shared runner, whatever its significance
+MAX_AGE = 4  # runs after a change point within which it still alarms: a step is alarmed on at most the 3rd run after
+MIN_RUNS = 10  # a series shorter than this has no level to step from
+MIN_SD = 0.005  # the noise is never taken below 0.5%: a series of identical ratios must not alarm on a rounding step
+
+
+MISSING = ("change points not computed: ruptures is not installed here; pip install 'torch-upgrade-check[history]' "
+           "(first failures, flaky and host-only checks are still reported)")
+
+
+def available() -> bool:
+    """Whether ruptures imports: it is the `history` extra (numpy and scipy), not in every action run's install."""
+    try:
+        import ruptures  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Step:
+    """A change in a series' level: `index` is the first run at the new level; levels are ratios (medians)."""
+
+    index: int
+    before: float
+    after: float
+
+    @property
+    def factor(self) -> float:
+        return self.after / self.before
+
+
+def noise_sd(logs: Sequence[float]) -> float:
+    """The sd of one run's log ratio, from the median absolute deviation of successive differences."""
+    diffs = [b - a for a, b in itertools.pairwise(logs)]
+    if len(diffs) < 2:
+        return MIN_SD
+    centre = statistics.median(diffs)
+    mad = statistics.median(abs(d - centre) for d in diffs)
+    return max(mad / 0.6745 / math.sqrt(2), MIN_SD)
+
+
+def change_points(ratios: Sequence[float], *, k: float = PENALTY_K) -> list[int]:
+    """The indices where a new level starts (none at 0), oldest first."""
+    if len(ratios) < 4:
+        return []
+    import numpy as np  # ruptures' own dependency; imported here so the CLI starts without it
+    import ruptures
+
+    logs = [math.log(r) for r in ratios]
+    penalty = k * noise_sd(logs) * math.log(len(logs))
+    ends = ruptures.Pelt(model="l1", min_size=2, jump=1).fit(np.array(logs)).predict(pen=penalty)
+    return [e for e in ends if 0 < e < len(logs)]
+
+
+def latest_step(ratios: Sequence[float], *, k: float = PENALTY_K) -> Step | None:
+    """The step the newest runs alarm on, or None (see the module's docstring for the rule)."""
+    if len(ratios) < MIN_RUNS or any(not (r > 0 and math.isfinite(r)) for r in ratios):
+        return None
+    return step_from(ratios, change_points(ratios, k=k))
+
+
+def step_from(ratios: Sequence[float], cps: Sequence[int]) -> Step | None:
+    """The alarm rule on a split made by any library: the newest change point, if its runs stand off its level."""
+    if not cps:
+        return None
+    c = cps[-1]
+    if not 2 <= len(ratios) - c <= MAX_AGE:
+        return None
+    logs = [math.log(r) for r in ratios]
+    level = statistics.median(logs[(cps[-2] if len(cps) > 1 else 0):c])
+    shifts = [x - level for x in logs[c:]]
+    above = sum(d >= FLOOR for d in shifts)
+    moved = statistics.median(shifts) >= FLOOR * len(shifts) / (len(shifts) - 1)
+    if not (moved and above >= max(2, len(shifts) - 1)):
+        return None
+    return Step(c, math.exp(level), math.exp(level + statistics.median(shifts)))
