@@ -8,6 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' 'torch==2.13.0'
+# headless Chromium renders `history --html`'s page in tests/test_history_page.py (which skips, saying why, without it)
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 ||
+    echo "scripts/test.sh: could not install chromium (apt-get); tests/test_history_page.py will skip" >&2
+fi
 
 pytest_phase() {  # pytest's exit code, with "collected nothing" (5) made a failure
   local rc=0
