@@ -106,7 +106,10 @@ def main() -> int:
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--histories", type=int, default=HISTORIES)
     p.add_argument("--runs", type=int, default=1000)
+    p.add_argument("--penalty-k", type=float, default=None, help="try another penalty factor than the product's")
     args = p.parse_args()
+    if args.penalty_k is not None:
+        changepoints.PENALTY_K = args.penalty_k
     started = time.perf_counter()
     alarmed = aa(args.histories)
     delays, early = steps(args.histories)

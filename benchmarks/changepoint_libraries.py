@@ -101,7 +101,10 @@ def main() -> int:
     p.add_argument("--library", required=True, choices=sorted(DETECTORS))
     p.add_argument("--histories", type=int, default=HISTORIES)
     p.add_argument("--out", default="")
+    p.add_argument("--penalty-k", type=float, default=None, help="ruptures: another penalty factor than the product's")
     args = p.parse_args()
+    if args.penalty_k is not None:
+        changepoints.PENALTY_K = args.penalty_k
     text = json.dumps(measure(args.library, args.histories))
     print(text)
     if args.out:
