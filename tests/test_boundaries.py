@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the worker, inside the environment under test", ("worker",)),
     ("pure decisions", ("analysis",)),
     ("pure renderers and GitHub's files", ("report", "github", "pr_comment")),
-    ("the host: processes, venvs, timeouts, and the checks run beside the workers", ("orchestrate", "hostchecks")),
+    ("the host: processes, venvs, timeouts, and the checks run beside the workers", ("orchestrate", "hostchecks", "history")),
     ("front ends: inputs, commands, the CLI and the action's entry",
      ("config", "locks", "stack", "runner_status", "scaffold", "commands", "cli", "action_entry", "__main__")),
 )
