@@ -8,11 +8,16 @@ import threading
 from argparse import Namespace
 from pathlib import Path
 
+import jsonschema
 import pytest
+from history_cases import comparison, correctness, latency
 
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, UsageError
 from torch_upgrade_check.history import publish as pub
+from torch_upgrade_check.history import record as rec
 from torch_upgrade_check.history import store
+from torch_upgrade_check.model import Bisection
+from torch_upgrade_check.schema import write_bisection
 
 BRANCH = "torch-upgrade-check-history"
 
@@ -200,3 +205,47 @@ def test_lost_race_reads_gits_push_output(output: str, lost: bool) -> None:
 
 def test_credentials_in_a_remote_url_are_never_shown() -> None:
     assert pub._shown("https://x-access-token:SECRET@github.com/o/r") == "https://github.com/o/r"
+
+
+def test_a_report_becomes_a_record_with_this_runners_identity_and_a_bisection_joins_it(tmp_path: Path) -> None:
+    """--record-from a real report.json (history.record.from_report builds the record here) and --bisect-report a real
+    bisection: the published record carries both, and the record schema accepts it."""
+    report = tmp_path / "report.json"
+    report.write_text(comparison("2.13.0", "2.14.0.dev20261203+cpu", latency("mlp", 1.2), correctness("mlp")))
+    found = tmp_path / "bisect.json"
+    write_bisection(Bisection(tool_version="t", command=["torch-upgrade-check", "bisect"], started="s", device="cpu",
+                              checks=["mlp[cpu-float32]/latency"], builds=["a", "b"], outcome="found",
+                              reason="first bad build: 2.14.0.dev20261203 (last good: 2.14.0.dev20261202)",
+                              last_good="2.14.0.dev20261202", first_bad="2.14.0.dev20261203"), found)
+    remote = bare_remote(tmp_path)
+    args = Namespace(store_branch=BRANCH, record_from=str(report), remote=str(remote), attempts=None,
+                     store=str(tmp_path / "store"), commit="c" * 40, bisect_report=str(found))
+    assert pub.main(args) == EXIT_PASSED
+    (got,) = branch_records(remote, tmp_path)
+    assert got["commit"] == "c" * 40 and got["identity"] == rec.runner_identity()
+    assert got["torch"]["candidate"]["version"].startswith("2.14.0.dev20261203")
+    assert got["bisect"] == {"outcome": "found", "last_good": "2.14.0.dev20261202", "first_bad": "2.14.0.dev20261203",
+                             "reason": "first bad build: 2.14.0.dev20261203 (last good: 2.14.0.dev20261202)"}
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schema" / "history-record.schema.json").read_text())
+    jsonschema.validate(got, schema)
+
+
+def test_a_bisect_report_that_is_not_one_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "r.jsonl").write_text(json.dumps(record(1)) + "\n")
+    (tmp_path / "b.json").write_text("{}")
+    args = Namespace(store_branch=BRANCH, record_from=str(tmp_path / "r.jsonl"), remote=str(bare_remote(tmp_path)),
+                     attempts=None, store=None, commit=None, bisect_report=str(tmp_path / "b.json"))
+    with pytest.raises(UsageError, match=r"--bisect-report: .* is not a version"):
+        pub.main(args)
+
+
+def test_publish_flags_register_on_a_parser_with_store_and_commit() -> None:
+    """The `history` parser owns --store and --commit; publish's flags join it without a clash."""
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--store")
+    p.add_argument("--commit")
+    pub.add_arguments(p)
+    args = p.parse_args(["--store", "s", "--store-branch", "b", "--record-from", "r", "--attempts", "3"])
+    assert (args.store_branch, args.record_from, args.remote, args.attempts) == ("b", "r", "origin", "3")

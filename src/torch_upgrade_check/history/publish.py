@@ -11,6 +11,7 @@ index and its branches are never touched, and no git identity needs configuring.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -26,8 +27,10 @@ from typing import Any
 
 from torch_upgrade_check.commands.common import PROG, say
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, UsageError
+from torch_upgrade_check.history import record, store
+from torch_upgrade_check.schema import SchemaError, read_bisection
 
-RECORD_SCHEMA = "torch-upgrade-check/history/1"
+RECORD_SCHEMA = record.SCHEMA
 DEFAULT_ATTEMPTS = 5
 MAX_ATTEMPTS = 50
 # The pause before attempt n is uniform in [0, BASE * 2**n), capped: two jobs that collided once rarely
@@ -52,11 +55,33 @@ class Published:
     attempts: int
 
 
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """publish's own flags, for the `history` parser (which has `--store` and `--commit` already)."""
+    p.add_argument("--store-branch", default=None, metavar="BRANCH",
+                   help="publish: the branch of the remote holding the store (made, as an orphan, on first use)")
+    p.add_argument("--record-from", default=None, metavar="FILE",
+                   help="publish: the report.json compare wrote (a record is built with this runner's identity), or "
+                        "records `history --append` wrote")
+    p.add_argument("--remote", default="origin", metavar="NAME_OR_URL",
+                   help="publish: the git remote, a name of the repository here or a URL (default: origin)")
+    p.add_argument("--attempts", default=None, metavar="N",
+                   help=f"publish: pushes tried when another job pushed first (default: {DEFAULT_ATTEMPTS})")
+    p.add_argument("--bisect-report", default=None, metavar="FILE",
+                   help="publish: a report.json `bisect` wrote after this run's alarm; its answer joins the record")
+
+
 def main(args: Any) -> int:
-    """`history publish` with parsed arguments (store_branch, record_from, remote, attempts, optional store)."""
+    """`history publish` with parsed arguments (store_branch, record_from, remote, attempts; optional store,
+    commit, bisect_report): exit 0 published, 2 bad input, 3 git could not publish."""
+    if not getattr(args, "store_branch", None) or not getattr(args, "record_from", None):
+        raise UsageError("history publish needs --store-branch BRANCH and --record-from REPORT_JSON (the report.json "
+                         "compare wrote, or records `history --append` wrote)")
     branch = _branch(str(args.store_branch))
     attempts = _attempts(getattr(args, "attempts", None))
     records = load_records(Path(args.record_from), commit=getattr(args, "commit", None))
+    if getattr(args, "bisect_report", None):
+        answer = bisect_answer(Path(args.bisect_report))
+        records = [{**item, "bisect": answer} for item in records]
     remote = resolve_remote(str(getattr(args, "remote", None) or "origin"))
     store_out = getattr(args, "store", None)
     try:
@@ -113,6 +138,19 @@ def load_records(path: Path, *, commit: str | None = None) -> list[dict]:
                      "report.json compare wrote, or a record file `history --append` wrote")
 
 
+def bisect_answer(path: Path) -> dict[str, Any]:
+    """What a bisection found, as the record's `bisect` holds it: outcome, last good and first bad build, why."""
+    try:
+        found = read_bisection(path)
+    except SchemaError as e:
+        raise UsageError(f"--bisect-report: {e}") from None
+    answer: dict[str, Any] = {"outcome": found.outcome, "last_good": found.last_good, "first_bad": found.first_bad,
+                              "reason": found.reason}
+    if found.compare_url:
+        answer["compare_url"] = found.compare_url
+    return answer
+
+
 def _json_lines(text: str) -> list[dict]:
     """Every line a record of our schema, else nothing (a half-matching file is not guessed at)."""
     out = []
@@ -128,11 +166,8 @@ def _json_lines(text: str) -> list[dict]:
 
 
 def _from_report(report: dict, commit: str | None) -> dict:
-    from torch_upgrade_check.history import record  # the record's shape is HIST's module's, not built here
-
-    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     sha = commit or os.environ.get("GITHUB_SHA", "")
-    return record.from_report(report, identity=record.runner_identity(), commit=sha, when=when)
+    return record.from_report(report, identity=record.runner_identity(), commit=sha, when=record.now_utc())
 
 
 def resolve_remote(remote: str) -> str:
@@ -156,8 +191,6 @@ def publish(remote: str, branch: str, records: list[dict], *, attempts: int = DE
     `before_push(attempt)` runs after the commit is made and before it is pushed (the tests use it to let
     another publisher land first). `store_out`, when given, receives the store as pushed.
     """
-    from torch_upgrade_check.history import store
-
     with _private_repo() as (git_dir, work):
         for attempt in range(1, attempts + 1):
             tip = _fetch(git_dir, remote, branch)
