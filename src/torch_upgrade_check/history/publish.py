@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torch_upgrade_check.commands.common import PROG, say
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_PASSED, UsageError
 from torch_upgrade_check.history import record, store
 from torch_upgrade_check.schema import SchemaError, read_bisection
@@ -38,6 +37,7 @@ MAX_ATTEMPTS = 50
 JITTER_BASE_S = 0.5
 JITTER_CAP_S = 20.0
 GIT_TIMEOUT_S = 300
+PROG = "torch-upgrade-check"
 # Who commits, when the caller's environment names nobody: GitHub's own bot address, as actions commonly use.
 BOT_NAME = "github-actions[bot]"
 BOT_EMAIL = "41898282+github-actions[bot]@users.noreply.github.com"
@@ -93,6 +93,10 @@ def main(args: Any) -> int:
     say(f"{PROG}: history: {len(records)} record(s) appended to {branch} at {done.commit[:12]} "
         f"(attempt {done.attempts} of {attempts})")
     return EXIT_PASSED
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
 
 
 def _branch(name: str) -> str:
