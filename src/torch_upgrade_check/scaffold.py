@@ -191,6 +191,7 @@ jobs:
           dir="$RUNNER_TEMP/torch-canary"
           rm -rf -- "$dir" && mkdir -p "$dir/git" "$dir/store" "$dir/record" "$dir/charts"
           if [ -z "$REPORT" ] || [ ! -f "$REPORT" ] || [ ! -x "$tool" ]; then
+            rm -rf -- "$dir/record"  # nothing for the publish job from this runner
             echo "::warning title=torch canary::this runner's compare left no report (the step above says why): nothing to record"
             echo "alarm=false" >> "$GITHUB_OUTPUT"
             exit 0
