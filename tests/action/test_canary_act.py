@@ -168,3 +168,48 @@ GIT_CONFIG_COUNT=0 git -c core.hooksPath=/dev/null commit -qam "another job's re
     others = git("rev-parse", BRANCH, cwd=seed)
     assert git("--git-dir", str(remote), "merge-base", "--is-ancestor", others, BRANCH) == ""
     assert [r["commit"] for r in records_on(remote, tmp_path)] == [f"{n:040x}" for n in (1, 2, 3)]
+
+
+@pytest.mark.slow
+def test_the_canary_end_to_end_alarms_bisects_and_keeps_the_answer(act: str, repo: Path, tmp_path: Path,
+                                                                   torch_python: str) -> None:
+    """Nightlies from a local index stand in for PyTorch's channel: this machine's torch relabelled, outputs drifting
+    from the fifth build on. Night 1 checks a good build (passes: one record, no alarm); night 2 a bad one (fails:
+    the history alarms on the first failure, the canary bisects between night 1's build and night 2's on the same
+    runner, names the first bad build, and its answer lands in the summary and in night 2's record)."""
+    from harness.nightlies import nightly_index
+
+    versions = [f"2.14.0.dev202611{10 + i:02d}" for i in range(6)]
+    url = nightly_index(torch_python, tmp_path / "index", versions, fault_from=4, drift=1e-3)
+    remote = bare_remote(tmp_path / "history.git")
+    runners = json.dumps([{"labels": ["ubuntu-latest"], "python": torch_python, "device": "cpu"}])
+    env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", **pip_sources(), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+
+    def night(n: int, candidate: str) -> ActRun:
+        caller = caller_repo(tmp_path / f"caller-{n}", {"requirements.txt": f"torch=={versions[0]}\n"})
+        inputs = {"candidate": candidate, "runners": runners, "checks": "mlp[float32]/numerics", "index-url": url}
+        return run_act_event(act, caller, "workflow_dispatch", {"inputs": inputs}, CANARY, tmp=tmp_path / f"night-{n}",
+                             repo=repo, env=env, variables={"TORCH_CANARY_REMOTE": str(remote)}, timeout_s=1500)
+
+    first = night(1, versions[2])
+    assert first.job("canary on") == "success" and first.job("publish") == "success", first.explain()
+    assert first.step_outputs("canary on", "Read the history and add this run to it").get("alarm") == "false", \
+        first.explain()
+    (one,) = records_on(remote, tmp_path)
+    assert one["torch"]["candidate"]["version"].startswith(versions[2]) and "bisect" not in one
+
+    second = night(2, versions[5])
+    assert second.job("canary on") == "failure", second.explain()  # the candidate failed: the job says so, last
+    assert second.job("publish") == "success", second.explain()  # and its record is kept all the same
+    history = second.step_outputs("canary on", "Read the history and add this run to it")
+    assert history.get("alarm") == "true", second.explain()
+    assert versions[2] in history.get("last-good", "") and versions[5] in history.get("first-bad", ""), history
+    summary = "\n".join(second.summaries("canary on"))
+    assert "## torch canary: the history" in summary and "Bisection: **found**" in summary, summary[-3000:]
+    assert f"`{versions[4]}`" in summary and f"`{versions[3]}`" in summary, summary[-3000:]
+    assert "Trend charts (PNG): [download](file://" in summary, summary[-3000:]
+    _, two = records_on(remote, tmp_path)
+    assert two["torch"]["candidate"]["version"].startswith(versions[5])
+    assert two["checks"]["mlp[float32]/numerics"]["outcome"] == "failed"
+    assert (two["bisect"]["outcome"], two["bisect"]["first_bad"], two["bisect"]["last_good"]) == (
+        "found", versions[4], versions[3]), two["bisect"]
