@@ -24,7 +24,7 @@ from history_cases import IDENTITY, comparison, correctness, latency, load
 from torch_upgrade_check.history import record as rec
 from torch_upgrade_check.history import store
 
-pytestmark = [pytest.mark.act]
+pytestmark = [pytest.mark.act, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 CANARY = ROOT / "workflows" / "torch-canary.yml"
@@ -164,13 +164,13 @@ GIT_CONFIG_COUNT=0 git -c core.hooksPath=/dev/null commit -qam "another job's re
     hooks = pre_push_hook(tmp_path / "hooks", other)
     run = publish_only(act, repo, tmp_path / "run", remote, [3], hooks=hooks)
     assert run.job("publish") == "success", run.explain()
+    assert any("left no report" in message for _, _, message in run.annotations("canary on")), run.annotations()
     assert "attempt 2 of 5" in run.text(), run.explain()
     others = git("rev-parse", BRANCH, cwd=seed)
     assert git("--git-dir", str(remote), "merge-base", "--is-ancestor", others, BRANCH) == ""
     assert [r["commit"] for r in records_on(remote, tmp_path)] == [f"{n:040x}" for n in (1, 2, 3)]
 
 
-@pytest.mark.slow
 def test_the_canary_end_to_end_alarms_bisects_and_keeps_the_answer(act: str, repo: Path, tmp_path: Path,
                                                                    torch_python: str) -> None:
     """Nightlies from a local index stand in for PyTorch's channel: this machine's torch relabelled, outputs drifting
