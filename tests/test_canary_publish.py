@@ -149,7 +149,7 @@ def test_main_publishes_a_record_file_and_reports_a_lost_cause_as_exit_3(tmp_pat
     (remote / "hooks" / "pre-receive").write_text("#!/bin/sh\nexit 1\n")
     (remote / "hooks" / "pre-receive").chmod(0o755)
     assert pub.main(args) == EXIT_INFRA
-    assert "infrastructure error: git push" in capsys.readouterr().out
+    assert "infrastructure error: git push" in capsys.readouterr().err
 
 
 def test_a_remote_name_is_read_from_the_repository_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,3 +249,30 @@ def test_publish_flags_register_on_a_parser_with_store_and_commit() -> None:
     pub.add_arguments(p)
     args = p.parse_args(["--store", "s", "--store-branch", "b", "--record-from", "r", "--attempts", "3"])
     assert (args.store_branch, args.record_from, args.remote, args.attempts) == ("b", "r", "origin", "3")
+
+
+def test_a_push_whose_tip_moved_after_gits_own_look_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race inside `git push` itself: git has read the remote's tip, then another job's commit lands, then git
+    sends its update (from a pre-push hook, the last moment before it does). The remote refuses the stale update;
+    the publisher reads that as a lost race and lands on the new tip."""
+    remote = bare_remote(tmp_path)
+    pub.publish(str(remote), BRANCH, [record(1)])
+    other = tmp_path / "other"
+    git("clone", "--quiet", "--branch", BRANCH, str(remote), str(other))
+    (other / "records.jsonl").write_text((other / "records.jsonl").read_text() + json.dumps(record(2)) + "\n")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "pre-push").write_text(f"""#!/bin/sh
+[ -e "{tmp_path}/done" ] && exit 0
+touch "{tmp_path}/done"
+unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE
+cd "{other}" && git -c user.name=o -c user.email=o@example.com commit -qam other \\
+  && git -c core.hooksPath=/dev/null push -q origin {BRANCH}
+""")
+    (hooks / "pre-push").chmod(0o755)
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.hooksPath")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", str(hooks))
+    done = pub.publish(str(remote), BRANCH, [record(3)], sleep=lambda s: None)
+    assert done.attempts == 2
+    assert [r["commit"] for r in branch_records(remote, tmp_path)] == [record(n)["commit"] for n in (1, 2, 3)]

@@ -17,6 +17,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -76,19 +77,19 @@ def main(args: Any) -> int:
     if not getattr(args, "store_branch", None) or not getattr(args, "record_from", None):
         raise UsageError("history publish needs --store-branch BRANCH and --record-from REPORT_JSON (the report.json "
                          "compare wrote, or records `history --append` wrote)")
-    branch = _branch(str(args.store_branch))
     attempts = _attempts(getattr(args, "attempts", None))
     records = load_records(Path(args.record_from), commit=getattr(args, "commit", None))
     if getattr(args, "bisect_report", None):
         answer = bisect_answer(Path(args.bisect_report))
         records = [{**item, "bisect": answer} for item in records]
-    remote = resolve_remote(str(getattr(args, "remote", None) or "origin"))
     store_out = getattr(args, "store", None)
     try:
+        branch = _branch(str(args.store_branch))
+        remote = resolve_remote(str(getattr(args, "remote", None) or "origin"))
         done = publish(remote, branch, records, attempts=attempts,
                        store_out=Path(store_out) if store_out else None)
     except PublishError as e:
-        print(f"{PROG}: infrastructure error: {e}", flush=True)
+        print(f"{PROG}: infrastructure error: {e}", file=sys.stderr, flush=True)
         return EXIT_INFRA
     say(f"{PROG}: history: {len(records)} record(s) appended to {branch} at {done.commit[:12]} "
         f"(attempt {done.attempts} of {attempts})")
@@ -100,8 +101,7 @@ def say(text: str) -> None:
 
 
 def _branch(name: str) -> str:
-    proc = subprocess.run(["git", "check-ref-format", "--branch", name], capture_output=True, text=True,
-                          check=False)
+    proc = _run(["git", "check-ref-format", "--branch", name])
     if proc.returncode != 0 or not name or name.startswith("-"):
         raise UsageError(f"--store-branch must be a git branch name like torch-upgrade-check-history, got {name!r}")
     return name
@@ -178,7 +178,7 @@ def resolve_remote(remote: str) -> str:
     """A remote's URL: a name (`origin`) is read from the current repository's config; a URL or path as given."""
     if "/" in remote or ":" in remote or remote.endswith(".git"):
         return remote
-    proc = subprocess.run(["git", "remote", "get-url", remote], capture_output=True, text=True, check=False)
+    proc = _run(["git", "remote", "get-url", remote])
     if proc.returncode != 0 or not proc.stdout.strip():
         raise UsageError(f"--remote {remote!r} is not a remote of the repository here; run in the checkout, or give "
                          "the remote's URL (for example https://github.com/OWNER/REPO)")
