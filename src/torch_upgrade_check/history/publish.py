@@ -232,7 +232,8 @@ def _fetch(git_dir: Path, remote: str, branch: str) -> str | None:
     listed = _git(["--git-dir", str(git_dir), "ls-remote", "--heads", remote, f"refs/heads/{branch}"])
     if not listed.strip():
         return None
-    _git(["--git-dir", str(git_dir), "fetch", "--quiet", "--no-tags", remote,
+    # the tip alone: a year of nightly commits need not cross the network to append one line
+    _git(["--git-dir", str(git_dir), "fetch", "--quiet", "--no-tags", "--depth", "1", remote,
           f"+refs/heads/{branch}:refs/remotes/store/{branch}"])
     return _git(["--git-dir", str(git_dir), "rev-parse", f"refs/remotes/store/{branch}"]).strip()
 
