@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     init = sub.add_parser("init", help="write a starter config and a caller workflow into a repository")
     init.add_argument("--dir", default=".", metavar="DIR", help="repository root (default: .)")
+    init.add_argument("--canary", action="store_true",
+                      help="write the canary workflow instead (.github/workflows/torch-canary.yml): nightly checks of "
+                           "the next torch with history, trends and a bisection on an alarm (docs/canary.md)")
 
     merge = sub.add_parser("merge", help="combine reports from several runners into one summary and JUnit file")
     merge.add_argument("reports", nargs="*", help="report.json files")

@@ -211,9 +211,11 @@ def pip_sources(python: str = sys.executable) -> dict[str, str]:
 
 
 def run_act_event(act: str, caller: Path, event_name: str, event: Mapping[str, Any], workflow: Path, *, tmp: Path,
-                  repo: Path, env: Mapping[str, str] | None = None, timeout_s: float = ACT_TIMEOUT_S) -> ActRun:
+                  repo: Path, env: Mapping[str, str] | None = None, timeout_s: float = ACT_TIMEOUT_S,
+                  variables: Mapping[str, str] | None = None, job: str = "") -> ActRun:
     """Run a user's own workflow file in the user's repository `caller` on `event_name` (say pull_request) with
-    this event payload: `OWNER/torch-upgrade-check@<any ref>` the workflow names is mapped to `repo`."""
+    this event payload: `OWNER/torch-upgrade-check@<any ref>` the workflow names is mapped to `repo`. `variables`
+    are the repository's `vars`; `job`, when given, is the one job act runs."""
     cache, out, artifacts = (tmp / n for n in ("act-cache", "out", "artifacts"))
     for d in (cache, out, artifacts):
         d.mkdir(parents=True, exist_ok=True)
@@ -230,4 +232,8 @@ def run_act_event(act: str, caller: Path, event_name: str, event: Mapping[str, A
             argv += ["--local-repository", f"{action}@{sha}={STUBS / action.split('/')[1]}"]
     for name, value in (env or {}).items():
         argv += ["--env", f"{name}={value}"]
+    for name, value in (variables or {}).items():
+        argv += ["--var", f"{name}={value}"]
+    if job:
+        argv += ["--job", job]
     return _act(argv, out, artifacts, timeout_s)

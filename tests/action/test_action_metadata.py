@@ -221,8 +221,10 @@ def test_every_job_has_a_timeout() -> None:
             assert "uses" in job or "timeout-minutes" in job, f"{path.name}: job {name!r} needs timeout-minutes"
 
 
-# The only write permissions anywhere: the comment example writes its comment; the release job its release and tag.
-WRITES = {("pr-comment.yml", "comment"): {"pull-requests"}, ("release.yml", "release"): {"contents"}}
+# The only write permissions anywhere: the comment example writes its comment; the release job its release and tag;
+# the canary's publish job pushes its history branch.
+WRITES = {("pr-comment.yml", "comment"): {"pull-requests"}, ("release.yml", "release"): {"contents"},
+          ("torch-canary.yml", "publish"): {"contents"}}
 
 
 def test_permissions_are_empty_at_the_top_and_granted_per_job() -> None:

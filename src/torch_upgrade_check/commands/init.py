@@ -1,4 +1,4 @@
-"""The `init` command: a starter config and a caller workflow written into a repository."""
+"""The `init` command: a starter config and a caller workflow (or, with --canary, the canary workflow) written into a repository."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from torch_upgrade_check.errors import EXIT_PASSED
 
 
 def execute(s: InitSettings) -> int:
-    for path in scaffold.init(Path(s.dir)):
+    for path in scaffold.init(Path(s.dir), canary=s.canary):
         say(f"wrote {path}")
+    if not s.canary:
+        say("a nightly canary of the next torch, with history and trends, too? torch-upgrade-check init --canary")
     return EXIT_PASSED

