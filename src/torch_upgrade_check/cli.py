@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from torch_upgrade_check import __version__
 from torch_upgrade_check.commands import bisect, compare, history, init, merge, report, run, settings
+from torch_upgrade_check.history import publish
 from torch_upgrade_check.commands.common import PROG
 from torch_upgrade_check.commands.settings import DEFAULT_TIMEOUT_S
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_USAGE, UsageError
@@ -206,11 +207,7 @@ def _add_history(sub: argparse._SubParsersAction) -> None:
     his.add_argument("--json", metavar="FILE", help="write what was found as JSON")
     his.add_argument("--alarm-output", metavar="FILE",
                      help="append alarm=true|false, last-good=, first-bad= lines (a GitHub output file)")
-    his.add_argument("--store-branch", metavar="BRANCH", help="publish: the branch that holds the store")
-    his.add_argument("--record-from", metavar="REPORT_JSON", help="publish: the report.json to record")
-    his.add_argument("--remote", default="origin", help="publish: the git remote (default: origin)")
-    his.add_argument("--attempts", type=int, default=5, metavar="N",
-                     help="publish: pushes to try when another job's push got there first (default: 5)")
+    publish.add_arguments(his)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -185,7 +185,8 @@ class HistorySettings:
     store_branch: str | None  # publish's (history/publish.py)
     record_from: str | None
     remote: str
-    attempts: int
+    attempts: str | None  # publish's own parse (history/publish.py): 1 to 50, default 5
+    bisect_report: str | None
 
 
 SETTINGS: dict[str, type] = {"run": RunSettings, "compare": CompareSettings, "bisect": BisectSettings,
