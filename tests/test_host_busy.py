@@ -112,7 +112,7 @@ def test_stat_is_read_as_the_kernel_writes_it(tmp_path: Path) -> None:
     assert hostload.cpu_ticks(tmp_path) == {0: (10, 60), 1: (16, 65)}
     assert hostload.busy_shares({0: (10, 60), 1: (16, 65)}, {0: (10, 160), 1: (66, 115)}) == {0: 0.0, 1: 1.0}
     assert hostload.cpu_ticks(tmp_path / "missing") is None
-    assert hostload.idlest_cpus([0, 1, 2], 2, proc=tmp_path / "missing") == ((1, 2), {})
+    assert hostload.idlest_cpus([0, 1, 2], 2, proc=tmp_path / "missing") == ((1, 2), {}, set())
 
 
 @linux
@@ -255,3 +255,26 @@ def test_a_quiet_aa_of_a_multithreaded_workload_sets_no_pair_aside(tmp_path: Pat
         pytest.skip(f"other processes used {others:.0%} of this machine's CPUs during the A/A: not a quiet machine "
                     f"(the pairs read {m['host_busy_shares']})")
     assert (code, m["host_busy_pairs"]) == (0, 0), (others, m["host_busy_shares"], lat["reason"])
+
+
+@linux
+def test_two_compares_choosing_together_part_and_a_dead_ones_claim_lapses(tmp_path: Path) -> None:
+    """Both see the same idle CPUs; the second to choose passes over what the first (a live process) claimed. A claim
+    of a process that ended is ignored and removed."""
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "stat").write_text("cpu0 0 0 0 100 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\ncpu2 0 0 0 100 0 0 0 0\n")
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (claims / f"cpu2-{first.pid}").touch()  # the first compare chose CPU 2
+        chosen, _, taken = hostload.idlest_cpus([0, 1, 2], 1, window_s=0.0, proc=proc, claims=claims)
+        assert taken == {2} and chosen != (2,), chosen
+        assert (claims / f"cpu{chosen[0]}-{os.getpid()}").exists()
+        both, _, _ = hostload.idlest_cpus([0, 1, 2], 3, window_s=0.0, proc=proc, claims=claims)
+        assert both == (0, 1, 2)  # too few unclaimed: the claimed one too
+    finally:
+        first.kill()
+        first.wait()
+    assert hostload.claimed(claims) == set() and not (claims / f"cpu2-{first.pid}").exists()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -21,6 +22,9 @@ from pathlib import Path
 PROC = Path("/proc")
 IDLE_WINDOW_S = 0.25  # how long the CPUs are watched before the idlest are chosen
 SHARE_GRAIN = 0.05  # CPUs whose busy shares differ by less than this are as idle as each other
+# Which compare on this machine pinned to which CPU: a file a CPU naming the process that chose it. Two compares
+# started together see the same idle CPUs; the second to choose passes over what the first claimed.
+CLAIMS = Path(tempfile.gettempdir()) / "torch-upgrade-check-cpus"
 
 
 def cpu_ticks(proc: Path = PROC) -> dict[int, tuple[int, int]] | None:
@@ -54,25 +58,84 @@ def busy_shares(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, 
     return shares
 
 
-def idlest_cpus(usable: Sequence[int], n: int, *, window_s: float = IDLE_WINDOW_S,
-                proc: Path = PROC) -> tuple[tuple[int, ...], dict[int, float]]:
-    """The `n` CPUs of `usable` that were least busy over `window_s`, and every usable CPU's busy share; where the
-    shares cannot be read, the last `n` (the rule before this one). Of CPUs as idle as each other, the last ones,
-    rotated by this process's id: two compares started together on an idle machine see the same shares, and the
-    same choice would put both on one CPU."""
+def idlest_cpus(usable: Sequence[int], n: int, *, window_s: float = IDLE_WINDOW_S, proc: Path = PROC,
+                claims: Path | None = CLAIMS) -> tuple[tuple[int, ...], dict[int, float], set[int]]:
+    """The `n` CPUs of `usable` that were least busy over `window_s` and not claimed by another live compare
+    (`claims`; claimed ones only where too few are left), every usable CPU's busy share, and the claimed CPUs; where
+    the shares cannot be read, the last `n` (the rule before this one). Of CPUs as idle as each other, the last
+    ones, rotated by this process's id."""
     n = max(1, min(n, len(usable)))
     before = cpu_ticks(proc)
-    if before is None:
-        return tuple(usable[-n:]), {}
-    time.sleep(window_s)
-    after = cpu_ticks(proc)
-    if after is None:
-        return tuple(usable[-n:]), {}
+    after = None
+    if before is not None:
+        time.sleep(window_s)
+        after = cpu_ticks(proc)
+    if before is None or after is None:
+        return tuple(usable[-n:]), {}, set()
     shares = {c: s for c, s in busy_shares(before, after).items() if c in usable}
     turn = os.getpid() % len(usable)
-    order = sorted(usable, key=lambda c: (round(shares.get(c, 0.0) / SHARE_GRAIN),
-                                          (turn - usable.index(c)) % len(usable)))
-    return tuple(sorted(order[:n])), shares
+    with _locked(claims) as folder:
+        taken = claimed(folder)
+        # a claimed CPU is passed over even while it looks idle: its compare's workers may not have started yet
+        order = sorted(usable, key=lambda c: (c in taken, round(shares.get(c, 0.0) / SHARE_GRAIN),
+                                              (turn - usable.index(c)) % len(usable)))
+        chosen = tuple(sorted(order[:n]))
+        claim(folder, chosen)
+    return chosen, shares, taken & set(usable)
+
+
+@contextlib.contextmanager
+def _locked(folder: Path | None) -> Iterator[Path | None]:
+    """`folder` (made world-writable: runners of other users share the machine) under an exclusive lock; None where
+    either cannot be had (then no claim is read or made)."""
+    if folder is None:
+        yield None
+        return
+    try:
+        import fcntl
+
+        folder.mkdir(mode=0o1777, exist_ok=True)
+        with contextlib.suppress(OSError):
+            folder.chmod(0o1777)
+        lock = os.open(folder / "lock", os.O_CREAT | os.O_RDONLY, 0o644)  # flock needs no write access
+    except (ImportError, OSError):
+        yield None
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield folder
+    finally:
+        os.close(lock)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def claimed(folder: Path | None) -> set[int]:
+    """The CPUs a live process other than this one claimed in `folder`."""
+    taken: set[int] = set()
+    for f in folder.glob("cpu*-*") if folder is not None else ():
+        cpu, _, pid = f.name[3:].partition("-")
+        if cpu.isdigit() and pid.isdigit() and int(pid) != os.getpid() and alive(int(pid)):
+            taken.add(int(cpu))
+        elif pid.isdigit() and not alive(int(pid)):
+            with contextlib.suppress(OSError):
+                f.unlink()  # its compare ended
+    return taken
+
+
+def claim(folder: Path | None, cpus: Iterable[int]) -> None:
+    """Claim `cpus` for this process (the claim lapses when it ends)."""
+    for cpu in cpus if folder is not None else ():
+        with contextlib.suppress(OSError):
+            (folder / f"cpu{cpu}-{os.getpid()}").touch()
 
 
 def _stat_fields(path: Path) -> list[str] | None:

@@ -89,11 +89,12 @@ def pinned_cpus(threads: int) -> tuple[tuple[int, ...], str]:
     cpus = usable_cpus()
     if threads >= len(cpus):
         return tuple(cpus), f"all {len(cpus)} this process may use ({threads} threads)"
-    chosen, shares = hostload.idlest_cpus(cpus, threads)
+    chosen, shares, taken = hostload.idlest_cpus(cpus, threads)
     if not shares:
         return chosen, "the last ones this process may use (the host's load cannot be read here)"
     seen = ", ".join(f"{c}: {shares[c]:.0%}" for c in cpus if c in shares)
-    return chosen, f"the idlest of {len(cpus)} over {hostload.IDLE_WINDOW_S:g} s (busy {seen})"
+    others = f"; another compare here holds {', '.join(map(str, sorted(taken)))}" if taken else ""
+    return chosen, f"the idlest of {len(cpus)} over {hostload.IDLE_WINDOW_S:g} s (busy {seen}{others})"
 
 
 @dataclass(frozen=True)
