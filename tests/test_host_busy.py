@@ -208,6 +208,8 @@ def test_a_neighbour_busy_while_the_candidate_computes_is_not_blamed_on_torch(tm
     assert (code, lat["outcome"], m["change"]) == (0, "suspicious", "undecided"), lat["reason"]
     assert lat["reason"].startswith("undecided: host busy: "), lat["reason"]
     assert m["host_busy_pairs"] == m["batches"] >= 1 and min(m["host_busy_shares"]) > hostbusy.BUSY_SHARE, m
+    for report in ("junit.xml", "summary.md"):  # what the team reads says why
+        assert "host busy: " in (tmp_path / "out" / report).read_text(), report
 
 
 @linux

@@ -195,7 +195,7 @@ def aside(cpus: Sequence[int]) -> Iterator[bool]:
     """This process's threads kept off `cpus` while the block runs (its polling would be counted as another's load
     there, and slow what is measured); their masks restored after. Yields whether it could: not where `cpus` is all
     this process may use, nor without sched_setaffinity."""
-    if not hasattr(os, "sched_setaffinity"):
+    if not cpus or not hasattr(os, "sched_setaffinity"):
         yield False
         return
     mine = os.sched_getaffinity(0)
