@@ -4,10 +4,12 @@ processes used pair by pair, and an alarm raised on busy pairs is decided again 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -233,30 +235,82 @@ def test_an_aa_beside_a_hog_on_every_cpu_is_never_blamed_on_torch(tmp_path: Path
     assert 1 <= m["host_busy_pairs"] <= m["batches"] == len(m["host_busy_shares"]), m
 
 
+class Sampler:
+    """The CPUs' busy ticks and this process tree's (the compare and its workers are ours) every 0.1 s, in a thread:
+    others' share of the CPUs over any window of the run, measured apart from compare's own meter."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, dict[int, tuple[int, int]], int]] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            ticks = hostload.cpu_ticks()
+            if ticks is not None:
+                self.samples.append((time.time(), ticks, hostload.tree_ticks([os.getpid()])))
+            time.sleep(0.1)
+
+    def __enter__(self) -> Sampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def others(self, start: float, end: float) -> float:
+        """Others' share from the last sample at or before `start` to the first at or after `end`."""
+        before = max((s for s in self.samples if s[0] <= start), key=lambda s: s[0], default=self.samples[0])
+        after = min((s for s in self.samples if s[0] >= end), key=lambda s: s[0], default=self.samples[-1])
+        busy = sum(after[1][c][0] - before[1][c][0] for c in after[1])
+        total = sum(after[1][c][1] - before[1][c][1] for c in after[1])
+        return max(0.0, (busy - (after[2] - before[2])) / total) if total else 0.0
+
+
+def pair_windows(logs: Path, check: str) -> list[tuple[float, float]]:
+    """Each fresh pair's timed rounds, from its workers' event logs: the first timed request's start (the first two
+    starts are the sides' warm-up rounds) to the end of the last (its start and its observation's duration)."""
+    windows = []
+    for batch in range(1, 100):
+        starts, ends = [], []
+        for side in ("baseline", "candidate"):
+            events = [json.loads(line) for f in sorted(logs.glob(f"ab-{side}-b{batch}-*.events.jsonl"))
+                      for line in f.read_text().splitlines() if line.strip()]
+            mine = [e["time"] for e in events if e.get("event") == "start" and e.get("id") == check]
+            took = [e["duration_s"] for e in events if e.get("event") == "observation" and e.get("id") == check]
+            starts += mine
+            ends += [mine[-1] + took[-1]] if mine and took else []
+        if len(starts) < 3:
+            return windows
+        windows.append((sorted(starts)[2], max(ends)))
+    return windows
+
+
 @linux
 @pytest.mark.serial
 def test_a_quiet_aa_of_a_multithreaded_workload_sets_no_pair_aside(tmp_path: Path, torch_python: str) -> None:
     """Two threads a side on every CPU (the orchestrator cannot step aside there): the workers' own threads and the
-    orchestrator's polling are ours, not another's load, so a quiet machine sets no pair aside. Others' share of the
-    CPUs over the whole run is measured apart (this process's children are ours); on a machine busy with other work
-    the assertion would be about that work, so the test says so and skips."""
+    orchestrator's polling are ours, not another's load. Others' share of the CPUs over each pair's timed rounds is
+    measured apart (a sampler counting this whole process tree as ours): no pair reads more than that (and a
+    sampling slop) as others' use, and where others used little, no pair is set aside. On a busy shared machine the
+    second assertion is about that machine's load and is not made (the test says so in its output)."""
     user_project(tmp_path / "team", {"wide_model": WIDE}, TEAM)
     n = len(measure.usable_cpus())
-    before, ours_before = hostload.cpu_ticks(), hostload.tree_ticks([os.getpid()])
-    code, cand = compared(torch_python, torch_python, tmp_path / "out", "wide[float32]/latency",
-                          extra=("--ab-budget", "5", "--threads", str(n)), cwd=tmp_path / "team")
-    after, ours_after = hostload.cpu_ticks(), hostload.tree_ticks([os.getpid()])
-    assert before is not None and after is not None
-    busy = sum(after[c][0] - before[c][0] for c in measure.usable_cpus())
-    total = sum(after[c][1] - before[c][1] for c in measure.usable_cpus())
-    others = (busy - (ours_after - ours_before)) / total
+    with Sampler() as sampler:
+        code, cand = compared(torch_python, torch_python, tmp_path / "out", "wide[float32]/latency",
+                              extra=("--ab-budget", "5", "--threads", str(n)), cwd=tmp_path / "team")
     lat = cand["wide[float32]/latency"]
     m = lat["metrics"]
-    assert m["batches"] == len(m["host_busy_shares"]) >= 1, m
-    if others > hostbusy.BUSY_SHARE / 2:
-        pytest.skip(f"other processes used {others:.0%} of this machine's CPUs during the A/A: not a quiet machine "
-                    f"(the pairs read {m['host_busy_shares']})")
-    assert (code, m["host_busy_pairs"]) == (0, 0), (others, m["host_busy_shares"], lat["reason"])
+    read = m["host_busy_shares"]
+    apart = [sampler.others(*w) for w in pair_windows(tmp_path / "out" / "logs", "wide[float32]/latency")]
+    assert code == 0 and m["batches"] == len(read) == len(apart) >= 1, (m, apart)
+    assert all(r <= a + 0.15 for r, a in zip(read, apart)), (read, apart)
+    if max(apart) < hostbusy.BUSY_SHARE - 0.05:
+        assert m["host_busy_pairs"] == 0, (read, apart, lat["reason"])
+    else:
+        print(f"others used {[round(a, 3) for a in apart]} of the CPUs in the pairs (compare read {read}): not a quiet "
+              "machine")
 
 
 @linux
