@@ -334,3 +334,13 @@ def test_two_compares_choosing_together_part_and_a_dead_ones_claim_lapses(tmp_pa
         first.kill()
         first.wait()
     assert hostload.claimed(claims) == set() and not (claims / f"cpu2-{first.pid}").exists()
+
+
+@linux
+def test_the_log_says_which_cpus_and_why() -> None:
+    cpus = measure.usable_cpus()
+    chosen, why = measure.pinned_cpus(1)
+    assert len(chosen) == 1 and chosen[0] in cpus
+    if len(cpus) > 1:
+        assert why.startswith(f"the idlest of {len(cpus)} over 0.25 s (busy ") and f"{chosen[0]}: " in why, why
+    assert measure.pinned_cpus(len(cpus)) == (tuple(cpus), f"all {len(cpus)} this process may use ({len(cpus)} threads)")
