@@ -38,7 +38,7 @@ def main() -> int:
     specs = [s for s in suite.plan(suite.BUILTIN, "cpu", args.only or ["latency"]) if s.aspect == "latency"]
     tmp = Path(tempfile.mkdtemp(prefix="tuc-noise-"))
     threads = measure.default_threads()
-    pair = measure.Pair(args.python, args.python, tmp / "logs", threads, cpus=measure.pinned_cpus(threads))
+    pair = measure.Pair(args.python, args.python, tmp / "logs", threads, cpus=measure.pinned_cpus(threads)[0])
     tracks = {s.id: measure.Track(s, 0.10) for s in specs}
     for p in range(1, args.pairs + 1):
         with pair.start(p) as (b, c):

@@ -204,6 +204,9 @@ def test_compiled_latency_is_judged_as_latency_and_its_compile_stays_out_of_the_
     assert compare.Thresholds(latency=0.07).by_aspect()["compiled-latency"] == 0.07
 
     class Worker:
+        cpus: tuple[int, ...] = ()  # not pinned: the host's load is not read
+        proc = None
+
         def request(self, s: CheckSpec, timeout_s: float) -> Observation:
             warm = s.params["samples"] == 1 and not s.params["inner"]
             compiled = 30.0 if warm else 0.0

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
-from torch_upgrade_check.analysis import ab, stats
+from torch_upgrade_check.analysis import ab, hostbusy, stats
 from torch_upgrade_check.analysis import attribution as attributed
 from torch_upgrade_check.analysis.verdicts import decide, format_bytes, format_ms, latency_limit
 from torch_upgrade_check.aspects import LATENCY_LIKE, TIMED, ab_of
@@ -36,6 +36,8 @@ class Measured(Protocol):
     host_samples: dict[str, list[float]]
     host_decision: ab.Decision | None
     compile_seconds: float
+    @property
+    def busy_shares(self) -> list[float | None]: ...  # per pair: the pinned CPUs' share others used (timed aspects)
 
     @property
     def counts_warm(self) -> bool: ...
@@ -73,7 +75,8 @@ def results(t: Measured, max_latency_ms: dict[str, float], undecided: str = UNDE
                   "batch_seconds": [round(b.seconds + (b.warm_seconds if t.counts_warm else 0.0), 3) for b in t.batches],
                   "warm_up_seconds": [round(b.warm_seconds, 3) for b in t.batches],
                   **({"compile_seconds": round(t.compile_seconds, 3)} if t.compile_seconds else {}),
-                  "budget_s": t.budget, "undecided_policy": undecided}
+                  "budget_s": t.budget, "undecided_policy": undecided,
+                  **hostbusy.words(t.busy_shares)}
     b_vals, c_vals = t.samples["b"], t.samples["c"]
     if spec.aspect in TIMED:
         base = decide(spec, Observation(spec.id, "ok", {**t.metrics["b"], "samples_ms": b_vals},

@@ -315,9 +315,10 @@ def ab_pair(sides: Sides, plan: Plan) -> measure.Pair | None:
         return None
     settings = sides.settings
     warm = ("memory",) if sides.device == "cpu" and any(c.aspect == "memory" for c in plan.ab_specs) else ()
+    cpus, why = measure.pinned_cpus(settings.threads or 1)
     return measure.Pair(sides.pythons["baseline"], sides.pythons["candidate"], sides.out / "logs", settings.threads,
-                        tuple(settings.python_path), measure.pinned_cpus(settings.threads or 1), warm,
-                        Path(tempfile.mkdtemp(prefix="torch-upgrade-check-inductor-")))
+                        tuple(settings.python_path), cpus, warm,
+                        Path(tempfile.mkdtemp(prefix="torch-upgrade-check-inductor-")), cpus_why=why)
 
 
 # --- correctness ----------------------------------------------------------------------------------------------------
@@ -403,6 +404,9 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
             f"-{budget_s * measure.COMPILE_BUDGET_MOST:g} s" if "compile-time" in kinds else "")
     say(f"{', '.join(kinds)}: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "
         f"pair of workers ({settings.threads} CPU threads each; up to {budget_s:g} s a check{cold})")
+    if pair.cpus:
+        say(f"A/B workers pinned to CPU{'s' if len(pair.cpus) != 1 else ''} {', '.join(map(str, pair.cpus))}: "
+            f"{pair.cpus_why}")
     finished = [0]
     slower: list[tuple[measure.Track, CheckResult]] = []
 

@@ -32,10 +32,11 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from torch_upgrade_check.analysis import ab, stats
+from torch_upgrade_check.analysis import ab, hostbusy, stats
 from torch_upgrade_check.analysis.abjudge import HOST_FLOOR_BYTES, MEMORY_FLOOR_BYTES
 from torch_upgrade_check.aspects import LATENCY_LIKE, TIMED
 from torch_upgrade_check.model import ABState, CheckSpec, Observation, Status
+from torch_upgrade_check.orchestrate import hostload
 from torch_upgrade_check.orchestrate.live import LiveWorker
 
 LATENCY_ROUNDS, LATENCY_SAMPLES = 24, 1  # the first batch: ABBA rounds, samples per side per round
@@ -78,14 +79,22 @@ def default_threads() -> int:
     return max(1, len(usable_cpus()) // 2)
 
 
-def pinned_cpus(threads: int) -> tuple[int, ...]:
-    """The CPUs both sides are pinned to: the same `threads` CPUs (the last ones this process may use).
+def pinned_cpus(threads: int) -> tuple[tuple[int, ...], str]:
+    """The CPUs both sides are pinned to (the same `threads` CPUs, the idlest this process may use, so that two
+    compares on one machine measure on different CPUs where they can), and why those, for the log.
 
     Measured on a 2-vCPU runner: left to the scheduler, the two workers land on different vCPUs whose
     speed differs for seconds at a time, and round-to-round noise was 12-19%; pinned to one CPU, 2-7%.
     """
     cpus = usable_cpus()
-    return tuple(cpus[-threads:]) if threads <= len(cpus) else tuple(cpus)
+    if threads >= len(cpus):
+        return tuple(cpus), f"all {len(cpus)} this process may use ({threads} threads)"
+    chosen, shares, taken = hostload.idlest_cpus(cpus, threads)
+    if not shares:
+        return chosen, "the last ones this process may use (the host's load cannot be read here)"
+    seen = ", ".join(f"{c}: {shares[c]:.0%}" for c in cpus if c in shares)
+    others = f"; another compare here holds {', '.join(map(str, sorted(taken)))}" if taken else ""
+    return chosen, f"the idlest of {len(cpus)} over {hostload.IDLE_WINDOW_S:g} s (busy {seen}{others})"
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,7 @@ class Pair:
     # compile is timed in a fresh cache all the same; only a new process's once-a-process work (the compiler's
     # ISA probes: ~15 s of g++ a process here) is then built once a side instead of once a pair.
     cache_dir: Path | None = None
+    cpus_why: str = ""  # why those CPUs (pinned_cpus), for the log
 
     def launch(self, batch: int | str, aspects: Collection[str] = ("latency", "memory", "compile-time")
                ) -> tuple[LiveWorker, LiveWorker]:
@@ -163,6 +173,8 @@ class Track:
     next_rounds: int = 0  # planned for the next pair (0: the aspect's first-pair count)
     compile_seconds: float = 0.0  # compiled latency: what its workers spent compiling, neither rounds nor warm-ups
     budget_s: float = DEFAULT_BUDGET_S  # --ab-budget (a compile-time check gets COMPILE_BUDGET_FACTOR times it)
+    # per pair in `batches`: the share of the pinned CPUs other processes used while it measured (None: unknown)
+    busy: list[float | None] = field(default_factory=list)
 
     @property
     def counts_warm(self) -> bool:
@@ -224,6 +236,12 @@ class Track:
         return min(wanted, fits) if fits >= FEWEST_ROUNDS else 0
 
     @property
+    def busy_shares(self) -> list[float | None]:
+        """The pairs' busy shares the decision reads: a busy host slows what is timed; peak memory is counted, not
+        timed, so its pairs stand whatever the host did."""
+        return self.busy if self.spec.aspect in TIMED else []
+
+    @property
     def open(self) -> bool:
         pending = [d is None or d.state == ABState.PENDING for d in (self.decision, self.host_decision)]
         return self.failed is None and (pending[0] or (bool(self.host_batches) and pending[1]))
@@ -254,17 +272,18 @@ def measure(
                 close(*launched)
             return
         say(f"A/B batch {batch}: {len(todo)} check{'s' if len(todo) != 1 else ''} in a fresh pair of workers")
-        with pair.start(batch, {t.spec.aspect for t in todo}, launched) as (b, c):
+        # the orchestrator off the pinned CPUs while it measures: its polling is neither others' load nor the workers'
+        with pair.start(batch, {t.spec.aspect for t in todo}, launched) as (b, c), hostload.aside(pair.cpus) as away:
             launched = None
             for t in todo:
-                measure_batch(t, b, c, timeout_of(t.spec) if timeout_of else timeout_s, cap_s=t.pair_cap())
+                measure_batch(t, b, c, timeout_of(t.spec) if timeout_of else timeout_s, cap_s=t.pair_cap(), away=away)
                 if t.failed is not None:
                     on_track(t)
                     continue
                 t.next_rounds = t.plan()
                 last = batch == MAX_BATCHES or not t.next_rounds
-                t.decision = ab.decide(t.batches, t.threshold, alpha=alpha, final=last, floor=t.floor,
-                                       increase="slowdown" if t.spec.aspect in TIMED else "growth")
+                t.decision = hostbusy.decide(t.batches, t.busy_shares, t.threshold, alpha=alpha, final=last,
+                                             floor=t.floor, increase="slowdown" if t.spec.aspect in TIMED else "growth")
                 if t.host_batches:
                     t.host_decision = ab.decide(t.host_batches, t.threshold, alpha=alpha, final=last,
                                                 floor=HOST_FLOOR_BYTES, increase="growth")
@@ -278,19 +297,23 @@ def first_rounds(aspect: str) -> int:
 
 
 def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout_s: float,
-                  cap_s: float = math.inf) -> None:
+                  cap_s: float = math.inf, away: bool = False) -> None:
     """Warm-up, then ABBA rounds (t.next_rounds, or the aspect's first-pair count), stopping at a whole ABBA
     cycle once another round would take the pair past `cap_s`; a failure on either side ends the check
-    with both sides' observations."""
+    with both sides' observations. The timed rounds' share of the pinned CPUs that other processes used is kept
+    in t.busy (`away`: the orchestrator's own threads were kept off those CPUs)."""
     latency, timed = t.spec.aspect in LATENCY_LIKE, t.spec.aspect in TIMED
     rounds = t.next_rounds or first_rounds(t.spec.aspect)
     values: dict[str, list[float]] = {"b": [], "c": []}
     raw: dict[str, list[list[float]]] = {"b": [], "c": []}
     seconds = warm_seconds = 0.0
     host: dict[str, list[float]] = {"b": [], "c": []}
+    meter = hostload.Meter(baseline.cpus, lambda: [w.proc.pid for w in (baseline, candidate) if w.proc], away=away)
     for r in range(-WARMUP_ROUNDS, rounds):
         if t.pair_is_full(r, seconds, warm_seconds, cap_s):
             break
+        if r == 0:  # both workers answered the warm-up: pinned, torch imported, pools started
+            meter.start()
         order = (("b", baseline), ("c", candidate)) if r % 2 == 0 else (("c", candidate), ("b", baseline))
         warm = r < 0
         # the warm-up round warms (3 calls before the single call that calibrates `inner`: a new process's first
@@ -332,6 +355,7 @@ def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout
     exact = all(len({x for s in raw[side] for x in s}) == 1 for side in ("b", "c"))
     t.batches.append(ab.Batch(tuple(values["b"]), tuple(values["c"]), exact=exact, seconds=seconds,
                               warm_seconds=warm_seconds))
+    t.busy.append(meter.stop())
     for side in ("b", "c"):
         t.samples[side] += [x for s in raw[side] for x in s]
     if host["b"] and len(host["b"]) == len(host["c"]):

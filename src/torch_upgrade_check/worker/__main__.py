@@ -98,6 +98,27 @@ def _fit_compile_threads() -> None:
         config.compile_threads = min(config.compile_threads, decide())
 
 
+def _pin(cpus: list[int]) -> None:
+    """Pin every thread of this process to `cpus`, not only the calling one (sched_setaffinity pins one thread):
+    the watchdog and the pools torch started while it imported and readied the profiler would otherwise run on
+    other CPUs, outside the pair's CPUs and its host-load meter (orchestrate.hostload). Threads started later
+    inherit the pin; the loop catches one started while it ran."""
+    want, done = set(cpus), set()
+    while True:
+        try:
+            tids = {int(t) for t in os.listdir("/proc/self/task")} - done
+        except OSError:  # no /proc: the calling thread only
+            tids = {0} - done
+        if not tids:
+            return
+        for tid in tids:
+            try:
+                os.sched_setaffinity(tid, want)
+            except OSError:  # it ended meanwhile
+                pass
+        done |= tids
+
+
 def _pace(workload: str, asked: dict[str, Any], events: IO[str]) -> None:
     """Before a workload's first check, its forward timed (worker.pace), once, where the plan asks: the orchestrator
     sizes its checks' timeouts from it, and bounds the timing itself ("pacing" says it began)."""
@@ -136,7 +157,7 @@ def main(argv: list[str]) -> int:
             except Exception as e:  # the memory checks themselves then say what is wrong
                 print(f"worker: could not ready the CPU profiler: {type(e).__name__}: {e}", file=sys.stderr)
         if plan.get("cpus") and hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(0, plan["cpus"])
+            _pin(plan["cpus"])
             _fit_compile_threads()
         if plan.get("threads"):
             torch.set_num_threads(int(plan["threads"]))
