@@ -216,7 +216,7 @@ def bump_repo(tmp_path: Path) -> Path:
 
 
 def test_auto_reads_each_sides_pin_at_its_ref_with_the_same_parsers(bump_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from torch_upgrade_check.commands.stack_checks import Asked, auto_pins
+    from torch_upgrade_check.commands.stack_sides import Asked, auto_pins
 
     monkeypatch.chdir(bump_repo)
     asked = Asked(None, ("requirements.txt",), (), {"baseline": "main", "candidate": None})
@@ -282,7 +282,7 @@ def _compare(*flags: str) -> CompareSettings:
 
 
 def test_each_side_reads_its_stack_and_includes_at_its_own_ref(split_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from torch_upgrade_check.commands.stack_checks import stack_notes
+    from torch_upgrade_check.commands.stack_sides import stack_notes
 
     monkeypatch.chdir(split_repo)
     s = _compare("--baseline", "auto", "--base-ref", "main", "--requirements", "requirements-serve.txt")

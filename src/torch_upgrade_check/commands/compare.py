@@ -17,7 +17,7 @@ from torch_upgrade_check import __version__, costs, stack
 from torch_upgrade_check.analysis import abjudge
 from torch_upgrade_check.analysis.sides import decide_side, judge_against_baseline, mark_preexisting
 from torch_upgrade_check.aspects import AB_ASPECTS, PER_SIDE_ASPECTS
-from torch_upgrade_check.commands import argv, stack_checks
+from torch_upgrade_check.commands import argv, stack_checks, stack_sides
 from torch_upgrade_check.commands.common import (
     PROG,
     finish,
@@ -30,6 +30,7 @@ from torch_upgrade_check.commands.common import (
 )
 from torch_upgrade_check.commands.settings import CompareSettings, Install
 from torch_upgrade_check.errors import EXIT_PASSED
+from torch_upgrade_check.hostchecks import pytest_passthrough
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 from torch_upgrade_check.orchestrate import (
     attribute,
@@ -92,7 +93,7 @@ def plan_sides(s: CompareSettings) -> dict[str, Report]:
     settings, out = s.session, s.output.out
     if not s.list:
         unchanged = stack_checks.unchanged_torch_note(s)
-        for note in [*stack_checks.stack_notes(s.refs, s.stacks), *([unchanged] if unchanged else [])]:
+        for note in [*stack_sides.stack_notes(s.refs, s.stacks), *([unchanged] if unchanged else [])]:
             say(note)
     shutil.rmtree(out / "logs", ignore_errors=True)
     shutil.rmtree(out / "baseline-outputs", ignore_errors=True)  # a candidate must never compare with an earlier run's
@@ -141,12 +142,14 @@ class Sides:
             self.write()
             also(r)
 
-        return session.execute(
+        progress = session.Progress(len(specs), say, tag=role if self.s.has_baseline else "")
+        done = session.execute(
             self.pythons[role], specs, self.settings, self.reports[role], probes=self.probes[role].probes,
-            repro=self.repro, on_update=update,
-            progress=session.Progress(len(specs), say, tag=role if self.s.has_baseline else ""), log_prefix=prefix,
+            repro=self.repro, on_update=update, progress=progress, log_prefix=prefix,
             decide_fn=lambda c, o, rep: decide_side(c, o, rep, self.settings.max_latency_ms),
         )
+        return pytest_passthrough.after_checks(done, self.pythons[role], self.settings, log_prefix=prefix,
+                                               progress=progress, on_update=update)
 
 
 def provision_sides(s: CompareSettings, reports: dict[str, Report], started: float) -> Sides | int:
