@@ -20,11 +20,11 @@ WORKER_ALLOWED = {"torch", "torch_upgrade_check.model", "torch_upgrade_check.sch
 ROLE_OF: dict[str, str] = {
     # the shared vocabulary and the decisions: no torch, no processes, no files (schema.py: see PURE_WRITES)
     "__init__.py": "pure", "errors.py": "pure", "aspects.py": "pure", "model.py": "pure", "schema.py": "pure",
-    "values.py": "pure", "suite.py": "pure", "costs.py": "pure", "analysis/": "pure", "report/": "pure",
+    "values.py": "pure", "suite.py": "pure", "analysis/": "pure", "report/": "pure",
     "worker/": "worker",
     # the host: the team's inputs read, processes, venvs, timeouts, GitHub's files
-    "config.py": "host", "locks.py": "host", "stack.py": "host", "github.py": "host", "pr_comment.py": "host",
-    "runner_status.py": "host", "scaffold.py": "host", "orchestrate/": "host", "hostchecks/": "host",
+    "config.py": "host", "locks.py": "host", "stack.py": "host", "github.py": "host", "orchestrate/": "host",
+    "hostchecks/": "host",
     "commands/": "command",
     "cli.py": "front end", "action_entry.py": "front end", "__main__.py": "front end",
 }

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from torch_upgrade_check import action_entry, runner_status
+from torch_upgrade_check import action_entry
+from torch_upgrade_check.commands import init
+from torch_upgrade_check.commands import merge as merge_command
 from torch_upgrade_check.model import Report
 from torch_upgrade_check.report.outputs import action_outputs, error_outputs
 
@@ -178,8 +180,8 @@ def test_reusable_workflow_survives_reruns_failures_and_hung_runners(reusable: d
     assert "runner-status.json" in status_step["run"] and upload["with"]["path"] == "${{ runner.temp }}/torch-upgrade-check-upload"
     assert "always()" not in REUSABLE.read_text()
     ids = [s.get("id") for s in check["steps"]]
-    assert [i for i in ids if i] == [sid for sid, _ in runner_status.STEPS], "runner_status.STEPS names the job's steps"
-    for sid, _ in runner_status.STEPS:
+    assert [i for i in ids if i] == [sid for sid, _ in merge_command.STEPS], "merge.STEPS names the job's steps"
+    for sid, _ in merge_command.STEPS:
         assert status_step["env"][sid.upper()] == f"${{{{ steps.{sid}.outcome }}}}"
     merge = next(s for s in summary["steps"] if s.get("id") == "merge")
     assert "--runner-status" in merge["run"] and '--runners "$RUNNERS"' in merge["run"]
@@ -280,9 +282,7 @@ def test_every_input_and_output_is_in_the_readme(action: dict[str, Any]) -> None
 
 
 def test_the_init_template_uses_only_inputs_the_action_has(action: dict[str, Any]) -> None:
-    from torch_upgrade_check import scaffold
-
-    template = yaml.safe_load(scaffold.templates()[scaffold.WORKFLOW_PATH])
+    template = yaml.safe_load(init.templates()[init.WORKFLOW_PATH])
     uses = [s for s in steps(template) if str(s.get("uses", "")).startswith("OWNER/torch-upgrade-check")]
     assert uses, "the init template no longer calls the action"
     for step in uses:

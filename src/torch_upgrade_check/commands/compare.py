@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from torch_upgrade_check import __version__, costs, stack
+from torch_upgrade_check import __version__, stack
 from torch_upgrade_check.analysis import abjudge
 from torch_upgrade_check.analysis.sides import decide_side, judge_against_baseline, mark_preexisting
 from torch_upgrade_check.aspects import AB_ASPECTS, PER_SIDE_ASPECTS
@@ -45,6 +45,7 @@ from torch_upgrade_check.orchestrate import (
 from torch_upgrade_check.orchestrate.budget import slowest
 from torch_upgrade_check.orchestrate.live import LiveWorker
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
+from torch_upgrade_check.report import costs
 from torch_upgrade_check.schema import write_reports
 
 T = TypeVar("T")

@@ -7,7 +7,7 @@ import shutil
 import time
 from dataclasses import replace
 
-from torch_upgrade_check import __version__, costs
+from torch_upgrade_check import __version__
 from torch_upgrade_check.commands import argv, stack_checks
 from torch_upgrade_check.commands.common import PROG, finish, fleet_memory, fleet_result, infra, say, with_device_limits
 from torch_upgrade_check.commands.settings import RunSettings
@@ -16,6 +16,7 @@ from torch_upgrade_check.hostchecks import apiscan, pytest_passthrough
 from torch_upgrade_check.model import ASPECTS, CheckSpec
 from torch_upgrade_check.orchestrate import device_choice, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
+from torch_upgrade_check.report import costs
 from torch_upgrade_check.schema import write_reports
 
 
