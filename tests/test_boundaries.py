@@ -23,7 +23,7 @@ ROLE_OF: dict[str, str] = {
     "values.py": "pure", "suite.py": "pure", "analysis/": "pure", "report/": "pure",
     "worker/": "worker",
     # the host: the team's inputs read, processes, venvs, timeouts, GitHub's files
-    "config.py": "host", "locks.py": "host", "stack.py": "host", "github.py": "host", "orchestrate/": "host",
+    "config.py": "host", "configfile/": "host", "locks.py": "host", "stack.py": "host", "github.py": "host", "orchestrate/": "host",
     "hostchecks/": "host",
     "commands/": "command",
     "cli.py": "front end", "action_entry.py": "front end", "__main__.py": "front end",

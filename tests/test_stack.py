@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+
 from torch_upgrade_check import stack
 from torch_upgrade_check.commands.settings import CompareSettings
 from torch_upgrade_check.errors import UsageError
@@ -186,7 +186,7 @@ def test_the_configs_requirements_are_relative_to_it(tmp_path: Path) -> None:
                                       "[project.optional-dependencies]\nserve = ['fastapi']\n")
     write(tmp_path, "torch-upgrade-check.yml", "version: 1\nrequirements: [deps/requirements.txt, pyproject.toml]\n"
                                                "extras: serve\n")
-    from torch_upgrade_check.config import load_config
+    from torch_upgrade_check.configfile.read import load_config
 
     cfg = load_config(tmp_path / "torch-upgrade-check.yml", explicit=True)
 

@@ -10,7 +10,7 @@ import pytest
 
 from torch_upgrade_check import action_entry, cli, values
 from torch_upgrade_check.commands import settings
-from torch_upgrade_check.config import load_config
+from torch_upgrade_check.configfile.read import load_config
 from torch_upgrade_check.errors import UsageError
 
 TOLERANCE = "must be a number ≥ 0 like 1e-4 (0 turns that part of the tolerance off)"

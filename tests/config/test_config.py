@@ -26,8 +26,8 @@ from torch_upgrade_check.config import (
     Config,
     Thresholds,
     drop_cross_version,
-    load_config,
 )
+from torch_upgrade_check.configfile.read import load_config
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import COMPILE_MODES, DEVICES, DTYPES
 

@@ -11,7 +11,7 @@ from config_helpers import find_tool, validate_against_schema
 
 from torch_upgrade_check import suite
 from torch_upgrade_check.commands.init import CONFIG_PATH, WORKFLOW_PATH, init
-from torch_upgrade_check.config import load_config
+from torch_upgrade_check.configfile.read import load_config
 from torch_upgrade_check.errors import UsageError
 
 

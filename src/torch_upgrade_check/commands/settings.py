@@ -18,6 +18,7 @@ from torch_upgrade_check import config, suite, values
 from torch_upgrade_check.analysis import abjudge
 from torch_upgrade_check.commands import stack_sides
 from torch_upgrade_check.commands.common import PROG, Fleet, Output
+from torch_upgrade_check.configfile.read import load_config
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.hostchecks import apiscan
 from torch_upgrade_check.model import FAIL_ON
@@ -255,7 +256,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str], *, cross_version: bool =
         from torch_upgrade_check.analysis.fleet import parse_fleet
 
         fleet_given = values.collect(problems, parse_fleet, args.fleet, "--fleet")
-    cfg = values.collect(problems, config.load_config, Path(args.config) if args.config else None,
+    cfg = values.collect(problems, load_config, Path(args.config) if args.config else None,
                          explicit=args.config is not None)
     if cfg is not None:
         taken = {w.name for w in cfg.workloads}
