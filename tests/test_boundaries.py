@@ -26,7 +26,7 @@ ROLE_OF: dict[str, str] = {
     "config.py": "host", "configfile/": "host", "locks.py": "host", "stack.py": "host", "github.py": "host", "orchestrate/": "host",
     "hostchecks/": "host",
     "commands/": "command",
-    "cli.py": "front end", "action_entry.py": "front end", "__main__.py": "front end",
+    "cli.py": "front end", "action_entry.py": "front end", "action/": "front end", "__main__.py": "front end",
 }
 
 # The roles, bottom first: what each is, and the roles whose modules it may import (its own included; a circle
