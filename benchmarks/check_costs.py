@@ -1,5 +1,5 @@
 """What a check of each aspect costs on this machine: the figures `--list` prints (each aspect's Cost in
-src/torch_upgrade_check/aspects.py, read by costs.py) and docs/benchmarks.md's table.
+src/torch_upgrade_check/aspects.py, read by report/costs.py) and docs/benchmarks.md's table.
 
 Runs `run --device cpu` of the built-in suite, then of a small project whose one workload (a small MLP) takes the
 opt-in aspects (compile-time, compile-cache, compiled-latency, aoti, onnx with dynamo=True, export with dynamic

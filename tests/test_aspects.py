@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from torch_upgrade_check import aspects, config, costs, suite
+from torch_upgrade_check import aspects, config, suite
 from torch_upgrade_check.aspects import ASPECT, FailKind, InCompare, Runs, Threshold
 from torch_upgrade_check.model import ABState, Observation, Side, Status
 from torch_upgrade_check.orchestrate import measure
 from torch_upgrade_check.orchestrate.compare import Thresholds
+from torch_upgrade_check.report import costs
 
 
 def test_every_aspect_a_workload_can_have_is_in_the_table_and_runs_in_a_worker() -> None:

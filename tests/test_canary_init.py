@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from torch_upgrade_check import cli, scaffold
+from torch_upgrade_check import cli
+from torch_upgrade_check.commands import init as scaffold
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "workflows" / "torch-canary.yml"

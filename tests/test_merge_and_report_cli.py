@@ -13,8 +13,8 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from torch_upgrade_check import cli, runner_status
-from torch_upgrade_check.commands import common
+from torch_upgrade_check import cli
+from torch_upgrade_check.commands import common, merge
 from torch_upgrade_check.commands import report as report_command
 from torch_upgrade_check.model import CheckResult, Outcome, Report
 from torch_upgrade_check.schema import read_reports, write_reports
@@ -42,11 +42,11 @@ def saved(tmp_path: Path, name: str, *reports: Report) -> str:
 
 
 def status(tmp_path: Path, name: str, **fields: object) -> str:
-    doc = {"kind": runner_status.STATUS_KIND, "schema_version": 1, "runner": ["self-hosted", "linux", "cuda"],
+    doc = {"kind": merge.STATUS_KIND, "schema_version": 1, "runner": ["self-hosted", "linux", "cuda"],
            "index": 0, "job_status": "failure", "steps": {"guard": "success", "caller": "success", "self": "success",
                                                           "check": "failure"},
            "verdict": "error", "report": False, "device": "cuda", "timeout_minutes": 120, **fields}
-    path = tmp_path / name / runner_status.STATUS_FILE
+    path = tmp_path / name / merge.STATUS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2))
     return str(path)
@@ -122,11 +122,11 @@ def test_merge_of_comparisons_leaves_the_baselines_out(tmp_path: Path, gh: GitHu
 def test_a_runner_without_a_report_is_an_error_run_in_every_renderer(tmp_path: Path, gh: GitHub,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     ok = saved(tmp_path, "a", report(result("numerics")))
-    (tmp_path / "a" / runner_status.STATUS_FILE).write_text(json.dumps({
-        "kind": runner_status.STATUS_KIND, "schema_version": 1, "runner": "ubuntu-latest", "index": 0,
+    (tmp_path / "a" / merge.STATUS_FILE).write_text(json.dumps({
+        "kind": merge.STATUS_KIND, "schema_version": 1, "runner": "ubuntu-latest", "index": 0,
         "job_status": "success", "steps": {"check": "success"}, "verdict": "passed", "report": True}))
     bad = status(tmp_path, "b", index=1)
-    code = cli.main(["merge", ok, "--runner-status", str(tmp_path / "a" / runner_status.STATUS_FILE),
+    code = cli.main(["merge", ok, "--runner-status", str(tmp_path / "a" / merge.STATUS_FILE),
                      "--runner-status", bad, "--runners", '[["ubuntu-latest"], ["self-hosted", "linux", "cuda"]]',
                      "--out", str(tmp_path / "m")])
     assert code == 3
@@ -140,7 +140,7 @@ def test_a_runner_without_a_report_is_an_error_run_in_every_renderer(tmp_path: P
     annotations = [line for line in capsys.readouterr().out.splitlines() if line.startswith("::error")]
     assert annotations == [
         "::error title=torch-upgrade-check could not run on cuda (self-hosted%2C linux%2C cuda)::no report from this "
-        f"runner: {runner_status.why(runner_status.read_status(Path(bad)))}"]
+        f"runner: {merge.why(merge.read_status(Path(bad)))}"]
 
 
 def test_a_runner_that_left_nothing_is_an_error_run_too(tmp_path: Path, gh: GitHub) -> None:

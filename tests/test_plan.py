@@ -58,7 +58,7 @@ def test_plan_order_is_stable() -> None:
 
 
 def test_every_aspect_has_a_cost_for_list_and_an_unmeasured_one_says_so() -> None:
-    from torch_upgrade_check import costs
+    from torch_upgrade_check.report import costs
 
     assert set(costs.ASPECT_COST_S) == set(ASPECTS)
     lines = costs.listing([("mlp[float32]/numerics", "numerics"), ("x[-]/nothing", "nothing")], compare=True)
@@ -67,12 +67,12 @@ def test_every_aspect_has_a_cost_for_list_and_an_unmeasured_one_says_so() -> Non
 
 
 def test_the_cost_table_in_the_docs_is_the_one_list_prints() -> None:
-    """docs/benchmarks.md's per-aspect table and `costs.py` (aspects.TABLE's costs) are one measurement: a figure
+    """docs/benchmarks.md's per-aspect table and `report/costs.py` (aspects.TABLE's costs) are one measurement: a figure
     changed in one place only fails here."""
     import re
     from pathlib import Path
 
-    from torch_upgrade_check import costs
+    from torch_upgrade_check.report import costs
 
     docs = (Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md").read_text()
     rows = dict(re.findall(r"^\| `([\w-]+)` \| ([^|]+) \|", docs, re.MULTILINE))

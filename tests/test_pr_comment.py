@@ -1,20 +1,32 @@
-"""pr_comment: which downloaded artifact's summary workflows/pr-comment.yml posts, and that the workflow carries
+"""scripts/pr_comment.py: which downloaded artifact's summary workflows/pr-comment.yml posts, and that the workflow carries
 the module verbatim and runs it (torch-free)."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
 
-from torch_upgrade_check import pr_comment
-
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / "workflows" / "pr-comment.yml"
+SCRIPT = ROOT / "scripts" / "pr_comment.py"
 
+
+def _module() -> ModuleType:
+    """scripts/pr_comment.py as a module (a workflow script: not part of the package)."""
+    spec = importlib.util.spec_from_file_location("pr_comment", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+pr_comment = _module()
 
 def _artifact(folder: Path, name: str, summary: str | None, *, runner: bool = False) -> None:
     """One artifact as actions/download-artifact lays it out with a `pattern`: a folder named after it."""
@@ -94,8 +106,8 @@ def test_a_symlinked_summary_is_not_read(tmp_path: Path) -> None:
 
 
 def test_the_workflow_carries_the_module_verbatim() -> None:
-    assert _script() == Path(pr_comment.__file__).read_text(), (
-        "workflows/pr-comment.yml's inline script differs from src/torch_upgrade_check/pr_comment.py: copy the "
+    assert _script() == SCRIPT.read_text(), (
+        "workflows/pr-comment.yml's inline script differs from scripts/pr_comment.py: copy the "
         "module into the step's heredoc (indented ten spaces)")
 
 

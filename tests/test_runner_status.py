@@ -1,4 +1,5 @@
-"""runner_status: what a check job of the reusable workflow left behind, and why it left no report (no torch)."""
+"""merge's runner status (commands/merge.py): what a check job of the reusable workflow left behind, and why it left no
+report (no torch)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from torch_upgrade_check import runner_status
+from torch_upgrade_check.commands import merge
+from torch_upgrade_check.commands.merge import NO_STATUS, RunnerStatus, missing_reports, read_status, why
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import Verdict
-from torch_upgrade_check.runner_status import NO_STATUS, RunnerStatus, missing_reports, read_status, why
 from torch_upgrade_check.schema import SchemaError
 
 OK = {"guard": "success", "caller": "success", "self": "success", "check": "success"}
@@ -60,7 +61,7 @@ def _write(tmp_path: Path, doc: object) -> Path:
     return path
 
 
-GOOD = {"kind": runner_status.STATUS_KIND, "schema_version": 1, "runner": ["self-hosted", "cuda"], "index": 1,
+GOOD = {"kind": merge.STATUS_KIND, "schema_version": 1, "runner": ["self-hosted", "cuda"], "index": 1,
         "job_status": "failure", "steps": {"check": "failure"}, "verdict": "error", "report": False, "device": "cuda",
         "timeout_minutes": 90}
 
@@ -93,13 +94,13 @@ def test_a_file_it_cannot_read_is_a_schema_error_naming_it(tmp_path: Path, doc: 
      [("self-hosted", "gpu"), ("macos-14",)]),
 ])
 def test_parse_runners(text: str, runners: list[tuple[str, ...]]) -> None:
-    assert runner_status.parse_runners(text) == runners
+    assert merge.parse_runners(text) == runners
 
 
 @pytest.mark.parametrize("text", ["ubuntu-latest", "{}", "[[]]", "[[1]]", "[null]"])
 def test_bad_runners_is_one_sentence(text: str) -> None:
     with pytest.raises(UsageError) as e:
-        runner_status.parse_runners(text)
+        merge.parse_runners(text)
     assert e.value.problems[0].startswith("--runners must be a JSON list of runner label sets") and repr(text) in str(e.value)
 
 
@@ -111,7 +112,7 @@ def test_bad_runners_is_one_sentence(text: str) -> None:
 ])
 def test_a_bad_runner_object_says_what_is_wrong(entry: str, problem: str) -> None:
     with pytest.raises(UsageError) as e:
-        runner_status.parse_runners(f"[{entry}]")
+        merge.parse_runners(f"[{entry}]")
     assert problem in e.value.problems[0] and e.value.problems[0].startswith("--runners must be a JSON list")
 
 
@@ -127,7 +128,7 @@ def test_a_bad_runner_object_says_what_is_wrong(entry: str, problem: str) -> Non
     (("gpuless-box",), "", ""),  # a word, not a substring
 ])
 def test_which_runners_are_meant_for_a_gpu(runner: tuple[str, ...], runner_device: str, because: str) -> None:
-    assert runner_status.gpu_runner(RunnerStatus(runner, 0, "success", runner_device=runner_device)) == because
+    assert merge.gpu_runner(RunnerStatus(runner, 0, "success", runner_device=runner_device)) == because
 
 
 def test_a_gpu_runner_whose_checks_ran_on_the_cpu_gets_a_failing_check() -> None:
@@ -136,7 +137,7 @@ def test_a_gpu_runner_whose_checks_ran_on_the_cpu_gets_a_failing_check() -> None
     passed = CheckResult("mlp", "numerics", "cpu", "float32", Outcome.PASSED)
     ran = Report("1.0.0", "cpu", "auto", "2.13.0+cpu", [], "", results=(passed,), role="candidate")
     gpu = RunnerStatus(("self-hosted", "gpu"), 0, "success", report=True)
-    judged = runner_status.on_the_cpu(gpu, ran)
+    judged = merge.on_the_cpu(gpu, ran)
     assert judged.verdict() is Verdict.FAILED and judged.results[0] == passed
     (failure,) = [r for r in judged.results if r.outcome is Outcome.FAILED]
     assert failure.id == "environment[-]/runner-device" and failure.fail_kind == "correctness"
@@ -146,6 +147,6 @@ def test_a_gpu_runner_whose_checks_ran_on_the_cpu_gets_a_failing_check() -> None
     for report in (Report("1.0.0", "cuda", "auto", "x", [], "", results=(passed,)),
                    Report("1.0.0", "cpu", "auto", "x", [], "", results=(passed,), role="baseline"),
                    Report("1.0.0", "cpu", "auto", "x", [], "", infra_error="no torch")):
-        assert runner_status.on_the_cpu(gpu, report) == report
+        assert merge.on_the_cpu(gpu, report) == report
     cpu = RunnerStatus(("ubuntu-latest",), 0, "success", report=True)
-    assert runner_status.on_the_cpu(cpu, ran) == ran
+    assert merge.on_the_cpu(cpu, ran) == ran

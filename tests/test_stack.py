@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+
 from torch_upgrade_check import stack
 from torch_upgrade_check.commands.settings import CompareSettings
 from torch_upgrade_check.errors import UsageError
@@ -186,7 +186,7 @@ def test_the_configs_requirements_are_relative_to_it(tmp_path: Path) -> None:
                                       "[project.optional-dependencies]\nserve = ['fastapi']\n")
     write(tmp_path, "torch-upgrade-check.yml", "version: 1\nrequirements: [deps/requirements.txt, pyproject.toml]\n"
                                                "extras: serve\n")
-    from torch_upgrade_check.config import load_config
+    from torch_upgrade_check.configfile.read import load_config
 
     cfg = load_config(tmp_path / "torch-upgrade-check.yml", explicit=True)
 
@@ -216,7 +216,7 @@ def bump_repo(tmp_path: Path) -> Path:
 
 
 def test_auto_reads_each_sides_pin_at_its_ref_with_the_same_parsers(bump_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from torch_upgrade_check.commands.stack_checks import Asked, auto_pins
+    from torch_upgrade_check.commands.stack_sides import Asked, auto_pins
 
     monkeypatch.chdir(bump_repo)
     asked = Asked(None, ("requirements.txt",), (), {"baseline": "main", "candidate": None})
@@ -282,7 +282,7 @@ def _compare(*flags: str) -> CompareSettings:
 
 
 def test_each_side_reads_its_stack_and_includes_at_its_own_ref(split_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from torch_upgrade_check.commands.stack_checks import stack_notes
+    from torch_upgrade_check.commands.stack_sides import stack_notes
 
     monkeypatch.chdir(split_repo)
     s = _compare("--baseline", "auto", "--base-ref", "main", "--requirements", "requirements-serve.txt")

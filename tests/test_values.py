@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from torch_upgrade_check import action_entry, cli, values
+from torch_upgrade_check import cli, values
+from torch_upgrade_check.action import argv as action_argv
+from torch_upgrade_check.action import inputs as action_inputs
 from torch_upgrade_check.commands import settings
-from torch_upgrade_check.config import load_config
+from torch_upgrade_check.configfile.read import load_config
 from torch_upgrade_check.errors import UsageError
 
 TOLERANCE = "must be a number ≥ 0 like 1e-4 (0 turns that part of the tolerance off)"
@@ -94,7 +96,7 @@ def _cli(flag: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def _action(name: str, value: str) -> str:
     inputs = {"baseline-torch-version": "current"} if "regression" in name else {}
-    problems = action_entry.plan({action_entry.env_name(k): v for k, v in {**inputs, name: value}.items()}).problems
+    problems = action_argv.plan({action_inputs.env_name(k): v for k, v in {**inputs, name: value}.items()}).problems
     assert len(problems) <= 1, problems
     return problems[0] if problems else ""
 
@@ -174,9 +176,9 @@ def test_cli_zero_tolerance_beats_the_config(tmp_path: Path, monkeypatch: pytest
 
 
 def test_action_accepts_zero_tolerances() -> None:
-    inputs = action_entry.read_inputs({action_entry.env_name("rtol"): "0", action_entry.env_name("atol"): "0"})
-    assert action_entry.validate(inputs) == []
-    argv = action_entry.build_argv(inputs)
+    inputs = action_inputs.read_inputs({action_inputs.env_name("rtol"): "0", action_inputs.env_name("atol"): "0"})
+    assert action_inputs.validate(inputs) == []
+    argv = action_argv.build_argv(inputs)
     assert argv[argv.index("--rtol"):][:4] == ["--rtol", "0", "--atol", "0"]
 
 

@@ -13,7 +13,10 @@ import yaml
 from act_harness import pinned_actions
 
 from torch_upgrade_check import action_entry
-from torch_upgrade_check.action_entry import env_name, plan
+from torch_upgrade_check.action import inputs as action_inputs
+from torch_upgrade_check.action import steps as action_steps
+from torch_upgrade_check.action.argv import plan
+from torch_upgrade_check.action.inputs import env_name
 from torch_upgrade_check.orchestrate import installer, store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +27,7 @@ def _env(**inputs: str) -> dict[str, str]:
 
 
 def _values(**inputs: str) -> dict[str, str]:
-    return action_entry.read_inputs(_env(**inputs))
+    return action_inputs.read_inputs(_env(**inputs))
 
 
 @pytest.fixture(scope="module")
@@ -53,23 +56,23 @@ KEY_ARGS = dict(python_version="3.11.7", system="linux", machine="x86_64", today
 
 
 def test_the_cache_key_follows_what_decides_the_venvs() -> None:
-    base = action_entry.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1"), **KEY_ARGS)
+    base = action_steps.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1"), **KEY_ARGS)
     assert base.startswith("torch-upgrade-check-venvs-v1-linux-x86_64-py3.11.7-") and not base.endswith("20260102")
-    assert base == action_entry.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1",
+    assert base == action_steps.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1",
                                                   checks="mlp", rtol="1e-3"), **KEY_ARGS)  # checks do not matter
     for change in ({"torch_backend": "cu128"}, {"extra_requirements": "numpy"}, {"candidate_torch_version": "2.13.1"},
                    {"index_url": "https://mirror.example/simple"}):
         values = _values(**{"candidate_torch_version": "2.13.0", "baseline_torch_version": "2.12.1", **change})
-        assert action_entry.cache_key(values, **KEY_ARGS) != base, change
-    assert action_entry.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1"),
+        assert action_steps.cache_key(values, **KEY_ARGS) != base, change
+    assert action_steps.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1"),
                                   **{**KEY_ARGS, "python_version": "3.12.1"}) != base
-    assert action_entry.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1"),
+    assert action_steps.cache_key(_values(candidate_torch_version="2.13.0", baseline_torch_version="2.12.1"),
                                   **{**KEY_ARGS, "machine": "aarch64"}) != base
 
 
 @pytest.mark.parametrize("moving", ["nightly", "test", ">=2.13,<2.15"])
 def test_a_moving_spec_is_cached_for_a_day(moving: str) -> None:
-    assert action_entry.cache_key(_values(candidate_torch_version=moving), **KEY_ARGS).endswith("-20260102")
+    assert action_steps.cache_key(_values(candidate_torch_version=moving), **KEY_ARGS).endswith("-20260102")
 
 
 def test_the_cache_key_step_writes_enabled_key_and_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,8 +94,8 @@ def test_a_pull_requests_cache_is_its_own_store(tmp_path: Path) -> None:
     # venvs it never used (a hit, so its own were never saved)
     base = {**_env(candidate_torch_version="2.13.0", cache="true", python=sys.executable),
             "XDG_CACHE_HOME": str(tmp_path / "cache"), "RUNNER_ENVIRONMENT": "github-hosted"}
-    push = action_entry.cache_plan({**base, "GITHUB_EVENT_NAME": "push"})
-    pr = action_entry.cache_plan({**base, "GITHUB_EVENT_NAME": "pull_request"})
+    push = action_steps.cache_plan({**base, "GITHUB_EVENT_NAME": "push"})
+    pr = action_steps.cache_plan({**base, "GITHUB_EVENT_NAME": "pull_request"})
     assert pr["path"] == str(store.store_root(store.default_venv_dir(base), {"GITHUB_EVENT_NAME": "pull_request"}))
     assert pr["path"] != push["path"] and pr["key"] == push["key"] + "-pr"
 
@@ -107,7 +110,7 @@ def test_a_pull_requests_cache_is_its_own_store(tmp_path: Path) -> None:
 def test_the_cache_is_off_when_it_cannot_help(inputs: dict[str, str], extra: dict[str, str], said: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     inputs = {"python": sys.executable, **inputs}
-    assert action_entry.cache_plan({**_env(**inputs), **extra}) == {"enabled": "false", "key": "", "path": ""}
+    assert action_steps.cache_plan({**_env(**inputs), **extra}) == {"enabled": "false", "key": "", "path": ""}
     assert said in capsys.readouterr().out
 
 

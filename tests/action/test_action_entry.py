@@ -1,4 +1,4 @@
-"""action_entry: inputs from env -> one-line problems (exit 2) or the CLI command; fast, no act, no torch."""
+"""action_entry and action/: inputs from env -> one-line problems (exit 2) or the CLI command; fast, no act, no torch."""
 
 from __future__ import annotations
 
@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from torch_upgrade_check import action_entry, github
-from torch_upgrade_check.action_entry import alias_notes, bisect_argv, env_name, main, plan, read_inputs, upload_plan
+from torch_upgrade_check import github
+from torch_upgrade_check.action import argv as action_argv
+from torch_upgrade_check.action import bisect as action_bisect
+from torch_upgrade_check.action import inputs as action_inputs
+from torch_upgrade_check.action.argv import bisect_argv, plan
+from torch_upgrade_check.action.inputs import alias_notes, env_name, read_inputs
+from torch_upgrade_check.action.steps import upload_plan
+from torch_upgrade_check.action_entry import main
 
 
 def _env(**inputs: str) -> dict[str, str]:
@@ -224,7 +230,7 @@ def test_annotations_stop_at_githubs_ten_and_say_how_many_more() -> None:
 
 
 def test_blank_inputs_take_the_defaults() -> None:
-    values = action_entry.read_inputs(_env(fail_on="  ", device="", python=""))
+    values = action_inputs.read_inputs(_env(fail_on="  ", device="", python=""))
     assert values["fail-on"] == "correctness,latency,memory" and values["device"] == "auto"
     assert values["python"] == "python3"
 
@@ -245,29 +251,29 @@ def test_entry_module_imports_without_torch() -> None:
 
 
 def test_bisect_follows_a_failed_compare_with_its_flags_on_the_failed_checks() -> None:
-    values = action_entry.read_inputs(_env(candidate_torch_version="nightly", baseline_torch_version="2.13.0", bisect="true",
+    values = action_inputs.read_inputs(_env(candidate_torch_version="nightly", baseline_torch_version="2.13.0", bisect="true",
                                            bisect_good="2.14.0.dev20261110", index_url="file:///srv/simple",
                                            rtol="0", check_timeout_seconds="600", device="cpu", fail_on="correctness",
                                            report_dir="reports/torch", job_summary="false"))
-    assert action_entry.validate(values) == []
-    argv = action_entry.bisect_argv(values, "2.14.0.dev20261120", ["cnn[float32]/numerics", "mlp[float32]/compile"])
+    assert action_inputs.validate(values) == []
+    argv = action_argv.bisect_argv(values, "2.14.0.dev20261120", ["cnn[float32]/numerics", "mlp[float32]/compile"])
     assert argv == ["bisect", "--good", "2.14.0.dev20261110", "--bad", "2.14.0.dev20261120", "--python", "python3",
                     "--index-url", "file:///srv/simple", "--device", "cpu", "--out", "reports/torch/bisect",
                     "--only", "cnn[float32]/numerics", "--only", "mlp[float32]/compile", "--rtol", "0",
                     "--timeout", "600", "--fail-on", "correctness", "--no-job-summary"]
     # without bisect-good, the baseline is where the search starts
-    values = action_entry.read_inputs(_env(candidate_torch_version="2.14.1", baseline_torch_version="2.13.0", bisect="true"))
-    assert action_entry.bisect_argv(values, "2.14.1", ["x"])[:5] == ["bisect", "--good", "2.13.0", "--bad", "2.14.1"]
+    values = action_inputs.read_inputs(_env(candidate_torch_version="2.14.1", baseline_torch_version="2.13.0", bisect="true"))
+    assert action_argv.bisect_argv(values, "2.14.1", ["x"])[:5] == ["bisect", "--good", "2.13.0", "--bad", "2.14.1"]
 
 
 def test_a_bisection_that_cannot_start_warns_and_says_error_in_its_outputs(tmp_path: Path) -> None:
     output = tmp_path / "gh-output"
     environ = {"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(output)}
     stream = io.StringIO()
-    values = action_entry.read_inputs(_env(candidate_torch_version="2.14.1", baseline_torch_version="2.13.0", bisect="true"))
+    values = action_inputs.read_inputs(_env(candidate_torch_version="2.14.1", baseline_torch_version="2.13.0", bisect="true"))
     with contextlib.redirect_stdout(stream):
-        outputs = action_entry.bisect_after_failure(values, tmp_path, environ)  # no report.json there
-    assert outputs["bisect-outcome"] == "error" and set(outputs) == set(action_entry.BISECT_OUTPUTS)
+        outputs = action_bisect.bisect_after_failure(values, tmp_path, environ)  # no report.json there
+    assert outputs["bisect-outcome"] == "error" and set(outputs) == set(action_bisect.BISECT_OUTPUTS)
     assert outputs["bisect-first-bad"] == "" and "bisect-outcome<<" in output.read_text()
     assert "::warning title=torch-upgrade-check%3A bisect::error: no compare report to bisect from" in stream.getvalue()
 

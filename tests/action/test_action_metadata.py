@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from torch_upgrade_check import action_entry, runner_status
+from torch_upgrade_check.action import bisect as action_bisect
+from torch_upgrade_check.action import inputs as action_inputs
+from torch_upgrade_check.commands import init
+from torch_upgrade_check.commands import merge as merge_command
 from torch_upgrade_check.model import Report
 from torch_upgrade_check.report.outputs import action_outputs, error_outputs
 
@@ -76,22 +79,22 @@ def test_inputs_reach_the_shell_only_through_env(action: dict[str, Any]) -> None
 
 
 def test_the_entry_step_gets_every_input_under_its_env_name(action: dict[str, Any]) -> None:
-    assert tuple(action["inputs"]) == (*action_entry.INPUTS, *action_entry.ALIASES)
+    assert tuple(action["inputs"]) == (*action_inputs.INPUTS, *action_inputs.ALIASES)
     (entry,) = [s for s in action["runs"]["steps"] if s.get("id") == "check"]
-    assert entry["env"] == {action_entry.env_name(n): f"${{{{ inputs.{n} }}}}" for n in action["inputs"]}
+    assert entry["env"] == {action_inputs.env_name(n): f"${{{{ inputs.{n} }}}}" for n in action["inputs"]}
     assert "torch_upgrade_check.action_entry" in entry["run"]
     for name, spec in action["inputs"].items():
-        assert action_entry.DEFAULTS.get(name, "") == spec["default"], f"input {name!r}: default differs in action_entry"
+        assert action_inputs.DEFAULTS.get(name, "") == spec["default"], f"input {name!r}: default differs in action/inputs.py"
 
 
 def test_outputs_are_exactly_what_the_cli_writes(action: dict[str, Any]) -> None:
     written = set(action_outputs([Report(tool_version="0", device="cpu", requested_device="cpu", label="",
                                         command=[], started="")],
                                  {"report": "", "junit": "", "summary": ""}))
-    assert set(action["outputs"]) - set(action_entry.BISECT_OUTPUTS) == written == set(error_outputs())
-    assert set(action_entry.BISECT_OUTPUTS) <= set(action["outputs"])
+    assert set(action["outputs"]) - set(action_bisect.BISECT_OUTPUTS) == written == set(error_outputs())
+    assert set(action_bisect.BISECT_OUTPUTS) <= set(action["outputs"])
     for name, spec in action["outputs"].items():
-        if name in action_entry.BISECT_OUTPUTS:  # written only after a compare, by the check step
+        if name in action_bisect.BISECT_OUTPUTS:  # written only after a compare, by the check step
             assert spec["value"] == f"${{{{ steps.check.outputs.{name} }}}}"
             continue
         # the verdict and counts fall back to what the setup step writes when it stops the action (bad
@@ -178,8 +181,8 @@ def test_reusable_workflow_survives_reruns_failures_and_hung_runners(reusable: d
     assert "runner-status.json" in status_step["run"] and upload["with"]["path"] == "${{ runner.temp }}/torch-upgrade-check-upload"
     assert "always()" not in REUSABLE.read_text()
     ids = [s.get("id") for s in check["steps"]]
-    assert [i for i in ids if i] == [sid for sid, _ in runner_status.STEPS], "runner_status.STEPS names the job's steps"
-    for sid, _ in runner_status.STEPS:
+    assert [i for i in ids if i] == [sid for sid, _ in merge_command.STEPS], "merge.STEPS names the job's steps"
+    for sid, _ in merge_command.STEPS:
         assert status_step["env"][sid.upper()] == f"${{{{ steps.{sid}.outcome }}}}"
     merge = next(s for s in summary["steps"] if s.get("id") == "merge")
     assert "--runner-status" in merge["run"] and '--runners "$RUNNERS"' in merge["run"]
@@ -189,7 +192,7 @@ def test_reusable_workflow_exports_the_actions_outputs(reusable: dict[str, Any],
     outputs = on(reusable)["workflow_call"]["outputs"]
     # paths and a runner's own bisection do not merge over runners: they stay in each runner's summary and artifact
     assert list(outputs) == [n for n in action["outputs"]
-                             if n not in ("report", "junit", "summary", *action_entry.BISECT_OUTPUTS)]
+                             if n not in ("report", "junit", "summary", *action_bisect.BISECT_OUTPUTS)]
     for name, spec in outputs.items():
         fallback = "'error'" if name == "verdict" else "'0'"  # no merge at all: say so, never ""
         assert spec["value"] == f"${{{{ jobs.summary.outputs.{name} || {fallback} }}}}"
@@ -282,9 +285,7 @@ def test_every_input_and_output_is_in_the_readme(action: dict[str, Any]) -> None
 
 
 def test_the_init_template_uses_only_inputs_the_action_has(action: dict[str, Any]) -> None:
-    from torch_upgrade_check import scaffold
-
-    template = yaml.safe_load(scaffold.templates()[scaffold.WORKFLOW_PATH])
+    template = yaml.safe_load(init.templates()[init.WORKFLOW_PATH])
     uses = [s for s in steps(template) if str(s.get("uses", "")).startswith("OWNER/torch-upgrade-check")]
     assert uses, "the init template no longer calls the action"
     for step in uses:

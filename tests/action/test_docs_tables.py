@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from torch_upgrade_check import scaffold
+from torch_upgrade_check.commands import init
 from torch_upgrade_check.model import ASPECTS, FAIL_ON, CheckResult, Outcome
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def test_readme_init_and_workflows_share_one_starting_point() -> None:
     assert first_yaml and readme[: first_yaml.end()].count("\n") < 60, "the quick start must end within 60 lines"
     quick_start = first_yaml.group(1)
     example = (ROOT / "workflows" / "torch-upgrade-check.yml").read_text()
-    written = scaffold.templates()[scaffold.WORKFLOW_PATH]
+    written = init.templates()[init.WORKFLOW_PATH]
     assert _normalised(quick_start) == _normalised(example) == _normalised(written)
     workflow = yaml.safe_load(example)
     assert workflow.get("on", workflow.get(True)) and workflow["jobs"], "a complete workflow: on: and a job"

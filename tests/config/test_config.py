@@ -26,8 +26,8 @@ from torch_upgrade_check.config import (
     Config,
     Thresholds,
     drop_cross_version,
-    load_config,
 )
+from torch_upgrade_check.configfile.read import load_config
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import COMPILE_MODES, DEVICES, DTYPES
 
@@ -367,7 +367,7 @@ def test_cli_run_with_bad_config_exits_2(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_config_scaffold_and_pytest_passthrough_import_without_torch() -> None:
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from torch_upgrade_check import config, scaffold\n"
+            "from torch_upgrade_check import config\nfrom torch_upgrade_check.commands import init\n"
             "from torch_upgrade_check.hostchecks import pytest_passthrough\n"
             "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

@@ -10,7 +10,7 @@ from conftest import FIXTURES
 
 from torch_upgrade_check import suite
 from torch_upgrade_check.analysis.verdicts import decide
-from torch_upgrade_check.config import load_config
+from torch_upgrade_check.configfile.read import load_config
 from torch_upgrade_check.model import CheckSpec, Outcome
 from torch_upgrade_check.orchestrate.workers import run_worker
 

@@ -10,9 +10,9 @@ import yaml
 from config_helpers import find_tool, validate_against_schema
 
 from torch_upgrade_check import suite
-from torch_upgrade_check.config import load_config
+from torch_upgrade_check.commands.init import CONFIG_PATH, WORKFLOW_PATH, init
+from torch_upgrade_check.configfile.read import load_config
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.scaffold import CONFIG_PATH, WORKFLOW_PATH, init
 
 
 def test_init_writes_a_config_that_loads_and_a_workflow(tmp_path: Path) -> None:

@@ -180,12 +180,12 @@ def test_tf32_is_set_through_both_apis_and_restored_exactly(tmp_path: Path, torc
     whatever the user had set before (the legacy way, the new way, or nothing)."""
     script = textwrap.dedent("""
         import json, torch
-        from torch_upgrade_check.worker import devices
+        from torch_upgrade_check.worker import devices, precision
         b = torch.backends
         PATHS = ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn", "mkldnn", "mkldnn.matmul")
 
         def state():
-            out = {p or "generic": getattr(devices._attr(p), "fp32_precision", "absent") for p in PATHS}
+            out = {p or "generic": getattr(precision.attr(p), "fp32_precision", "absent") for p in PATHS}
             for name, get in (("cublas", torch._C._get_cublas_allow_tf32), ("cudnn", torch._C._get_cudnn_allow_tf32),
                               ("legacy", torch.get_float32_matmul_precision)):
                 try:

@@ -11,7 +11,7 @@ from conftest import load_report, results_by_id, run_cli
 from harness import interpreter
 
 from torch_upgrade_check.analysis.fleet import judge, judge_memory, parse_fleet, served_by
-from torch_upgrade_check.config import parse_config
+from torch_upgrade_check.configfile.read import parse_config
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import CheckResult, Outcome
 

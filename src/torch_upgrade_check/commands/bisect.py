@@ -126,7 +126,7 @@ def _builds(s: BisectSettings) -> tuple[list[listing.Build], str, bool]:
 def _prepare(s: BisectSettings, version: str, out: Path) -> str:
     """Install (or reuse from the venv store) a good release that the builds' index does not hold, from the
     index its own channel uses (not --index-url); every step then takes it as a prepared interpreter."""
-    from torch_upgrade_check.commands.compare import pythons_for
+    from torch_upgrade_check.commands.compare_sides import pythons_for
 
     cap = store.DEFAULT_CAP_GB if s.venv_cap is None else values.gigabytes(s.venv_cap, "--venv-cap")
     spec = provision.parse_spec(version, "--good")

@@ -7,15 +7,16 @@ import shutil
 import time
 from dataclasses import replace
 
-from torch_upgrade_check import __version__, costs
+from torch_upgrade_check import __version__
 from torch_upgrade_check.commands import argv, stack_checks
 from torch_upgrade_check.commands.common import PROG, finish, fleet_memory, fleet_result, infra, say, with_device_limits
 from torch_upgrade_check.commands.settings import RunSettings
 from torch_upgrade_check.errors import EXIT_PASSED
-from torch_upgrade_check.hostchecks import apiscan
+from torch_upgrade_check.hostchecks import apiscan, pytest_passthrough
 from torch_upgrade_check.model import ASPECTS, CheckSpec
 from torch_upgrade_check.orchestrate import device_choice, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
+from torch_upgrade_check.report import costs
 from torch_upgrade_check.schema import write_reports
 
 
@@ -52,12 +53,15 @@ def execute(s: RunSettings) -> int:
     for r in report.results:
         say(f"{PROG}: {r.outcome.value.upper()} {r.id}: {r.reason}")
     started = time.monotonic()
+    progress = session.Progress(len(specs), say)
     final = session.execute(
         python, specs, settings, report, probes=probe.probes,
         repro=lambda c: argv.repro_command(s, head, device, c),
         on_update=lambda r: write_reports([r], out / "report.json"),
-        progress=session.Progress(len(specs), say),
+        progress=progress,
     )
+    final = pytest_passthrough.after_checks(final, python, settings, log_prefix="worker", progress=progress,
+                                            on_update=lambda r: write_reports([r], out / "report.json"))
     if final.infra_error:
         return infra(output, [final], final.infra_error)
     if roots:  # the names this torch lacks (no baseline: suspicious, never failed)

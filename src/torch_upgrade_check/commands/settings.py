@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 
 from torch_upgrade_check import config, suite, values
 from torch_upgrade_check.analysis import abjudge
-from torch_upgrade_check.commands import stack_checks
+from torch_upgrade_check.commands import stack_sides
 from torch_upgrade_check.commands.common import PROG, Fleet, Output
+from torch_upgrade_check.configfile.read import load_config
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.hostchecks import apiscan
 from torch_upgrade_check.model import FAIL_ON
@@ -277,7 +278,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str], *, cross_version: bool =
         from torch_upgrade_check.analysis.fleet import parse_fleet
 
         fleet_given = values.collect(problems, parse_fleet, args.fleet, "--fleet")
-    cfg = values.collect(problems, config.load_config, Path(args.config) if args.config else None,
+    cfg = values.collect(problems, load_config, Path(args.config) if args.config else None,
                          explicit=args.config is not None)
     if cfg is not None:
         taken = {w.name for w in cfg.workloads}
@@ -321,11 +322,11 @@ def _compare(args: argparse.Namespace, argv: Sequence[str]) -> CompareSettings:
     run = _run(args, argv, cross_version=True)
     cfg: config.Config | None = run["cfg"]
     problems: list[str] = []
-    asked = stack_checks.Asked(cfg, tuple(args.requirements), tuple(args.extras),
+    asked = stack_sides.Asked(cfg, tuple(args.requirements), tuple(args.extras),
                                {"baseline": args.base_ref, "candidate": args.head_ref})
     given = {"baseline": args.baseline, "candidate": args.candidate}
-    planned = values.collect(problems, stack_checks.plan_stacks, asked, given)
-    stacks, pinned = planned if planned is not None else ({role: Stack() for role in stack_checks.ROLES}, given)
+    planned = values.collect(problems, stack_sides.plan_stacks, asked, given)
+    stacks, pinned = planned if planned is not None else ({role: Stack() for role in stack_sides.ROLES}, given)
     values.collect(problems, apiscan.check_roots, args.scan)
     prepared = {"baseline": args.baseline_python, "candidate": args.candidate_python}
     specs: dict[str, provision.TorchSpec | None] = {}
@@ -366,7 +367,7 @@ def _compare(args: argparse.Namespace, argv: Sequence[str]) -> CompareSettings:
                                       ratios["max_compile_time_regression"]),
         ab_budget_s=ab_budget_s or measure.DEFAULT_BUDGET_S, undecided_policy=undecided, venv_cap_gb=venv_cap_gb,
         stacks=stacks, fail_on_shared_failures=shared,
-        auto=tuple(role for role in stack_checks.ROLES if given[role] == "auto")))
+        auto=tuple(role for role in stack_sides.ROLES if given[role] == "auto")))
 
 
 def _bisect(args: argparse.Namespace) -> BisectSettings:

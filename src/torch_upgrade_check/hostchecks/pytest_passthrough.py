@@ -19,13 +19,13 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
-
 from torch_upgrade_check.analysis.verdicts import warnings_details, warnings_reason
-from torch_upgrade_check.model import CheckResult, Outcome
+from torch_upgrade_check.model import CheckResult, Outcome, Report
+from torch_upgrade_check.orchestrate.session import Progress, Settings, pytest_selected
 from torch_upgrade_check.orchestrate.workers import package_path
 from torch_upgrade_check.worker.pytest_warnings import ENV as WARNINGS_ENV
 from torch_upgrade_check.worker.warned import tally
@@ -43,12 +43,6 @@ REASON_LIMIT = 300
 EXIT_MEANINGS = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 
 
-class _Case(TestCase):
-    """A <testcase> with the `file` attribute pytest's xunit1 family writes."""
-
-    file = Attr()
-
-
 def pytest_command(python: str, args: Sequence[str], junit: Path) -> list[str]:
     """Our options come after the user's so that they win (the last --junitxml counts).
 
@@ -57,6 +51,25 @@ def pytest_command(python: str, args: Sequence[str], junit: Path) -> list[str]:
     """
     return [python, "-m", "pytest", *args, f"--junitxml={junit}", "-o", "junit_family=xunit1", "-p", "no:cacheprovider",
             "-p", WARNINGS_PLUGIN]
+
+
+def after_checks(report: Report, python: str, settings: Settings, *, log_prefix: str, progress: Progress,
+                 on_update: Callable[[Report], None]) -> Report:
+    """`report` (one side's worker checks, run by session.execute) with the config's pytest selection run after them
+    with `python`, a result for each test added; unchanged where the workers failed or no pytest run is selected."""
+    if report.infra_error or not pytest_selected(settings):
+        return report
+    tests = run_pytest(python, settings.pytest_args or (), cwd=settings.config_root or Path.cwd(),
+                       out_dir=settings.out / "logs" / f"pytest-{log_prefix}", timeout_s=settings.timeout_s,
+                       python_path=settings.python_path, device=report.device)
+    progress.total += len(tests)
+    results = {r.id: r for r in report.results}
+    for r in tests:
+        results[r.id] = r
+        progress(r, r.duration_s)
+    report = replace(report, results=tuple(results.values()))
+    on_update(report)
+    return report
 
 
 def run_pytest(python: str, args: Sequence[str], *, cwd: Path, out_dir: Path, timeout_s: float,
@@ -169,6 +182,13 @@ def _tail(path: Path, lines: int = TAIL_LINES) -> str:
 
 def parse_junit(path: Path, *, device: str, python: str = "python", cwd: Path | None = None) -> list[CheckResult]:
     """One CheckResult per <testcase> of a pytest JUnit file (error beats failure beats skipped)."""
+    from junitparser import Attr, JUnitXml, TestCase, TestSuite  # here: the CLI runs where junitparser is not
+
+    class _Case(TestCase):
+        """A <testcase> with the `file` attribute pytest's xunit1 family writes."""
+
+        file = Attr()
+
     xml = JUnitXml.fromfile(str(path))
     suites = [xml] if isinstance(xml, TestSuite) else list(xml)
     results = []
@@ -187,6 +207,8 @@ def parse_junit(path: Path, *, device: str, python: str = "python", cwd: Path | 
 
 
 def _outcome(entries: list) -> tuple[Outcome, str, str]:
+    from junitparser import Error, Failure, Skipped
+
     for kind, outcome in ((Error, Outcome.ERROR), (Failure, Outcome.FAILED), (Skipped, Outcome.SKIPPED)):
         found = [e for e in entries if isinstance(e, kind)]
         if found:

@@ -90,7 +90,7 @@ def plan(settings: Settings, device: str, *, aspects: Sequence[str] | None = Non
 def require_checks(specs: Sequence[CheckSpec], settings: Settings, decided: Sequence[CheckResult] = ()) -> None:
     """UsageError when --only selects nothing: no check planned, no pytest, none `decided` before the run (the
     environment's own checks, like environment[-]/fleet)."""
-    if not specs and not decided and not (settings.pytest_args is not None and _pytest_selected(settings)):
+    if not specs and not decided and not pytest_selected(settings):
         raise UsageError(f"--only {' '.join(settings.only)} matches no check; try --list, or patterns like 'mlp', "
                          "'latency' or 'flex*'")
 
@@ -133,7 +133,8 @@ def execute(
 ) -> Report:
     """Run `specs` in workers of `python`; `report` gains a result per spec, written after each check.
 
-    Checks not yet finished are `not-run` in every intermediate report, so a killed run says so.
+    Checks not yet finished are `not-run` in every intermediate report, so a killed run says so. The team's pytest
+    runs after these, by the command (hostchecks.pytest_passthrough.after_checks).
     """
     def default_decide(spec: CheckSpec, obs: Observation, rep: str) -> CheckResult:
         return decide(spec, obs, max_latency_ms=settings.max_latency_ms, repro=rep)
@@ -177,17 +178,6 @@ def execute(
                        on_observation=on_observation, budget=budget, on_paced=on_paced)
     except InfrastructureError as e:
         return replace(current(), infra_error=str(e), finished=now())
-    if settings.pytest_args is not None and _pytest_selected(settings):
-        from torch_upgrade_check.hostchecks.pytest_passthrough import run_pytest
-
-        tests = run_pytest(python, settings.pytest_args, cwd=settings.config_root or Path.cwd(),
-                           out_dir=settings.out / "logs" / f"pytest-{log_prefix}", timeout_s=settings.timeout_s,
-                           python_path=settings.python_path, device=report.device)
-        progress.total += len(tests)
-        for r in tests:
-            results[r.id] = r
-            progress(r, r.duration_s)
-        on_update(current())
     return current()
 
 
@@ -224,5 +214,7 @@ def merged(thresholds: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _pytest_selected(settings: Settings) -> bool:
-    return not settings.only or any(p in ("pytest", "pytest*", "*") for p in settings.only)
+def pytest_selected(settings: Settings) -> bool:
+    """The config selects a pytest run and --only (if given) keeps it."""
+    return settings.pytest_args is not None and (not settings.only or any(p in ("pytest", "pytest*", "*")
+                                                                          for p in settings.only))

@@ -16,14 +16,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import platform
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 import torch
 
-from torch_upgrade_check.worker import first_line
+from torch_upgrade_check.worker import first_line, peakmemory, precision
 
 # "tf32" is float32 tensors computed with TF32 tensor-core math: a variant of its own (CUDA only).
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -57,10 +56,10 @@ class Device:
     def synchronize(self) -> None:
         """Wait for queued kernels; every timed region and every memory reading is bracketed by this."""
 
-    def peak_memory(self, since: int | None = None) -> PeakMemory:
+    def peak_memory(self, since: int | None = None) -> peakmemory.PeakMemory:
         """The peak of a block, counted from `since` (the bytes allocated before the workload was built) where the
         device has a live counter; the CPU's profiler sees only what the block itself allocates."""
-        return _ProfilerPeak(self)
+        return peakmemory.ProfilerPeak(self)
 
     def allocated(self) -> int | None:
         """Bytes the device's allocator holds for live tensors now; None without such a counter (the CPU)."""
@@ -131,20 +130,20 @@ class CUDA(Device):
         super().set_rng_states(states)
         torch.cuda.set_rng_state_all(states["cuda"])
 
-    def peak_memory(self, since: int | None = None) -> PeakMemory:
-        return _CudaPeak(self, since)
+    def peak_memory(self, since: int | None = None) -> peakmemory.PeakMemory:
+        return peakmemory.CudaPeak(self, since)
 
     def allocated(self) -> int | None:
         return int(torch.cuda.memory_allocated())
 
     @contextlib.contextmanager
     def precision(self, dtype_name: str) -> Iterator[dict[str, str]]:
-        saved = _save_fp32_precision()
+        saved = precision.save_fp32_precision()
         try:
-            _set_fp32_precision("tf32" if dtype_name == "tf32" else "ieee")
-            yield _get_fp32_precision()
+            precision.set_fp32_precision("tf32" if dtype_name == "tf32" else "ieee")
+            yield precision.get_fp32_precision()
         finally:
-            _restore_fp32_precision(saved)
+            precision.restore_fp32_precision(saved)
 
     @contextlib.contextmanager
     def deterministic(self) -> Iterator[None]:
@@ -183,7 +182,7 @@ class CUDA(Device):
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         return {"gpu": str(props.name), "compute_capability": self.capability(),
                 "gpu_memory_gib": round(getattr(props, "total_memory", 0) / 2**30, 1),
-                "cuda_runtime": torch.version.cuda, "fp32_precision_default": _raw(_get_fp32_precision)}
+                "cuda_runtime": torch.version.cuda, "fp32_precision_default": precision.raw(precision.get_fp32_precision)}
 
 
 class MPS(Device):
@@ -201,8 +200,8 @@ class MPS(Device):
         super().set_rng_states(states)
         torch.mps.set_rng_state(states["mps"])
 
-    def peak_memory(self, since: int | None = None) -> PeakMemory:
-        return _SampledPeak(self, torch.mps.current_allocated_memory, since)
+    def peak_memory(self, since: int | None = None) -> peakmemory.PeakMemory:
+        return peakmemory.SampledPeak(self, torch.mps.current_allocated_memory, since)
 
     def allocated(self) -> int | None:
         return int(torch.mps.current_allocated_memory())
@@ -244,80 +243,6 @@ def get(name: str) -> Device:
     return DEVICES[name]
 
 
-# The new API's per-backend settings (torch 2.9+), parents before children: restoring a parent may reset its children.
-_NEW_API = ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn", "mkldnn", "mkldnn.matmul", "mkldnn.conv",
-            "mkldnn.rnn")
-
-
-def _get_fp32_precision() -> dict[str, str]:
-    """The float32 precision as ATen answers it: the getters cuBLAS and cuDNN setup call (which raise when the
-    legacy and new APIs disagree), and the new API's per-backend values where this torch has them."""
-    b = torch.backends
-    out = {"cuda.matmul.allow_tf32": str(torch._C._get_cublas_allow_tf32()),
-           "cudnn.allow_tf32": str(torch._C._get_cudnn_allow_tf32()),
-           "float32_matmul_precision": torch.get_float32_matmul_precision()}
-    if _new_precision_api():
-        out.update({"cuda.matmul": b.cuda.matmul.fp32_precision, "cudnn.conv": b.cudnn.conv.fp32_precision,
-                    "cudnn.rnn": b.cudnn.rnn.fp32_precision})
-    return out
-
-
-def _set_fp32_precision(mode: str) -> None:
-    """cuBLAS matmuls and cuDNN convolutions/RNNs in "ieee" float32 or "tf32", set through both APIs alike.
-
-    torch 2.9+ raises at every cuBLAS handle setup (and in Dynamo, which reads the legacy precision) when the
-    legacy flags and the new `fp32_precision` disagree; its legacy setters update the new API, its new setters
-    leave the legacy flags alone. So the legacy settings are set first (they are the only API before 2.9), then
-    the new API's per-op values to the same mode. The legacy matmul precision is one value for every backend
-    (`get_float32_matmul_precision` raises when cuBLAS's and oneDNN's disagree), so it is set as a whole.
-    """
-    b, tf32 = torch.backends, mode == "tf32"
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    b.cudnn.allow_tf32 = tf32
-    if _new_precision_api():
-        b.cuda.matmul.fp32_precision = b.cudnn.conv.fp32_precision = b.cudnn.rnn.fp32_precision = mode
-
-
-def _save_fp32_precision() -> dict[str, Any]:
-    """Every setting `_set_fp32_precision` may change, raw (no consistency check), to restore exactly."""
-    saved: dict[str, Any] = {"matmul": _raw(torch.get_float32_matmul_precision),
-                             "cudnn": _raw(torch._C._get_cudnn_allow_tf32)}
-    if _new_precision_api():
-        saved["new"] = {path: _attr(path).fp32_precision for path in _NEW_API
-                        if hasattr(_attr(path), "fp32_precision")}
-    return saved
-
-
-def _restore_fp32_precision(saved: dict[str, Any]) -> None:
-    """Legacy first (its setters rewrite the new API's values), then the new API's values as they were."""
-    if saved["matmul"] is not None:
-        torch.set_float32_matmul_precision(saved["matmul"])
-    if saved["cudnn"] is not None:
-        torch.backends.cudnn.allow_tf32 = saved["cudnn"]
-    for path, value in saved.get("new", {}).items():
-        _attr(path).fp32_precision = value
-
-
-def _raw(get: Callable[[], Any]) -> Any:
-    """A legacy getter's value, None where it raises (the two APIs already disagreed: nothing to restore)."""
-    try:
-        return get()
-    except RuntimeError:
-        return None
-
-
-def _attr(path: str) -> Any:
-    """torch.backends.<path> ("" is torch.backends itself); None where this torch has no such backend."""
-    obj: Any = torch.backends
-    for part in filter(None, path.split(".")):
-        obj = getattr(obj, part, None)
-    return obj
-
-
-def _new_precision_api() -> bool:
-    return hasattr(getattr(torch.backends.cudnn, "conv", None), "fp32_precision")
-
-
 def _probe_flex(device: str, *, backward: bool) -> Support:
     """Run a tiny FlexAttention (forward, or forward and backward) here; torch's own error says why not."""
     try:
@@ -343,98 +268,6 @@ def _probe_flex(device: str, *, backward: bool) -> Support:
         return Support(False, f"FlexAttention {what} does not run on {device} with torch {torch.__version__}: "
                               f"{type(e).__name__}: {first_line(e)}")
     return Support(True)
-
-
-class PeakMemory:
-    """Context manager: `bytes` is how far the device's allocated bytes rose above `since` at their highest during
-    the block (from where they were at its start when `since` is None: its growth alone), `api` names the counter
-    used; `resident` is what was already held above `since` when the block started (None: not counted).
-
-    Counted from `since`, the bytes allocated before the workload was built, the peak is the workload's own:
-    its weights, inputs and what torch keeps for it (a weight cache made at the first call), which a growth
-    from the block's start leaves out, and not what other workloads or earlier checks hold.
-    """
-
-    def __init__(self, device: Device, since: int | None = None) -> None:
-        self.device = device
-        self.api = device.memory_counter
-        self.bytes = 0
-        self.since = since
-        self.resident: int | None = None
-
-    def __enter__(self) -> PeakMemory:
-        self.device.synchronize()
-        self._start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.device.synchronize()
-        self.bytes = max(0, int(self._stop(exc_type, exc, tb)))
-
-    def _start(self) -> None:
-        raise NotImplementedError
-
-    def _stop(self, exc_type: Any, exc: Any, tb: Any) -> int:
-        raise NotImplementedError
-
-
-class _CudaPeak(PeakMemory):
-    def _start(self) -> None:
-        torch.cuda.reset_peak_memory_stats()  # the peak restarts at what is allocated now, not at 0
-        now = torch.cuda.memory_allocated()
-        self._base = now if self.since is None else self.since
-        self.resident = None if self.since is None else max(0, now - self.since)
-
-    def _stop(self, *exc: Any) -> int:
-        return torch.cuda.max_memory_allocated() - self._base
-
-
-class _SampledPeak(PeakMemory):
-    """Live bytes read after every op (a dispatch mode), for backends with a live counter but no peak."""
-
-    def __init__(self, device: Device, live: Callable[[], int], since: int | None = None) -> None:
-        super().__init__(device, since)
-        self._live = live
-
-    def _start(self) -> None:
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        live, state = self._live, {"peak": self._live()}
-        self._base = state["peak"] if self.since is None else self.since
-        self.resident = None if self.since is None else max(0, state["peak"] - self.since)
-        self._state = state
-
-        class Sampler(TorchDispatchMode):
-            supports_higher_order_operators = True  # FlexAttention is one: run it, then read the counter
-
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                out = func(*args, **(kwargs or {}))
-                state["peak"] = max(state["peak"], live())
-                return out
-
-        self._mode = Sampler()
-        self._mode.__enter__()
-
-    def _stop(self, *exc: Any) -> int:
-        self._mode.__exit__(*exc)
-        return max(self._state["peak"], self._live()) - self._base
-
-
-class _ProfilerPeak(PeakMemory):
-    """The running sum, in time order, of the bytes each op allocated and freed (torch.profiler)."""
-
-    def _start(self) -> None:
-        self._prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
-        self._prof.__enter__()
-
-    def _stop(self, *exc: Any) -> int:
-        self._prof.__exit__(*exc)
-        events = sorted((e for e in self._prof.events() if e.self_cpu_memory_usage), key=lambda e: e.time_range.start)
-        live = peak = 0
-        for e in events:
-            live += e.self_cpu_memory_usage
-            peak = max(peak, live)
-        return peak
 
 
 class HostPeak:
