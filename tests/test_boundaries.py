@@ -12,6 +12,24 @@ WORKER_ALLOWED = {"torch", "torch_upgrade_check.model", "torch_upgrade_check.sch
                   "onnxruntime"}  # the onnx aspect, only where the onnx extra is installed (else it skips first)
 
 
+# An aspect's folder, aspects/<folder>/, spans layers by file: judge.py is a pure decision, render.py a pure
+# renderer, every other file of it (run.py and its helpers) the worker's; aspects/__init__.py (the table) and
+# aspects/_*.py (shared vocabulary) are plain data.
+ASPECT_ROLES = {"judge": "analysis", "render": "report"}
+
+
+def _aspect_role(parts: tuple[str, ...]) -> str:
+    """The LAYERS entry of a module under aspects/, by its path's parts below the package (no suffix)."""
+    if len(parts) < 3 or parts[1].startswith("_") or parts[1] == "__init__":
+        return "aspects"
+    return ASPECT_ROLES.get(parts[2], "worker")
+
+
+def _worker_files() -> list[Path]:
+    """The worker's code: worker/ and the worker side of every aspect's folder."""
+    return [p for p in PKG.rglob("*.py") if _unit(p, PKG) == "worker"]
+
+
 # The layers, bottom first: a module imports from its own layer and those below it, never from one above. Each entry
 # is a top-level module or a package of src/torch_upgrade_check ("torch_upgrade_check": the package's __init__).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -64,7 +82,7 @@ def test_torch_is_imported_only_in_worker() -> None:
     offenders = [
         str(p.relative_to(PKG))
         for p in PKG.rglob("*.py")
-        if "worker" not in p.relative_to(PKG).parts and any(n == "torch" or n.startswith("torch.") for n in _imports(p))
+        if _unit(p, PKG) != "worker" and any(n == "torch" or n.startswith("torch.") for n in _imports(p))
     ]
     assert offenders == []
 
@@ -72,13 +90,15 @@ def test_torch_is_imported_only_in_worker() -> None:
 def test_worker_imports_only_stdlib_torch_and_model_schema() -> None:
     stdlib = set(sys.stdlib_module_names)
     bad = {}
-    for path in (PKG / "worker").rglob("*.py"):
+    for path in _worker_files():
         for name in _imports(path):
             top = name.split(".")[0]
             if top in stdlib or top == "torch":
                 continue
             if any(name == a or name.startswith(a + ".") for a in WORKER_ALLOWED):
                 continue
+            if name.startswith("torch_upgrade_check.aspects") and _module_unit(name) in ("aspects", "worker"):
+                continue  # the table, and the worker side of an aspect's folder
             bad[path.name] = name
     assert bad == {}
 
@@ -125,7 +145,8 @@ def test_the_commands_share_helpers_without_an_import_circle() -> None:
 
 def test_aspects_is_stdlib_only() -> None:
     """model imports it, so the worker does: the aspects' table must not bring anything else in."""
-    assert all(n.split(".")[0] in set(sys.stdlib_module_names) for n in _imports(PKG / "aspects.py"))
+    tables = [PKG / "aspects" / "__init__.py", *(PKG / "aspects").glob("_*.py")]
+    assert all(n.split(".")[0] in set(sys.stdlib_module_names) for p in tables for n in _imports(p))
 
 
 def test_values_is_stdlib_and_errors_only() -> None:
@@ -139,7 +160,17 @@ def test_values_is_stdlib_and_errors_only() -> None:
 def _unit(path: Path, root: Path) -> str:
     """The LAYERS entry a file belongs to: its package or top-level module below the package root."""
     parts = path.relative_to(root).with_suffix("").parts
+    if parts[0] == "aspects":
+        return _aspect_role(parts)
     return "torch_upgrade_check" if parts == ("__init__",) else parts[0]
+
+
+def _module_unit(name: str) -> str:
+    """The LAYERS entry of an imported module, `torch_upgrade_check.x.y`."""
+    parts = tuple(name.split(".")[1:])
+    if not parts:
+        return "torch_upgrade_check"
+    return _aspect_role(parts) if parts[0] == "aspects" else parts[0]
 
 
 def _going_up(root: Path) -> list[str]:
@@ -152,7 +183,7 @@ def _going_up(root: Path) -> list[str]:
     for path in files:
         mine = layer_of[_unit(path, root)]
         for name in _package_imports(path, root):
-            theirs = layer_of[name.split(".")[1] if "." in name else name]
+            theirs = layer_of[_module_unit(name)]
             if theirs > mine:
                 up.append(f"{path.relative_to(root)} imports {name}, of {LAYERS[theirs][0]}")
     return up

@@ -16,16 +16,13 @@ from typing import Any
 
 import torch
 
+from torch_upgrade_check.aspects import part
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import (
-    amp,
     artifacts,
-    checkpoint,
     compilecache,
     compiling,
     crossversion,
-    curve,
-    dataloader,
     ddp,
     devices,
     environment,
@@ -83,7 +80,7 @@ def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = No
         if spec.params.get("profile"):  # compare's attribution of a latency change: the forward, op by op
             metrics = opprofile.run(spec, inst, device)
         else:
-            metrics = ASPECTS[spec.aspect](spec, factory, inst, device)
+            metrics = runner(spec.aspect)(spec, factory, inst, device)
     return {**metrics, **({"precision": flags} if flags else {})}
 
 
@@ -542,11 +539,7 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "compile-cache": compilecache.run,
     "memory": memory_,
     "warnings": warnings_,
-    "checkpoint": checkpoint.run,
-    "training-curve": curve.run,
     "sdpa-backends": sdpa_backends.run,
-    "amp": amp.run,
-    "dataloader": dataloader.run,
     "export": artifacts.run,
     "jit": artifacts.run,
     "aoti": artifacts.run,
@@ -554,4 +547,12 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
 }
 
 
-__all__ = ["ASPECTS", "Skip", "build", "run"]
+
+
+def runner(aspect: str) -> Callable[[CheckSpec, Callable[..., Any], Instance, devices.Device], dict[str, Any]]:
+    """The function that runs a check of `aspect`: its folder's run.run, else this module's table's."""
+    module = part(aspect, "run")
+    return module.run if module is not None else ASPECTS[aspect]
+
+
+__all__ = ["ASPECTS", "Skip", "build", "run", "runner"]

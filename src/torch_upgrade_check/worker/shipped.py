@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import importlib
 import logging
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from torch_upgrade_check.aspects.checkpoint import run as checkpoint
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import checkpoint, crossversion, first_line, tensors
+from torch_upgrade_check.worker import crossversion, first_line, tensors
 from torch_upgrade_check.worker.instance import Instance, Skip, build
 
 STATE_KEYS = ("model", "state_dict", "model_state_dict")
