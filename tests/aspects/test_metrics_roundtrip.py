@@ -59,12 +59,24 @@ def test_every_recorded_report_json_is_written_back_byte_for_byte(tmp_path: Path
     assert typed, "no result of a foldered aspect was read: the round trip compared nothing"
 
 
-@pytest.mark.parametrize("aspect", [a.name for a in TABLE if a.folder])
-def test_each_foldered_aspect_has_a_report_to_read(aspect: str) -> None:
-    """A round trip that never met an aspect's metrics would pass for nothing."""
-    assert any(r.aspect == aspect and r.metrics for reports in _reports() for report in reports
+def _types() -> dict[str, list[str]]:
+    """Each foldered aspect's Metrics type, by its qualified name, and the aspects it types (a family may share one)."""
+    types: dict[str, list[str]] = {}
+    for a in TABLE:
+        if a.folder:
+            metrics = part(a.name, "judge").Metrics
+            types.setdefault(f"{metrics.__module__}.{metrics.__qualname__}", []).append(a.name)
+    return types
+
+
+@pytest.mark.parametrize("metrics", sorted(_types()))
+def test_each_metrics_type_has_a_report_to_read(metrics: str) -> None:
+    """A round trip that never met a type's metrics would pass for nothing (deterministic-backward, CUDA only, shares
+    determinism's type: determinism's CPU report reads it)."""
+    aspects = _types()[metrics]
+    assert any(r.aspect in aspects and r.metrics for reports in _reports() for report in reports
                for r in report.results), (
-        f"{aspect}: record a real report of it as tests/aspects/<folder>/<name>.report.json")
+        f"{metrics} ({', '.join(aspects)}): record a real report as tests/aspects/<folder>/<name>.report.json")
 
 
 def test_a_key_the_type_does_not_name_is_kept_in_its_place() -> None:

@@ -7,7 +7,6 @@ Rules (thresholds are recorded on each result):
   also fail when torch.compile compiled no graph (a model that ran eagerly compared eager with eager), does not
   compile, or raises at one of the workload's dynamic sizes; in compare also by the cross-version rule against the
   baseline's compiled outputs.
-- determinism, deterministic-backward: two seeded training steps bitwise equal.
 - latency, compiled-latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
 - compile-cache: a fresh process compiling from the cold compile's Inductor caches neither crashes nor gives other
   outputs (analysis.compilecache has the rule).
@@ -21,7 +20,7 @@ Rules (thresholds are recorded on each result):
   model's gradients (a shard that could not be compared fails), each step's loss and the parameters after the
   sharded steps within FSDP2_ATOL or FSDP2_RTOL*|unsharded| (NaN fails).
 - an aspect with a folder (aspects/<folder>/, its row's `folder`): its judge.py's rule, on its typed Metrics
-  (dataloader; the training family: checkpoint, training-curve, amp).
+  (dataloader; the training family: checkpoint, training-curve, amp; determinism, deterministic-backward).
 - fsdp2 and ddp run under torchrun: every rank exited 0 and shut its process group down within the shutdown bound
   (a rank still running then is named, and was killed), then fsdp2's rule (on DDP's all-reduced, whole, gradients);
   in compare also each step's loss and gradients and the parameters after the steps against the baseline's, by the
@@ -94,8 +93,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
     elif spec.aspect in COMPILE_ASPECTS:
         outcome, reason, thresholds = compiled.judge(m, spec.dtype,
                                                      allow_graph_breaks=bool(spec.params.get("allow_graph_breaks")))
-    elif spec.aspect in ("determinism", "deterministic-backward"):
-        outcome, reason, thresholds = _bitwise(spec.aspect, m)
     elif spec.aspect in ("latency", "compiled-latency"):
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
         if spec.aspect == "compiled-latency" and m.get("compile_s") is not None:
@@ -274,19 +271,6 @@ def warning_entry(w: Mapping[str, Any]) -> str:
 
 def warnings_details(found: list[Mapping[str, Any]]) -> str:
     return "\n".join(warning_entry(w) for w in found)
-
-
-def _bitwise(aspect: str, m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
-    what = "two seeded training steps"
-    if aspect == "deterministic-backward":
-        what = f"two compiled FlexAttention training steps ({', '.join(m.get('backends') or {}) or '?'})"
-    ok = bool(m.get("bitwise_equal"))
-    reason = f"{what} are bitwise equal under deterministic algorithms" if ok else (
-        f"{what} differ in {m.get('differing_tensors')} of {m.get('compared_tensors')} tensors "
-        f"(max abs diff {short(m.get('max_abs_diff'))}; first: {', '.join(m.get('first_differing', [])[:3])})")
-    if m.get("flash_not_run"):
-        reason += f"; BACKEND='FLASH' not run: needs {m['flash_not_run']}"
-    return (Outcome.PASSED if ok else Outcome.FAILED), reason, {"bitwise": True}
 
 
 def _latency(spec: CheckSpec, m: dict[str, Any], limits: Mapping[str, float]) -> tuple[Outcome, str, dict[str, Any]]:

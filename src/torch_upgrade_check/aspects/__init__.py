@@ -141,8 +141,9 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("compile-mode", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(0.1, 1.2, "mlp and matmul compiled again in the device's mode, after their compile check (measured "
                           "alone, 2026-12-04, Inductor's cache empty)"), family="compile", forwards=50, compiles=1),
-    Aspect("determinism", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.2, 0.3), forwards=20),
-    Aspect("deterministic-backward", _W, _C.ALONE, _FK.CORRECTNESS, Cost(None, None, "CUDA only: not measured here"), forwards=20),
+    Aspect("determinism", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.2, 0.3), forwards=20, folder="determinism"),
+    Aspect("deterministic-backward", _W, _C.ALONE, _FK.CORRECTNESS, Cost(None, None, "CUDA only: not measured here"),
+           forwards=20, folder="deterministic_backward"),
     Aspect("latency", _W, _C.AB, _FK.LATENCY, Cost(2.1, 6.0), ab=AB("ms", "latency", Threshold.LATENCY), forwards=100),
     Aspect("op-latency", _W, _C.OPS, _FK.LATENCY,
            Cost(0.9, 10, "compare only: the recorded ops timed on both sides, in 2 fresh process pairs the checks "

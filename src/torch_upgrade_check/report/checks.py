@@ -59,8 +59,6 @@ _COLUMNS = {
     "compile-mode": (Column("compile", "compile_time_s", "s"), *_CORRECTNESS),
     "compile-time": (Column("median", "median_ms", "ms"), Column("IQR", "iqr_ms", "ms"),
                      Column("compiles", "samples_ms", "count")),
-    "determinism": (Column("max abs diff", "max_abs_diff"), Column("bitwise equal", "bitwise_equal"),
-                    Column("differing tensors", "differing_tensors")),
     "fsdp2": (Column("max abs err", "max_abs_err"), Column("world size", "world_size"), Column("backend", "backend")),
     "ddp": (Column("max abs err", "max_abs_err"), Column("world size", "world_size"), Column("backend", "backend"),
             Column("torchrun exit", "torchrun_exit")),
@@ -70,8 +68,7 @@ _PRIMARY = {"latency": Column("median", "median_ms", "ms"), "compiled-latency": 
             "compile-cache": Column("warm compile", "warm_compile_s", "s"),
             "memory": Column("peak", "peak_bytes", "bytes"),
             "compile": Column("compile", "compile_time_s", "s"), "compile-mode": Column("compile", "compile_time_s", "s"),
-            "compile-time": Column("median", "median_ms", "ms"),
-            "determinism": Column("max abs diff", "max_abs_diff")}
+            "compile-time": Column("median", "median_ms", "ms")}
 
 
 def columns_of(aspect: str) -> tuple[Column, ...]:
