@@ -19,7 +19,7 @@ WORKER_ALLOWED = {"torch", "torch_upgrade_check.model", "torch_upgrade_check.sch
 # folder fails the test until it is given one.
 ROLE_OF: dict[str, str] = {
     # the shared vocabulary and the decisions: no torch, no processes, no files (schema.py: see PURE_WRITES)
-    "__init__.py": "pure", "errors.py": "pure", "aspects.py": "pure", "model.py": "pure", "schema.py": "pure",
+    "__init__.py": "pure", "errors.py": "pure", "aspects/": "pure", "model.py": "pure", "schema.py": "pure",
     "values.py": "pure", "suite.py": "pure", "analysis/": "pure", "report/": "pure",
     "worker/": "worker",
     # the host: the team's inputs read, processes, venvs, timeouts, GitHub's files
@@ -28,6 +28,11 @@ ROLE_OF: dict[str, str] = {
     "commands/": "command",
     "cli.py": "front end", "action_entry.py": "front end", "action/": "front end", "__main__.py": "front end",
 }
+
+# An aspect's folder, aspects/<folder>/, spans roles by file: judge.py is a pure decision, render.py a pure renderer,
+# every other file of it (run.py and its helpers) the worker's; aspects/__init__.py (the table) and aspects/_*.py
+# (shared vocabulary) are pure, by the "aspects/" row.
+ASPECT_FILE_ROLES = {"__init__.py": "pure", "judge.py": "pure", "render.py": "pure"}
 
 # The roles, bottom first: what each is, and the roles whose modules it may import (its own included; a circle
 # within a role is caught by the no-cycles tests).
@@ -88,7 +93,7 @@ def test_torch_is_imported_only_in_worker() -> None:
     offenders = [
         str(p.relative_to(PKG))
         for p in PKG.rglob("*.py")
-        if "worker" not in p.relative_to(PKG).parts and any(n == "torch" or n.startswith("torch.") for n in _imports(p))
+        if role_of(p.relative_to(PKG).as_posix()) != "worker" and any(n == "torch" or n.startswith("torch.") for n in _imports(p))
     ]
     assert offenders == []
 
@@ -96,20 +101,30 @@ def test_torch_is_imported_only_in_worker() -> None:
 def test_worker_imports_only_stdlib_torch_and_model_schema() -> None:
     stdlib = set(sys.stdlib_module_names)
     bad = {}
-    for path in (PKG / "worker").rglob("*.py"):
+    for path in (p for p in PKG.rglob("*.py") if role_of(p.relative_to(PKG).as_posix()) == "worker"):
         for name in _imports(path):
             top = name.split(".")[0]
             if top in stdlib or top == "torch":
                 continue
             if any(name == a or name.startswith(a + ".") for a in WORKER_ALLOWED):
                 continue
+            if name.startswith("torch_upgrade_check.aspects") and _aspect_role_of(name) in ("pure", "worker"):
+                continue  # the table, and the worker side of an aspect's folder
             bad[path.name] = name
     assert bad == {}
 
 
+def _aspect_role_of(name: str) -> str | None:
+    """The role of an imported module of aspects/: `torch_upgrade_check.aspects.amp.run` is aspects/amp/run.py's."""
+    parts = name.split(".")[1:]
+    rel = "/".join(parts) + ".py"
+    return role_of(rel) if (PKG / rel).exists() else role_of("/".join(parts) + "/__init__.py")
+
+
 def test_aspects_is_stdlib_only() -> None:
     """model imports it, so the worker does: the aspects' table must not bring anything else in."""
-    assert all(n.split(".")[0] in set(sys.stdlib_module_names) for n in _imports(PKG / "aspects.py"))
+    tables = [PKG / "aspects" / "__init__.py", *(PKG / "aspects").glob("_*.py")]
+    assert all(n.split(".")[0] in set(sys.stdlib_module_names) for p in tables for n in _imports(p))
 
 
 def test_values_is_stdlib_and_errors_only() -> None:
@@ -154,7 +169,11 @@ def _graph(root: Path) -> dict[str, set[str]]:
 
 
 def role_of(rel: str, table: dict[str, str] = ROLE_OF) -> str | None:
-    """A file's role: its own row, else the row of the nearest folder above it that has one."""
+    """A file's role: its own row, else the row of the nearest folder above it that has one. An aspect's folder
+    spans roles by file (ASPECT_FILE_ROLES)."""
+    parts = rel.split("/")
+    if parts[0] == "aspects" and len(parts) == 3:
+        return ASPECT_FILE_ROLES.get(parts[2], "worker")
     if rel in table:
         return table[rel]
     parts = rel.split("/")
@@ -224,7 +243,7 @@ def _circle(graph: dict[str, set[str]], group: list[str]) -> list[str]:
 def _folder(module: str) -> str:
     """The folder a module lives in (a top-level module is its own unit): the unit of the folder-level graph."""
     parts = module.split(".")
-    return module if len(parts) == 2 and not (PKG / parts[1]).is_dir() else ".".join(parts[:-1])
+    return module if len(parts) == 2 or PKG.joinpath(*parts[1:]).is_dir() else ".".join(parts[:-1])
 
 
 def folder_graph(graph: dict[str, set[str]], folder: Callable[[str], str] = _folder) -> dict[str, set[str]]:

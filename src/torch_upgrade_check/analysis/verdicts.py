@@ -7,32 +7,20 @@ Rules (thresholds are recorded on each result):
   also fail when torch.compile compiled no graph (a model that ran eagerly compared eager with eager), does not
   compile, or raises at one of the workload's dynamic sizes; in compare also by the cross-version rule against the
   baseline's compiled outputs.
-- determinism, deterministic-backward: two seeded training steps bitwise equal.
 - latency, compiled-latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
 - compile-cache: a fresh process compiling from the cold compile's Inductor caches neither crashes nor gives other
   outputs (analysis.compilecache has the rule).
 - compile-time: cold compiles (a fresh Inductor cache each) timed; passes (compare judges it A/B, as latency).
 - memory: recorded; passes when measured.
-- checkpoint: loads with the default torch.load and the resumed training step is bitwise equal to the
-  uninterrupted one (compare's candidate: the baseline's file, its step within tolerance; a failure says first
-  when the seeded random stream changed).
 - sdpa-backends: every backend that runs, on every case, by the numerics rule.
-- training-curve: finite losses; in compare every step within the band around the baseline's (CURVE_*); a failure
-  says first when the seeded random stream changed (worker.randomness), which explains it without numerics.
-- amp: per autocast dtype, autocast took effect, the GradScaler skipped an overflowed step and then applied one,
-  and each tensor of the step within AMP_ROUNDOFFS unit roundoffs (relative RMS) of the fp64 golden or within
-  closeness.MODEL_MULTIPLIER x the model's own error at that precision (`model_rmse`); in compare
-  the baseline's golden, within the cross-version rule of the baseline's autocast step, and the fp64 step's
-  golden unchanged from the baseline's.
 - warnings: listed; passes (compare judges what is new in the candidate: analysis.sides).
 - export, jit: the program built, saved and reloaded in a fresh process (in compare also the baseline's
   saved program), every output by the compile rule against eager's (analysis.artifacts).
 - fsdp2: each step's reduced gradient shards within FSDP2_GRAD_TOL (of each gradient's RMS) of the unsharded
   model's gradients (a shard that could not be compared fails), each step's loss and the parameters after the
   sharded steps within FSDP2_ATOL or FSDP2_RTOL*|unsharded| (NaN fails).
-- dataloader: every DataLoader with workers (each start method, persistent_workers off and on, pin_memory where the
-  device has it) gave num_workers=0's batches bitwise and in order; in compare num_workers=0's are the baseline's
-  (analysis.dataloader has the rule).
+- an aspect with a folder (aspects/<folder>/, its row's `folder`): its judge.py's rule, on its typed Metrics
+  (dataloader; the training family: checkpoint, training-curve, amp; determinism, deterministic-backward).
 - fsdp2 and ddp run under torchrun: every rank exited 0 and shut its process group down within the shutdown bound
   (a rank still running then is named, and was killed), then fsdp2's rule (on DDP's all-reduced, whole, gradients);
   in compare also each step's loss and gradients and the parameters after the steps against the baseline's, by the
@@ -47,9 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, dataloader, distributed, stats
+from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, distributed, stats
 from torch_upgrade_check.analysis.closeness import as_float, plural_of, short
-from torch_upgrade_check.aspects import ARTIFACT_ASPECTS, COMPILE_ASPECTS
+from torch_upgrade_check.aspects import ARTIFACT_ASPECTS, COMPILE_ASPECTS, part
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
 
 FSDP2_ATOL = 1e-5
@@ -59,17 +47,6 @@ FSDP2_RTOL = 1e-4
 # unsharded 4: float32 rounding); a collective off by 0.1% shows 1e-3 or more. What it promises: a reduction
 # whose error reaches 1e-4 of a gradient's RMS in any element fails.
 FSDP2_GRAD_TOL = 1e-4
-# training-curve: the candidate's loss at each step stays within CURVE_BAND_K times the largest difference two
-# runs of the same torch have shown up to that step (the device's nondeterminism), and never narrower than
-# CURVE_RTOL of the largest |loss| of the baseline's so far (what a new release's rounding alone does to a short
-# training run; the loss's scale, not its value, which may cross zero)
-CURVE_BAND_K = 4.0
-CURVE_RTOL = 1e-3
-# amp: an autocast training step's error, per tensor as RMS(result - golden) / the tensor's scale, in units of
-# the autocast dtype's unit roundoff. The built-in workloads' steps show 1 to 13 (a gradient that flows back
-# through every layer is the worst); a wrong cast, a gradient left scaled or a dropped accumulation show far more.
-AMP_ROUNDOFFS = 64.0
-UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11}
 
 
 def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, float] | None = None, repro: str = "") -> CheckResult:
@@ -103,7 +80,11 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         return CheckResult(outcome=Outcome.ERROR, reason=obs.message, details=obs.traceback, metrics=dict(obs.metrics),
                            **base)
     m = dict(obs.metrics)
-    if spec.aspect in ("numerics", "cross-backend", "cross-version"):
+    judge = part(spec.aspect, "judge")
+    if judge is not None:  # the aspect's own rule, on its typed metrics
+        outcome, reason, thresholds, derived = judge.judge(judge.Metrics.from_dict(m), spec)
+        m.update(derived)
+    elif spec.aspect in ("numerics", "cross-backend", "cross-version"):
         outcome, reason, thresholds = closeness.judge(m, spec.aspect, spec.dtype)
         changed = closeness.fp64_change(m) if spec.aspect == "cross-version" else ""
         if changed:
@@ -112,8 +93,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
     elif spec.aspect in COMPILE_ASPECTS:
         outcome, reason, thresholds = compiled.judge(m, spec.dtype,
                                                      allow_graph_breaks=bool(spec.params.get("allow_graph_breaks")))
-    elif spec.aspect in ("determinism", "deterministic-backward"):
-        outcome, reason, thresholds = _bitwise(spec.aspect, m)
     elif spec.aspect in ("latency", "compiled-latency"):
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
         if spec.aspect == "compiled-latency" and m.get("compile_s") is not None:
@@ -126,18 +105,10 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         outcome, thresholds = (Outcome.PASSED if samples else Outcome.FAILED), {}
         reason = (f"cold compile median {format_ms(m['median_ms'])} ({len(samples)} compiles, a fresh Inductor cache "
                   f"each)" if samples else "no compile was timed")
-    elif spec.aspect == "checkpoint":
-        outcome, reason, thresholds = _checkpoint(m)
     elif spec.aspect in ARTIFACT_ASPECTS:
         outcome, reason, thresholds = artifacts.judge(m, spec.aspect, spec.dtype)
     elif spec.aspect == "sdpa-backends":
         outcome, reason, thresholds = _sdpa_backends(m, spec.dtype)
-    elif spec.aspect == "training-curve":
-        outcome, reason, thresholds = _training_curve(m)
-    elif spec.aspect == "amp":
-        outcome, reason, thresholds = _amp(m)
-    elif spec.aspect == "dataloader":
-        outcome, reason, thresholds = dataloader.judge(m)
     elif spec.aspect == "warnings":
         outcome, thresholds = Outcome.PASSED, {}
         reason = warnings_reason(m.get("warnings") or [])
@@ -159,35 +130,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
     if spec.aspect == "compile-cache":  # the warm process's own words: its traceback, or its output's last lines
         details = str(m.get("warm_traceback") or m.get("warm_tail") or "")
     return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds, details=details, **base)
-
-
-def _checkpoint(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
-    """Loaded with the default torch.load and resumed: bitwise alone, within tolerance of the baseline's step."""
-    whose = f"baseline {m.get('baseline_torch')}'s checkpoint" if m.get("mode") == "compare" else "the checkpoint"
-    if not m.get("loaded"):
-        fix = f"; fix: {m['fix']}" if m.get("fix") else ""
-        return Outcome.FAILED, f"torch.load with this torch's defaults cannot load {whose}: {m.get('load_error')}{fix}", {}
-    if m.get("resume_error"):
-        return Outcome.FAILED, f"{whose} loaded but does not restore the training state: {m['resume_error']}", {}
-    if m.get("mode") == "compare":
-        tol = {"rtol": m.get("rtol"), "atol": m.get("atol")}
-        ok = not m.get("mismatched_count") and not m.get("uncompared")
-        how = "bitwise equal" if m.get("bitwise_equal") else f"max abs err {short(m.get('max_abs_err'))}"
-        if ok:
-            return Outcome.PASSED, (f"loaded {whose} with the default torch.load; the step resumed from it matches "
-                                    f"the baseline's ({how})"), tol
-        return Outcome.FAILED, (f"{random_stream_line(m)}the step resumed from {whose} differs from the baseline's: "
-                                f"{m.get('mismatched_count')} "
-                                f"elements beyond tolerance (max abs err {short(m.get('max_abs_err'))}; first: "
-                                f"{', '.join(m.get('first_differing', [])[:3])})"), tol
-    contents = ", ".join(m.get("contents") or [])
-    if m.get("bitwise_equal"):
-        return Outcome.PASSED, (f"saved ({contents}), loaded with the default torch.load, and the resumed step is "
-                                f"bitwise equal to the uninterrupted one"), {"bitwise": True}
-    return Outcome.FAILED, (f"the step resumed from the checkpoint ({contents}) differs from the uninterrupted one in "
-                            f"{m.get('differing_tensors')} of {m.get('compared_tensors')} tensors (first: "
-                            f"{', '.join(m.get('first_differing', [])[:3])}): saving and loading loses training state"), \
-        {"bitwise": True}
 
 
 @dataclass(frozen=True)
@@ -309,149 +251,6 @@ def _sdpa_backends(m: dict[str, Any], dtype: str) -> tuple[Outcome, str, dict[st
                             f"backward{where}"), thresholds
 
 
-def _training_curve(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
-    losses, again = m.get("losses") or [], m.get("second_run") or []
-    steps, thresholds = len(losses), {"band_k": CURVE_BAND_K, "curve_rtol": CURVE_RTOL}
-    broken = next((i for i, x in enumerate([*losses, *again]) if x is None), None)
-    if not losses or broken is not None:
-        where = f" from step {broken % steps + 1} of {steps}" if broken is not None and steps else ""
-        return Outcome.FAILED, f"the training loss is NaN or infinite{where}", thresholds
-    if m.get("mode") != "compare":
-        spread = max((abs(a - b) for a, b in zip(losses, again)), default=0.0)
-        second = "a second run is bitwise equal" if spread == 0 else f"a second run differs by up to {short(spread)}"
-        return Outcome.PASSED, f"{steps} AdamW steps: loss {losses[0]:.6g} → {losses[-1]:.6g}; {second}", thresholds
-    base, base2 = m.get("baseline_losses") or [], m.get("baseline_second_run") or []
-    if len(base) != steps or any(x is None for x in [*base, *base2]):
-        return Outcome.SKIPPED, "the baseline's curve is not finite or not as long: its own check says why", thresholds
-    widest, scale, first_out = 0.0, 0.0, None
-    closest = (-1.0, 0, 0.0, 0.0)  # (deviation / band, step index, deviation, band): the step nearest the edge
-    for i, (c, b) in enumerate(zip(losses, base)):
-        widest = max(widest, abs(b - base2[i]), abs(c - again[i]))
-        scale = max(scale, abs(b))
-        band = max(CURVE_BAND_K * widest, CURVE_RTOL * scale)
-        deviation = abs(c - b)
-        ratio = deviation / band if band else (math.inf if deviation else 0.0)
-        if ratio > closest[0]:
-            closest = (ratio, i, deviation, band)
-        if first_out is None and deviation > band:
-            first_out = (i, c, b, band)
-    worst = (closest[2], closest[1], closest[3])
-    m["max_deviation"], m["max_deviation_step"] = worst[0], worst[1] + 1
-    if first_out is not None:
-        i, c, b, band = first_out
-        m["first_step_out"] = i + 1
-        return Outcome.FAILED, (f"{random_stream_line(m)}the candidate's loss leaves the baseline's band at step {i + 1} of {steps}: {c:.6g} vs "
-                                f"{b:.6g} (band ±{short(band)}); at step {steps}: {losses[-1]:.6g} vs {base[-1]:.6g}"), \
-            thresholds
-    if worst[0] == 0:
-        return Outcome.PASSED, f"the candidate's {steps}-step loss curve is bitwise the baseline's", thresholds
-    return Outcome.PASSED, (f"the candidate's {steps}-step loss curve stays within the baseline's band (closest to its "
-                            f"edge at step {worst[1] + 1}: deviation {short(worst[0])}, band ±{short(worst[2])})"), thresholds
-
-
-def random_stream_line(m: Mapping[str, Any]) -> str:
-    """Where the candidate's seeded random ops draw other numbers than the baseline's: said first, since the
-    difference that follows is the random stream's, not the numerics'."""
-    changed = m.get("random_stream_changed")
-    if not isinstance(changed, dict):
-        return ""
-    return (f"the random stream changed, not the numerics: {changed.get('how')} (draw {changed.get('call')} of "
-            f"{changed.get('of')}); so ")
-
-
-def _amp(m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
-    """Each autocast dtype: took effect, the scaler's overflow handling, the step's error against the golden (and
-    in compare against the baseline's autocast step); the first problem fails the check."""
-    checked, problems, passed = m.get("checked") or {}, [], []
-    thresholds: dict[str, Any] = {"amp_roundoffs": AMP_ROUNDOFFS, "error": "RMS(result - golden) / scale per tensor",
-                                  "model_multiplier": closeness.MODEL_MULTIPLIER}
-    against = f"baseline {m.get('baseline_torch')}'s" if m.get("mode") == "compare" else ""
-    for name, sub in checked.items():
-        what = f"{name} autocast" + (" with GradScaler" if "overflow_scale" in sub else "")
-        found = _amp_problems(name, sub, against)
-        if found:
-            problems.append(f"{what}: {found[0]}")
-            continue
-        worst = max(sub.get("per_tensor") or [{}], key=lambda t: _share_of_amp_bound(t, name))  # nearest its bound
-        ratio = as_float(worst.get("rmse")) / (as_float(worst.get("scale")) or 1.0) / UNIT_ROUNDOFF[name]
-        own = (f", {as_float(worst['rmse']) / as_float(worst['model_rmse']):.2g}× the model's own {name} rounding error"
-               if ratio > AMP_ROUNDOFFS and "model_rmse" in worst else "")
-        scaler = (f"; an overflow at scale 2^{int(math.log2(sub['overflow_scale']))} skipped, a step applied at "
-                  f"{sub.get('loss_scale'):g}" if "overflow_scale" in sub else "")
-        if sub.get("overflow_exercised") is False:
-            scaler = (f"; the GradScaler's overflow handling not exercised: the model's float16 gradients stayed "
-                      f"finite up to scale 2^{int(math.log2(sub['overflow_scale']))}; a step applied at "
-                      f"{sub.get('loss_scale'):g}")
-        vs = f", and as close as {against} autocast step" if against else ""
-        passed.append(f"{what}: {sub.get('low_precision_modules')} of {sub.get('modules')} modules in {name}; "
-                      f"largest error {ratio:.1f} unit roundoffs ({worst.get('name')}){own}{vs}{scaler}")
-    offered = "; ".join(f"{k} not offered: {v}" for k, v in (m.get("not_offered") or {}).items())
-    tail = f"; {offered}" if offered else ""
-    if not checked:
-        return Outcome.FAILED, f"no autocast step ran{tail}", thresholds
-    changed = closeness.fp64_change(m)
-    if changed:
-        problems.append(f"fp64 step: {changed}")
-    if problems:
-        return Outcome.FAILED, f"{'; '.join(problems)}{tail}", thresholds
-    return Outcome.PASSED, f"one {m.get('optimizer', 'SGD')} step each: {'; '.join(passed)}{tail}", thresholds
-
-
-def _share_of_amp_bound(t: Mapping[str, Any], name: str) -> float:
-    """A tensor's error over what amp allows it: the larger of 64 unit roundoffs of its scale and 4x the model's own."""
-    allowed = max(AMP_ROUNDOFFS * UNIT_ROUNDOFF[name] * (as_float(t.get("scale")) or 1.0),
-                  closeness.MODEL_MULTIPLIER * as_float(t.get("model_rmse", 0.0)))
-    return as_float(t.get("rmse")) / allowed
-
-
-def _within_own_error(t: Mapping[str, Any]) -> bool:
-    """The tensor's error is within MODEL_MULTIPLIER x the model's own at this precision (worker.rounding): a model
-    whose output cancels or whose gradients cross many layers amplifies rounding more than 64 unit roundoffs."""
-    return "model_rmse" in t and as_float(t.get("rmse")) <= closeness.MODEL_MULTIPLIER * as_float(t["model_rmse"])
-
-
-def _amp_problems(name: str, sub: Mapping[str, Any], against: str) -> list[str]:
-    found = []
-    if not sub.get("low_precision_modules"):
-        found.append(f"had no effect: none of the model's {sub.get('modules')} modules produced {name} (torch may "
-                     f"have disabled autocast for this device and dtype; the warnings check shows its warning)")
-    if "overflow_scale" in sub:
-        exercised = sub.get("overflow_exercised") is not False  # nothing overflowed: said in the reason, not failed
-        if exercised and not sub.get("overflow_skipped"):
-            finite = "" if sub.get("weights_finite_after_overflow") else ", and the weights are no longer finite"
-            found.append(f"the GradScaler applied a step whose float16 gradients overflowed (loss scale "
-                         f"{sub['overflow_scale']:g}){finite}")
-        elif exercised and not sub.get("overflow_backed_off"):
-            found.append("the GradScaler skipped an overflowed step but did not lower its scale")
-        if not sub.get("scaled_step_applied"):
-            found.append(f"no step was applied in {sub.get('scaled_attempts')} tries (the loss scale halved each time, "
-                         f"down to {sub.get('loss_scale'):g})")
-    if sub.get("nan_count"):
-        found.append(f"{sub['nan_count']} NaN values in the step's outputs, gradients or weights")
-    unit = UNIT_ROUNDOFF[name]
-    for t in sub.get("per_tensor") or []:
-        error = as_float(t.get("rmse")) / (as_float(t.get("scale")) or 1.0)
-        if not error <= AMP_ROUNDOFFS * unit and not _within_own_error(t):
-            own = (f" and {short(as_float(t['rmse']) / as_float(t['model_rmse']))}× the model's own {name} rounding "
-                   f"error (at most {closeness.MODEL_MULTIPLIER:g}×)" if "model_rmse" in t else "")
-            if sub.get("no_yardstick"):
-                own = f"; the model's own {name} rounding error could not be computed ({sub['no_yardstick']})"
-            found.append(f"{t['name']}: error {short(error)} of its scale, {short(error / unit)} unit roundoffs of "
-                         f"{name} (at most {AMP_ROUNDOFFS:g}){own}")
-            break
-    if against:
-        for t in sub.get("per_tensor") or []:
-            ok, why = closeness.judge_tensor(t, "cross-version", name, as_float(sub.get("rtol")), as_float(sub.get("atol")))
-            if not ok:
-                found.append(f"further from the fp64 golden than {against} autocast step: {why}")
-                break
-    if sub.get("uncompared"):
-        found.append(f"tensors without a golden: {', '.join(sub['uncompared'][:3])}")
-    if not sub.get("per_tensor"):
-        found.append("nothing was compared with the golden")
-    return found
-
-
 def warning_line(w: Mapping[str, Any]) -> str:
     """`FutureWarning from torch.serialization: "You are using torch.load with…"`"""
     return f"{w.get('category', '?')} from {w.get('module', '?')}: \"{w.get('message', '')}\""
@@ -472,19 +271,6 @@ def warning_entry(w: Mapping[str, Any]) -> str:
 
 def warnings_details(found: list[Mapping[str, Any]]) -> str:
     return "\n".join(warning_entry(w) for w in found)
-
-
-def _bitwise(aspect: str, m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
-    what = "two seeded training steps"
-    if aspect == "deterministic-backward":
-        what = f"two compiled FlexAttention training steps ({', '.join(m.get('backends') or {}) or '?'})"
-    ok = bool(m.get("bitwise_equal"))
-    reason = f"{what} are bitwise equal under deterministic algorithms" if ok else (
-        f"{what} differ in {m.get('differing_tensors')} of {m.get('compared_tensors')} tensors "
-        f"(max abs diff {short(m.get('max_abs_diff'))}; first: {', '.join(m.get('first_differing', [])[:3])})")
-    if m.get("flash_not_run"):
-        reason += f"; BACKEND='FLASH' not run: needs {m['flash_not_run']}"
-    return (Outcome.PASSED if ok else Outcome.FAILED), reason, {"bitwise": True}
 
 
 def _latency(spec: CheckSpec, m: dict[str, Any], limits: Mapping[str, float]) -> tuple[Outcome, str, dict[str, Any]]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-from torch_upgrade_check.aspects import ASPECTS, FAIL_KINDS
+from torch_upgrade_check.aspects import ASPECTS, FAIL_KINDS, part
 from torch_upgrade_check.model import CheckResult, Report
 from torch_upgrade_check.report import (
     ATTENTION,
@@ -24,6 +24,9 @@ from torch_upgrade_check.report import (
     visible,
     worst_tensor,
 )
+from torch_upgrade_check.report.columns import CORRECTNESS as _CORRECTNESS
+from torch_upgrade_check.report.columns import DEFAULT_PRIMARY as _DEFAULT_PRIMARY
+from torch_upgrade_check.report.columns import Column
 from torch_upgrade_check.report.comparison import is_shown_here
 from torch_upgrade_check.report.markdown import (
     ICON,
@@ -44,23 +47,6 @@ _TIERS = {"attention": 0, "rest": 1, "informs": 3}  # rows kept in this order wh
 _SCALES = {"ms": (TIME_UNITS, 1.0), "s": (TIME_UNITS, 1e3), "bytes": (BYTE_UNITS, 1.0)}  # kind -> units, to ms/B
 
 
-class Column(NamedTuple):
-    """A measured column: `kind` is "" (a plain number), a unit kind of _SCALES (chosen once per table), or
-    "count" (a list's length), "tensors", "worst", "share" (cells of their own)."""
-
-    header: str
-    key: str
-    kind: str = ""
-    attention_only: bool = False  # shown only in the tables of checks that need attention
-
-
-# Correctness: how many tensors were compared, which one is furthest off, by how much, and on how many elements.
-# The relative error stays out of the tables of passing checks: against a golden near zero it explodes (a
-# passing check once showed a max rel err of 15,166,603,265) and says nothing; report.json keeps it, and a
-# failing check shows it, where it can tell an rtol failure from an atol one.
-_CORRECTNESS = (Column("tensors", "tensors", "tensors"), Column("worst tensor", "per_tensor", "worst"),
-                Column("max abs err", "max_abs_err"), Column("max rel err", "max_rel_err", attention_only=True),
-                Column("mismatched", "mismatched_share", "share"))
 _COLUMNS = {
     "latency": (Column("median", "median_ms", "ms"), Column("IQR", "iqr_ms", "ms"),
                 Column("samples", "samples_ms", "count"), Column("threads", "threads")),
@@ -73,22 +59,30 @@ _COLUMNS = {
     "compile-mode": (Column("compile", "compile_time_s", "s"), *_CORRECTNESS),
     "compile-time": (Column("median", "median_ms", "ms"), Column("IQR", "iqr_ms", "ms"),
                      Column("compiles", "samples_ms", "count")),
-    "determinism": (Column("max abs diff", "max_abs_diff"), Column("bitwise equal", "bitwise_equal"),
-                    Column("differing tensors", "differing_tensors")),
     "fsdp2": (Column("max abs err", "max_abs_err"), Column("world size", "world_size"), Column("backend", "backend")),
     "ddp": (Column("max abs err", "max_abs_err"), Column("world size", "world_size"), Column("backend", "backend"),
             Column("torchrun exit", "torchrun_exit")),
-    "dataloader": (Column("loaders", "runs", "count"), Column("workers", "workers"),
-                   Column("reference batches", "reference_batches"), Column("pin_memory", "pin_memory")),
 }
 # The value a table sorts by (largest first, after the outcome) and a matrix cell shows; max abs err by default.
 _PRIMARY = {"latency": Column("median", "median_ms", "ms"), "compiled-latency": Column("median", "median_ms", "ms"),
             "compile-cache": Column("warm compile", "warm_compile_s", "s"),
             "memory": Column("peak", "peak_bytes", "bytes"),
             "compile": Column("compile", "compile_time_s", "s"), "compile-mode": Column("compile", "compile_time_s", "s"),
-            "compile-time": Column("median", "median_ms", "ms"),
-            "determinism": Column("max abs diff", "max_abs_diff")}
-_DEFAULT_PRIMARY = Column("max abs err", "max_abs_err")
+            "compile-time": Column("median", "median_ms", "ms")}
+
+
+def columns_of(aspect: str) -> tuple[Column, ...]:
+    """An aspect's measured columns: its render.COLUMNS where it has a folder, else this module's table."""
+    render = part(aspect, "render")
+    return tuple(render.COLUMNS) if render is not None else _COLUMNS.get(aspect, _CORRECTNESS)
+
+
+def primary_of(aspect: str) -> Column:
+    """The column an aspect's table sorts by and a matrix cell shows."""
+    render = part(aspect, "render")
+    if render is not None:
+        return render.PRIMARY
+    return _PRIMARY.get(aspect, _DEFAULT_PRIMARY)
 
 
 def in_part(r: CheckResult, part: str) -> bool:
@@ -160,7 +154,7 @@ def _columns(aspect: str, results: Sequence[CheckResult], *, attention: bool) ->
     """The measured columns of one aspect's table; each kind of unit is chosen once per table."""
     units: dict[str, tuple[str, float]] = {}
     columns = []
-    for col in _COLUMNS.get(aspect, _CORRECTNESS):
+    for col in columns_of(aspect):
         if col.attention_only and not attention:
             continue
         if col.kind in _SCALES and col.kind not in units:
@@ -215,7 +209,7 @@ def _mismatched(m: Mapping[str, Any]) -> str:
 
 def _primary(r: CheckResult) -> tuple[float | None, str]:
     """The check's primary value in its base unit (ms, B), and its kind."""
-    col = _PRIMARY.get(r.aspect, _DEFAULT_PRIMARY)
+    col = primary_of(r.aspect)
     return _scaled(r.metrics.get(col.key), _SCALES[col.kind][1] if col.kind in _SCALES else 1.0), col.kind
 
 

@@ -16,21 +16,17 @@ from typing import Any
 
 import torch
 
+from torch_upgrade_check.aspects import part
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import (
-    amp,
     artifacts,
-    checkpoint,
     compilecache,
     compiling,
     crossversion,
-    curve,
-    dataloader,
     ddp,
     devices,
     environment,
     error_text,
-    flexdet,
     fsdp2,
     onnxexport,
     opprofile,
@@ -53,7 +49,6 @@ from torch_upgrade_check.worker.instance import (
     forward_golden,
     forward_only,
     golden,
-    grad_leaves,
     not_checked,
     resolve_factory,
     tolerances,
@@ -83,7 +78,7 @@ def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = No
         if spec.params.get("profile"):  # compare's attribution of a latency change: the forward, op by op
             metrics = opprofile.run(spec, inst, device)
         else:
-            metrics = ASPECTS[spec.aspect](spec, factory, inst, device)
+            metrics = runner(spec.aspect)(spec, factory, inst, device)
     return {**metrics, **({"precision": flags} if flags else {})}
 
 
@@ -378,35 +373,6 @@ def _dynamo_counts(counters: Any) -> dict[str, Any]:
             "fallbacks": reasons(counters["unimplemented"])}
 
 
-def determinism(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
-    """Two seeded training steps from scratch must be bitwise equal under deterministic algorithms."""
-    if inst.loss is None:
-        raise Skip("the workload has no loss, and determinism needs a training step: add 'loss' to the factory")
-    with device.deterministic():
-        first = _train_step(factory, spec, device)
-        second = _train_step(factory, spec, device)
-    return tensors.bitwise_diff(first, second)
-
-
-def _train_step(factory: Callable[..., Any], spec: CheckSpec, device: devices.Device) -> dict[str, torch.Tensor]:
-    inst = build(factory, spec.device, DTYPES[spec.dtype])
-    if inst.loss is None:
-        raise Skip(inst.skip.get("gradients", "the workload has no loss"))
-    model = inst.model
-    params = [p for p in model.parameters() if p.requires_grad] if isinstance(model, torch.nn.Module) else []
-    if isinstance(model, torch.nn.Module):
-        model.train()
-    loss = inst.loss(model(*inst.inputs))
-    loss.backward()
-    named = {"loss": loss.detach()}
-    named.update({f"grad:{n}": leaf.grad.detach().clone() for n, leaf in grad_leaves(inst) if leaf.grad is not None})
-    if params:
-        torch.optim.SGD(params, lr=0.01, momentum=0.9).step()
-        named.update({f"param:{n}": p.detach().clone() for n, p in model.named_parameters()})
-    device.synchronize()
-    return named
-
-
 def latency(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
     """Eager forward latency: warm-up, then samples of `inner` calls each, the device synchronised around each.
 
@@ -534,19 +500,13 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "compile-mode": compile_,
     "compile-time": compile_time,
     "cross-version": crossversion.run,
-    "determinism": determinism,
-    "deterministic-backward": flexdet.run,
     "latency": latency,
     "op-latency": lambda spec, factory, inst, device: optiming.run(spec, inst, device),
     "compiled-latency": compiled_latency,
     "compile-cache": compilecache.run,
     "memory": memory_,
     "warnings": warnings_,
-    "checkpoint": checkpoint.run,
-    "training-curve": curve.run,
     "sdpa-backends": sdpa_backends.run,
-    "amp": amp.run,
-    "dataloader": dataloader.run,
     "export": artifacts.run,
     "jit": artifacts.run,
     "aoti": artifacts.run,
@@ -554,4 +514,12 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
 }
 
 
-__all__ = ["ASPECTS", "Skip", "build", "run"]
+
+
+def runner(aspect: str) -> Callable[[CheckSpec, Callable[..., Any], Instance, devices.Device], dict[str, Any]]:
+    """The function that runs a check of `aspect`: its folder's run.run, else this module's table's."""
+    module = part(aspect, "run")
+    return module.run if module is not None else ASPECTS[aspect]
+
+
+__all__ = ["ASPECTS", "Skip", "build", "run", "runner"]

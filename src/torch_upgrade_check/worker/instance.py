@@ -1,7 +1,7 @@
 """A workload built for one device and dtype, and what every aspect does with it: forward, backward, golden.
 
-Shared by the aspects (`checks`), cross-version numerics (`crossversion`) and the FlexAttention
-determinism check (`flexdet`), so none of them imports another.
+Shared by the aspects (`checks`, and each aspect folder's run.py: aspects/<folder>/run.py) and cross-version
+numerics (`crossversion`), so none of them imports another.
 """
 
 from __future__ import annotations

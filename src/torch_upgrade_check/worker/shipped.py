@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import importlib
 import logging
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import checkpoint, crossversion, first_line, tensors
+from torch_upgrade_check.worker import crossversion, first_line, tensors, torchload
 from torch_upgrade_check.worker.instance import Instance, Skip, build
 
 STATE_KEYS = ("model", "state_dict", "model_state_dict")
@@ -93,7 +93,7 @@ def _load_and_run(kind: str, file: Path, inst: Instance | None, device: str) -> 
     call = {"checkpoint": "torch.load", "export": "torch.export.load", "aoti": "torch._inductor.aoti_load_package",
             "jit": "torch.jit.load", "onnx": "onnxruntime.InferenceSession"}[kind]
     if kind == "checkpoint":
-        loaded, status = checkpoint.load(file)
+        loaded, status = torchload.load(file)
         if not status["loaded"]:
             fix = f"; {status['fix']}" if status.get("fix") else ""
             return {}, f"torch.load: {status['load_error']}{fix}"

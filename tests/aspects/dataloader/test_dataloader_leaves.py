@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 
 from conftest import load_report, results_by_id, run_cli, user_project
+from dataloader_rule import judge
 from harness import interpreter
 
-from torch_upgrade_check.analysis.dataloader import judge
 from torch_upgrade_check.model import Outcome
 
 TEAM = '''
@@ -150,8 +150,10 @@ def test_the_candidate_is_held_to_the_baselines_dataclass_namedtuple_and_numpy_b
 
     import torch
 
+    from torch_upgrade_check.aspects.dataloader import baseline
+    from torch_upgrade_check.aspects.dataloader import run as dataloader
     from torch_upgrade_check.model import CheckSpec
-    from torch_upgrade_check.worker import dataloader, workloads
+    from torch_upgrade_check.worker import workloads
     from torch_upgrade_check.worker.instance import build
 
     (tmp_path / "team_leaves.py").write_text(TEAM)
@@ -178,9 +180,9 @@ def test_the_candidate_is_held_to_the_baselines_dataclass_namedtuple_and_numpy_b
         store = {"store": str(tmp_path / str(n))}
         save = CheckSpec("team", "dataloader", "cpu", "float32", "team:build", {"mode": "save", **store})
         compare = CheckSpec("team", "dataloader", "cpu", "float32", "team:build", {"mode": "compare", **store})
-        dataloader._save(save, reference(collate))
-        assert dataloader._against_baseline(compare, inst, reference(collate))["vs_baseline"] == "equal", collate
-        found = dataloader._against_baseline(compare, inst, reference(corrupted(collate)))
+        baseline.save(save, reference(collate))
+        assert baseline.against(compare, inst, reference(collate))["vs_baseline"] == "equal", collate
+        found = baseline.against(compare, inst, reference(corrupted(collate)))
         assert found["vs_baseline"] == "batch", (collate, found)
         d = found["first_difference_vs_baseline"]
         assert (d["key"], d["how"]) == ("images", "1 of 6144 elements differ (max abs diff 1)"), (collate, d)
@@ -191,7 +193,7 @@ def test_an_object_it_cannot_read_is_said_so_and_a_batch_of_nothing_readable_is_
     and a batch with nothing read at all is skipped, not passed."""
     import torch
 
-    from torch_upgrade_check.worker import batchleaves
+    from torch_upgrade_check.aspects.dataloader import leaves as batchleaves
 
     read = batchleaves.read({"x": torch.ones(2), "lock": threading.Lock()})
     assert read.leaves["lock"] == "<not read> _thread.lock" and list(read.unread) == ["lock"]
@@ -214,7 +216,7 @@ def test_the_tensors_inside_a_type_with_its_own_pin_memory_are_judged_and_a_plai
 
     import torch
 
-    from torch_upgrade_check.worker import batchleaves
+    from torch_upgrade_check.aspects.dataloader import leaves as batchleaves
 
     @dataclasses.dataclass
     class Plain:

@@ -41,7 +41,7 @@ OVERFLOW_SCALES = (OVERFLOW_SCALE, 2.0**64, 2.0**96, 2.0**120)
 DEFAULT_SCALE = 2.0**16  # GradScaler's own init_scale: the steps after the overflow start there
 SCALED_ATTEMPTS = 8  # steps at the default scale (halved after each overflow) before giving up
 AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}
-ROUNDOFFS = 64.0  # analysis.verdicts.AMP_ROUNDOFFS (a test holds them equal): within it, no yardstick is needed
+ROUNDOFFS = 64.0  # aspects.amp.judge.AMP_ROUNDOFFS (a test holds them equal): within it, no yardstick is needed
 
 
 def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Device) -> dict[str, Any]:

@@ -17,7 +17,6 @@ and the workload's `checkpoint_extra` object, and then:
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -26,12 +25,10 @@ from typing import Any
 import torch
 
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import crossversion, first_line, randomness, tensors, training
+from torch_upgrade_check.worker import crossversion, first_line, randomness, tensors, torchload, training
 from torch_upgrade_check.worker.devices import Device
 from torch_upgrade_check.worker.instance import Instance, Skip, require_training, tolerances
 
-_GLOBAL = re.compile(r"GLOBAL ([A-Za-z_][\w.]*)")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Device) -> dict[str, Any]:
@@ -56,7 +53,7 @@ def _alone(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device:
         if spec.params.get("mode") == "save":
             torch.save({"torch": str(torch.__version__), "second_step": {k: tensors.host(v) for k, v in uninterrupted.items()},
                         "random_stream": json.dumps(training.random_stream(factory, spec, inst.loss))}, _path(spec, "second-step"))
-        loaded, how = load(path)
+        loaded, how = torchload.load(path)
         metrics = {"mode": spec.params.get("mode") or "alone", "contents": sorted(saved), "rng_states": sorted(saved["rng"]),
                    **how}
         if loaded is None:
@@ -72,7 +69,7 @@ def _resume_the_baselines(spec: CheckSpec, factory: Callable[..., Any], inst: In
     if not path.exists() or not expected_path.exists():
         raise Skip("the baseline saved no checkpoint for this check (it did not run there, or failed there)")
     expected = torch.load(expected_path, map_location="cpu", weights_only=True)
-    loaded, how = load(path)
+    loaded, how = torchload.load(path)
     metrics: dict[str, Any] = {"mode": "compare", "baseline_torch": expected["torch"], **how}
     if loaded is None:
         return metrics
@@ -92,23 +89,6 @@ def _resume_the_baselines(spec: CheckSpec, factory: Callable[..., Any], inst: In
 
 def _path(spec: CheckSpec, what: str) -> Path:
     return crossversion.store_path(spec).with_name(f"{crossversion.store_path(spec).stem}-{what}.pt")
-
-
-def load(path: Path) -> tuple[Any, dict[str, Any]]:
-    """The file read by the default `torch.load` (this torch's `weights_only` default) onto the CPU, as training
-    scripts load before `load_state_dict` copies onto the device; or None, with why and the fix."""
-    try:
-        return torch.load(path, map_location="cpu"), {"loaded": True}
-    except Exception as e:
-        text = _ANSI.sub("", str(e))
-        names = sorted(set(_GLOBAL.findall(text)))
-        fix = (f"call torch.serialization.add_safe_globals([{', '.join(names)}]) before torch.load (or load a file "
-               f"you trust with weights_only=False)" if names else "")
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        first = next((line for line in lines if "Unsupported global" in line or "Unpickler error" in line),
-                     lines[0] if lines else "")
-        return None, {"loaded": False, "load_error": f"{type(e).__name__}: {first}"[:400], "unsafe_globals": names,
-                      "fix": fix}
 
 
 def _resume(factory: Callable[..., Any], spec: CheckSpec, inst: Instance, device: Device,

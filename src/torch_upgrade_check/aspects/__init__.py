@@ -1,14 +1,21 @@
 """Every aspect in one table: where its checks run, how compare treats them, what --fail-on calls their failures,
-what plans them when the default does not, and what a check costs (stdlib only).
+what plans them when the default does not, what a check costs, and the folder that holds its code (stdlib only).
 
 The vocabularies the other modules use (model.ASPECTS, FAIL_KINDS, compare's per-side and A/B aspects, the A/B
 words and units) are derived here from TABLE; the order of TABLE is the order reports list aspects in.
+
+An aspect's folder, `aspects/<folder>/`, holds `run.py` (the worker side: imports torch), `judge.py` (pure: its
+typed `Metrics` in, outcome and reason out) and `render.py` (its summary columns); `part` imports one of them by
+name, so the generic layers (the worker loop, verdicts, the summary) never name an aspect, and this table, which
+model and the orchestrator import, never imports torch.
 """
 
 from __future__ import annotations
 
 import enum
+import importlib
 from dataclasses import dataclass
+from types import ModuleType
 from typing import NamedTuple
 
 
@@ -115,6 +122,9 @@ class Aspect:
     # a file, a DataLoader's batches): the default timeout holds. Rough figures, erring high: see docs/checks.md.
     forwards: float = 0.0
     compiles: float = 0.0
+    # the package under aspects/ that holds its run.py, judge.py and render.py (Python's spelling of the name; the
+    # aspects of one family may share one). "": not moved there yet, the generic layers' own tables still hold it
+    folder: str = ""
 
 
 _W, _C, _FK = Runs.WORKER, InCompare, FailKind  # short, for the table
@@ -131,8 +141,9 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("compile-mode", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(0.1, 1.2, "mlp and matmul compiled again in the device's mode, after their compile check (measured "
                           "alone, 2026-12-04, Inductor's cache empty)"), family="compile", forwards=50, compiles=1),
-    Aspect("determinism", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.2, 0.3), forwards=20),
-    Aspect("deterministic-backward", _W, _C.ALONE, _FK.CORRECTNESS, Cost(None, None, "CUDA only: not measured here"), forwards=20),
+    Aspect("determinism", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.2, 0.3), forwards=20, folder="determinism"),
+    Aspect("deterministic-backward", _W, _C.ALONE, _FK.CORRECTNESS, Cost(None, None, "CUDA only: not measured here"),
+           forwards=20, folder="deterministic_backward"),
     Aspect("latency", _W, _C.AB, _FK.LATENCY, Cost(2.1, 6.0), ab=AB("ms", "latency", Threshold.LATENCY), forwards=100),
     Aspect("op-latency", _W, _C.OPS, _FK.LATENCY,
            Cost(0.9, 10, "compare only: the recorded ops timed on both sides, in 2 fresh process pairs the checks "
@@ -141,14 +152,16 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("fsdp2", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS, Cost(46, 46, "torchrun and 2 processes (gloo)"), forwards=200),
     Aspect("ddp", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS,
            Cost(12, 12, "opt-in (--ddp): torchrun and 2 processes (gloo), 25 s of CPU"), opt_in="--ddp", forwards=200),
-    Aspect("checkpoint", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.7, 0.7), family="training", forwards=50),
-    Aspect("training-curve", _W, _C.SAVED, _FK.CORRECTNESS, Cost(15, 21, "50 steps, twice"), family="training", forwards=400),
+    Aspect("checkpoint", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.7, 0.7), family="training", forwards=50,
+           folder="checkpoint"),
+    Aspect("training-curve", _W, _C.SAVED, _FK.CORRECTNESS, Cost(15, 21, "50 steps, twice"), family="training", forwards=400,
+           folder="training_curve"),
     Aspect("sdpa-backends", _W, _C.ALONE, _FK.CORRECTNESS, Cost(3.0, 3.5), sized=True, forwards=50),
     Aspect("amp", _W, _C.SAVED, _FK.CORRECTNESS, Cost(2.2, 4.1), family="training", dtypes=Dtypes.FLOAT32,
-           sized=True, forwards=100),
+           sized=True, forwards=100, folder="amp"),
     Aspect("dataloader", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(10, 24, "6 DataLoaders of 2 workers: fork, spawn, forkserver, persistent workers off and on "
-                        "(spawned workers import torch)"), dtypes=Dtypes.FIRST),
+                        "(spawned workers import torch)"), dtypes=Dtypes.FIRST, folder="dataloader"),
     Aspect("compile-time", _W, _C.AB, _FK.LATENCY, Cost(62, 62, "3 cold compiles of a small MLP, and a warm-up"),
            opt_in="--compile-time, or a workload's aspects", ab=AB("ms", "cold compile time", Threshold.COMPILE_TIME),
            forwards=10, compiles=2),
@@ -202,6 +215,18 @@ LAST = tuple(a.name for a in TABLE if a.last)
 FLOAT32_ONLY = tuple(a.name for a in TABLE if a.dtypes is Dtypes.FLOAT32)
 FIRST_DTYPE_ONLY = tuple(a.name for a in TABLE if a.dtypes is Dtypes.FIRST)
 SIZED_ASPECTS = tuple(a.name for a in TABLE if a.sized)  # a failure the baseline shares at the same size is excused
+ROLES = ("run", "judge", "render")  # an aspect folder's modules: the worker side, the rule, the summary's columns
+
+
+def part(aspect: str, role: str) -> ModuleType | None:
+    """The module `role` of `aspect`'s folder, imported now (the worker's run.py imports torch: only the worker asks
+    for it); None where the aspect has no folder yet."""
+    if role not in ROLES:
+        raise ValueError(f"an aspect's folder holds {', '.join(ROLES)}, not {role!r}")
+    folder = ASPECT[aspect].folder if aspect in ASPECT else ""
+    return importlib.import_module(f"{__name__}.{folder}.{role}") if folder else None
+
+
 def ab_of(aspect: str) -> AB:
     """An A/B aspect's figure (KeyError for an aspect that is not measured A/B)."""
     figure = ASPECT[aspect].ab

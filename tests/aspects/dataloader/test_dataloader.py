@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from conftest import load_report, results_by_id, run_cli, user_project
+from dataloader_rule import judge
 from harness import interpreter
 
-from torch_upgrade_check.analysis.dataloader import judge
 from torch_upgrade_check.model import Outcome
 
 CHECK = "mlp[float32]/dataloader"
@@ -187,8 +187,10 @@ def test_the_candidate_is_held_to_the_baselines_order_and_batches(tmp_path: Path
     import torch
 
     from torch_upgrade_check.analysis.verdicts import decide
+    from torch_upgrade_check.aspects.dataloader import baseline
+    from torch_upgrade_check.aspects.dataloader import run as dataloader
     from torch_upgrade_check.model import CheckSpec, Observation
-    from torch_upgrade_check.worker import dataloader, workloads
+    from torch_upgrade_check.worker import workloads
     from torch_upgrade_check.worker.instance import build
 
     inst = build(workloads.mlp, "cpu", torch.float32)
@@ -196,15 +198,15 @@ def test_the_candidate_is_held_to_the_baselines_order_and_batches(tmp_path: Path
     dataset = dataloader._dataset(inst)
     reference = dataloader._load(dataset, torch.utils.data.default_collate, dataloader.Loader(0, epochs=2),
                                  dataloader.Expected(dataset, torch.utils.data.default_collate), 60.0)
-    dataloader._save(spec, reference)
-    path = dataloader._path(spec)
+    baseline.save(spec, reference)
+    path = baseline.path_of(spec)
     saved = torch.load(path, weights_only=True)
     compare = CheckSpec("mlp", "dataloader", "cpu", "float32", params={"mode": "compare", "store": str(tmp_path)})
-    assert dataloader._against_baseline(compare, inst, reference)["vs_baseline"] == "equal"
+    assert baseline.against(compare, inst, reference)["vs_baseline"] == "equal"
 
     def against(changed: dict, spec: CheckSpec = compare) -> dict:
         torch.save({**saved, **changed}, path)
-        return dataloader._against_baseline(spec, inst, reference)
+        return baseline.against(spec, inst, reference)
 
     orders = [list(reversed(saved["orders"][0])), saved["orders"][1]]
     found = against({"orders": orders})
@@ -236,8 +238,8 @@ def test_a_worker_that_hangs_dies_or_raises_is_bounded_and_named(torch_python: s
 
     import torch
 
-    from torch_upgrade_check.analysis.dataloader import problem
-    from torch_upgrade_check.worker import dataloader
+    from torch_upgrade_check.aspects.dataloader import run as dataloader
+    from torch_upgrade_check.aspects.dataloader.judge import Loader, problem
 
     class Faulty(torch.utils.data.Dataset):
         def __init__(self, fault: str) -> None:
@@ -267,11 +269,13 @@ def test_a_worker_that_hangs_dies_or_raises_is_bounded_and_named(torch_python: s
         orders = dataloader._load(dataset, collate, dataloader.Loader(0, epochs=2), expected, 2.0)["orders"]
         began = time.monotonic()
         result = dataloader._checked(dataset, collate, dataloader.Loader(2, "fork"), expected, 2.0, orders)
-        assert result["outcome"] == outcome and problem(result).startswith(said), (fault, problem(result))
+        said_here = problem(Loader.from_dict(result))
+        assert result["outcome"] == outcome and said_here.startswith(said), (fault, said_here)
         assert time.monotonic() - began < 30, fault  # the timeout, then DataLoader's 5 s join before it terminates
         if fault == "die":
             assert "killed by signal: Killed" in result["error"], result["error"]
-    assert "… ValueError: item " in problem(result) and problem(result).endswith(" is corrupt"), problem(result)
+    said_here = problem(Loader.from_dict(result))
+    assert "… ValueError: item " in said_here and said_here.endswith(" is corrupt"), said_here
 
 
 def run_of(method: str = "spawn", persistent: bool = False, **fields: object) -> dict:

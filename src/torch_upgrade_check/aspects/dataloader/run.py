@@ -33,17 +33,18 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Subset, default_collate
 
+from torch_upgrade_check.aspects.dataloader import baseline
+from torch_upgrade_check.aspects.dataloader import leaves as batchleaves
+from torch_upgrade_check.aspects.dataloader.leaves import leaf_difference, leaves
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import batchleaves, crossversion, first_line, tensors
-from torch_upgrade_check.worker.batchleaves import leaf_difference, leaves
+from torch_upgrade_check.worker import first_line
 from torch_upgrade_check.worker.devices import Device
-from torch_upgrade_check.worker.instance import Instance, Skip, tolerances
+from torch_upgrade_check.worker.instance import Instance, Skip
 
 WORKERS = 2
 BATCH = 8
@@ -107,9 +108,9 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: De
         "cross_version_rule": "bitwise" if not spec.factory else "bitwise, or floating tensors within rtol/atol",
     }
     if spec.params.get("mode") == "save":
-        _save(spec, reference)
+        baseline.save(spec, reference)
     elif spec.params.get("mode") == "compare":
-        metrics.update(_against_baseline(spec, inst, reference))
+        metrics.update(baseline.against(spec, inst, reference))
     return metrics
 
 
@@ -261,13 +262,9 @@ def _checked(dataset: Any, collate: Callable[[list[Any]], Any], loader: Loader, 
     if first != ref:
         k = next((i for i, (a, b) in enumerate(zip(first, ref)) if a != b), min(len(first), len(ref)))
         return {**result, "outcome": "differs", "first_difference": {
-            "epoch": 1, "batch": k, "key": "", "how": f"the sampler handed out indices {_at(first, k)} where "
-                                                      f"num_workers=0's handed out {_at(ref, k)}"}}
+            "epoch": 1, "batch": k, "key": "", "how": f"the sampler handed out indices {baseline.at(first, k)} where "
+                                                      f"num_workers=0's handed out {baseline.at(ref, k)}"}}
     return {**result, "outcome": "equal"}
-
-
-def _at(order: list[list[int]], k: int) -> Any:
-    return order[k] if k < len(order) else "nothing (the epoch ended)"
 
 
 def _reordered(got: dict[str, Any], handed: list[list[int]], at: int, expected: Expected) -> dict[str, Any]:
@@ -368,50 +365,3 @@ class _StderrTail:
         if data:
             os.write(2, data)
         self.text = data.decode(errors="replace")[-20000:]
-
-
-def _path(spec: CheckSpec) -> Path:
-    return crossversion.store_path(spec).with_suffix(".batches.pt")
-
-
-def _save(spec: CheckSpec, reference: dict[str, Any]) -> None:
-    path = _path(spec)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"torch": str(torch.__version__), "orders": reference["orders"], "batches": reference["first_epoch"]},
-               path)
-
-
-def _against_baseline(spec: CheckSpec, inst: Instance, reference: dict[str, Any]) -> dict[str, Any]:
-    """num_workers=0's orders (every epoch) and first epoch's batches against the baseline's: the same order and
-    leaves bitwise; for a team's dataset, floating tensors may instead be within the workload's rtol/atol (its items
-    may be computed by torch ops whose rounding a release changed)."""
-    path = _path(spec)
-    if not path.exists():  # this side's own loaders are still judged
-        return {"vs_baseline": "none"}
-    saved = torch.load(path, map_location="cpu", weights_only=True)
-    out: dict[str, Any] = {"baseline_torch": saved["torch"]}
-    for e, (mine, theirs) in enumerate(zip(reference["orders"], saved["orders"])):
-        if mine != theirs:
-            k = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
-            return {**out, "vs_baseline": "order", "first_difference_vs_baseline": {
-                "epoch": e + 1, "batch": k, "indices": _at(mine, k), "baseline_indices": _at(theirs, k)}}
-    rtol, atol = tolerances(spec, inst)
-    worst, rounded = 0.0, 0
-    for k, (mine, theirs) in enumerate(zip(reference["first_epoch"], saved["batches"])):
-        for key in [*theirs, *(x for x in mine if x not in theirs)]:
-            how = leaf_difference(mine.get(key), theirs.get(key)).replace("num_workers=0", "the baseline")
-            if not how:
-                continue
-            a, b = mine.get(key), theirs.get(key)
-            close = (spec.factory and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and
-                     a.is_floating_point() and a.dtype == b.dtype and a.shape == b.shape)
-            if close:
-                gap = tensors.difference(tensors.host(a).double(), tensors.host(b).double())
-                if bool((gap <= atol + rtol * tensors.host(b).double().abs()).all()):
-                    worst, rounded = max(worst, float(gap.max())), rounded + 1
-                    continue
-            return {**out, "vs_baseline": "batch", "first_difference_vs_baseline": {
-                "epoch": 1, "batch": k, "key": key, "how": how}}
-    return {**out, "vs_baseline": "equal" if not rounded else "within tolerance", "compared_batches":
-            len(saved["batches"]), **({"rounded_leaves": rounded, "max_abs_diff_vs_baseline": worst,
-                                       "rtol": rtol, "atol": atol} if rounded else {})}

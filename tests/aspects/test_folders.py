@@ -1,0 +1,45 @@
+"""An aspect with a folder is whole there: run.py, judge.py (a frozen, typed Metrics and its rule), render.py (its
+columns), and no generic layer spells its name: the worker loop, verdicts and the summary find it through the row."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from torch_upgrade_check.aspects import ROLES, TABLE, part
+from torch_upgrade_check.aspects._metrics import Recorded
+from torch_upgrade_check.report.columns import Column
+
+PKG = Path(__file__).resolve().parents[2] / "src" / "torch_upgrade_check"
+FOLDERED = [a for a in TABLE if a.folder]
+# the generic layers: they reach an aspect's code through aspects.part, never by its name
+GENERIC = ("worker/checks.py", "analysis/verdicts.py", "report/checks.py", "report/comparison.py", "report/summary.py",
+           "report/junit.py", "orchestrate/measure.py")
+
+
+@pytest.mark.parametrize("aspect", FOLDERED, ids=lambda a: a.name)
+def test_the_folder_holds_every_part(aspect) -> None:
+    folder = PKG / "aspects" / aspect.folder
+    assert all((folder / f"{role}.py").is_file() for role in ROLES), sorted(p.name for p in folder.iterdir())
+    judge, render = part(aspect.name, "judge"), part(aspect.name, "render")
+    metrics = judge.Metrics
+    assert issubclass(metrics, Recorded) and metrics.__dataclass_params__.frozen
+    assert all(f.type != "Any" for f in dataclasses.fields(metrics)), "every field has its type"
+    assert callable(judge.judge)
+    assert render.COLUMNS and all(isinstance(c, Column) for c in (*render.COLUMNS, render.PRIMARY))
+
+
+@pytest.mark.parametrize("aspect", FOLDERED, ids=lambda a: a.name)
+def test_no_generic_layer_spells_a_foldered_aspects_name(aspect) -> None:
+    spelled = [path for path in GENERIC if re.search(rf"[\"']{re.escape(aspect.name)}[\"']", (PKG / path).read_text())]
+    assert spelled == []
+
+
+def test_an_aspect_without_a_folder_has_no_parts_and_a_wrong_role_is_refused() -> None:
+    bare = next(a.name for a in TABLE if not a.folder)
+    assert part(bare, "judge") is None
+    with pytest.raises(ValueError, match="run, judge, render"):
+        part(FOLDERED[0].name, "verdict")
