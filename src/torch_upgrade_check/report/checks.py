@@ -61,9 +61,6 @@ _COLUMNS = {
                      Column("compiles", "samples_ms", "count")),
     "determinism": (Column("max abs diff", "max_abs_diff"), Column("bitwise equal", "bitwise_equal"),
                     Column("differing tensors", "differing_tensors")),
-    "fsdp2": (Column("max abs err", "max_abs_err"), Column("world size", "world_size"), Column("backend", "backend")),
-    "ddp": (Column("max abs err", "max_abs_err"), Column("world size", "world_size"), Column("backend", "backend"),
-            Column("torchrun exit", "torchrun_exit")),
 }
 # The value a table sorts by (largest first, after the outcome) and a matrix cell shows; max abs err by default.
 _PRIMARY = {"latency": Column("median", "median_ms", "ms"), "compiled-latency": Column("median", "median_ms", "ms"),
