@@ -198,7 +198,7 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("artifact", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.1, 0.2, "a checkpoint or a .pt2 program already imported"),
            opt_in="the config's artifacts:", family="artifact"),
     Aspect("fleet-memory", Runs.REPORT, _C.REPORT, _FK.MEMORY, None, opt_in="--fleet (or the config's fleet:) with a "
-                                                                            "memory"),
+                                                                            "memory", folder="fleet_memory"),
 )
 ASPECT = {a.name: a for a in TABLE}
 
