@@ -703,7 +703,7 @@ def test_a_shard_of_another_shape_is_counted_never_skipped(torch_python: str) ->
     this rank's) is counted as unmatched and named, not skipped."""
     import torch
 
-    from torch_upgrade_check.worker import fsdp2
+    from torch_upgrade_check.aspects.fsdp2 import run as fsdp2
 
     model, ref = torch.nn.Linear(4, 6), torch.nn.Linear(4, 6)
     for m in (model, ref):
@@ -807,7 +807,7 @@ def test_ddp_under_torchrun_matches_the_unsharded_model_and_shuts_down_on_the_re
     assert "every rank exited 0, shut down in" in result["reason"] and "peak host RAM per rank" in result["reason"]
 
 
-@pytest.mark.fast  # in the fast tier: it starts worker.ddp (torchrun), the one test that does
+@pytest.mark.fast  # in the fast tier: it starts aspects.ddp.run (torchrun), the one test that does
 def test_a_rank_that_hangs_at_shutdown_fails_ddp_within_bounded_time_and_is_killed(tmp_path: Path,
                                                                                   torch_python: str) -> None:
     """Issue 34: torchrun jobs whose ranks hang in the process group's teardown (pytorch#198305, #161860). Rank 1's
@@ -834,7 +834,7 @@ def test_a_global_loss_off_by_a_tenth_of_a_percent_fails_ddp(tmp_path: Path, tor
     assert result["reason"].startswith("the DDP model's loss differs from the unsharded model's"), result["reason"]
 
 
-# the second bucket DDP all-reduces once it has rebuilt its buckets (worker/ddp.py's BUCKET_CAP_MB): the attention's
+# the second bucket DDP all-reduces once it has rebuilt its buckets (aspects/ddp/run.py's BUCKET_CAP_MB): the attention's
 BUCKET_1 = {"norm1.weight", "norm1.bias", "self_attn.out_proj.bias", "self_attn.out_proj.weight",
             "self_attn.in_proj_bias", "self_attn.in_proj_weight"}
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from torch_upgrade_check.aspects import ROLES, TABLE, part
+from torch_upgrade_check.aspects import ROLES, TABLE, Runs, part
 from torch_upgrade_check.aspects._metrics import Recorded
 from torch_upgrade_check.report.columns import Column
 
 PKG = Path(__file__).resolve().parents[2] / "src" / "torch_upgrade_check"
 FOLDERED = [a for a in TABLE if a.folder]
+WORKER_SIDE = (Runs.WORKER, Runs.TORCHRUN)  # rows whose checks run in a worker (the others have no run.py)
 # the generic layers: they reach an aspect's code through aspects.part, never by its name
 GENERIC = ("worker/checks.py", "analysis/verdicts.py", "report/checks.py", "report/comparison.py", "report/summary.py",
            "report/junit.py", "orchestrate/measure.py")
@@ -23,12 +24,15 @@ GENERIC = ("worker/checks.py", "analysis/verdicts.py", "report/checks.py", "repo
 @pytest.mark.parametrize("aspect", FOLDERED, ids=lambda a: a.name)
 def test_the_folder_holds_every_part(aspect) -> None:
     folder = PKG / "aspects" / aspect.folder
-    assert all((folder / f"{role}.py").is_file() for role in ROLES), sorted(p.name for p in folder.iterdir())
+    roles = ROLES if aspect.runs in WORKER_SIDE else tuple(r for r in ROLES if r != "run")
+    assert all((folder / f"{role}.py").is_file() for role in roles), sorted(p.name for p in folder.iterdir())
+    assert aspect.runs in WORKER_SIDE or not (folder / "run.py").exists(), "no worker side: decided from a report"
     judge, render = part(aspect.name, "judge"), part(aspect.name, "render")
     metrics = judge.Metrics
     assert issubclass(metrics, Recorded) and metrics.__dataclass_params__.frozen
     assert all(f.type != "Any" for f in dataclasses.fields(metrics)), "every field has its type"
-    assert callable(judge.judge)
+    # a worker's result is judged from its Metrics (verdicts); one decided from a report, from the report's results
+    assert callable(judge.judge if aspect.runs in WORKER_SIDE else judge.judge_report)
     assert render.COLUMNS and all(isinstance(c, Column) for c in (*render.COLUMNS, render.PRIMARY))
 
 

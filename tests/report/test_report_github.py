@@ -101,7 +101,10 @@ def test_report_package_is_pure_and_only_github_py_touches_github() -> None:
     for path in (SRC / "report").glob("*.py"):
         assert not effects.search(path.read_text(encoding="utf-8")), f"{path.name} has I/O; renderers are pure"
     github_only = re.compile(r"[\"'](GITHUB_OUTPUT|GITHUB_STEP_SUMMARY)[\"']|[\"']::(error|warning|notice)\b")
-    offenders = [p.name for p in SRC.rglob("*.py") if p.name != "github.py" and p.parent.name != "report"
+    # canary_workflow.py is the text of a workflow `init --canary` writes (its steps' own echo "::warning ..."),
+    # not this program writing to GitHub
+    writers_of_text = {"github.py", "canary_workflow.py"}
+    offenders = [p.name for p in SRC.rglob("*.py") if p.name not in writers_of_text and p.parent.name != "report"
                  and github_only.search(p.read_text(encoding="utf-8"))]
     assert offenders == [], "only github.py may write GitHub's files and workflow commands"
 

@@ -9,11 +9,8 @@ floor (MIN_DRIVER) runs the wheel's SASS, but its JIT cannot compile PTX from a 
 serves through PTX alone needs the driver the wheel's toolkit shipped with (PTX_DRIVER). torch 2.8's cu128 wheels dropped sm_50-sm_61 (pytorch/pytorch#157517):
 a fleet with a GTX 1080 (sm_61) fails here, naming it.
 
-The fleet's smallest card (`memory=24GiB`) is judged on a CUDA runner only, after the checks ran: each
-workload's peak device memory (its `memory` check's `peak_bytes`, torch.cuda.max_memory_allocated counted from
-before the workload was built: its weights and inputs count) must fit in it (`environment[-]/fleet-memory`).
-The peak is the allocator's, without the CUDA context and the cache's
-fragmentation, so a workload that fits here by a hair may still not fit on the card: the rule is a floor.
+The fleet's smallest card (`memory=24GiB`) is parsed here and judged after the checks ran, as
+`environment[-]/fleet-memory`: aspects/fleet_memory/judge.py has the rule.
 """
 
 from __future__ import annotations
@@ -22,12 +19,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torch_upgrade_check.analysis.verdicts import format_bytes
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import CheckResult, Outcome
 
 WORKLOAD, DTYPE, ASPECT = "environment", "-", "fleet"
-MEMORY_ASPECT = "fleet-memory"
 MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*(gib|gb|mib|mb|tib|tb)$", re.IGNORECASE)
 MEMORY_UNITS = {"mib": 2**20, "gib": 2**30, "tib": 2**40, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")  # the last digit is the minor version
@@ -105,48 +100,6 @@ def parse_fleet(value: object, key: str) -> tuple[tuple[str, ...], str, int]:
         raise UsageError(f"{key} must list GPU architectures, the oldest driver and the smallest card's memory, "
                          f"{form}, got {value!r}")
     return tuple(archs), driver, memory
-
-
-def judge_memory(memory: int, results: Sequence[CheckResult], *, device: str, label: str,
-                 repro: str = "") -> CheckResult:
-    """`environment[-]/fleet-memory`: failed when a workload's peak device memory (its memory check) exceeds the
-    fleet's smallest card, naming workload, peak and card; skipped off CUDA (no device peak to judge) or when no
-    memory check measured a peak. Fails as `memory` (--fail-on)."""
-    card = format_bytes(memory)
-
-    def result(outcome: Outcome, reason: str, **metrics: Any) -> CheckResult:
-        return CheckResult(WORKLOAD, MEMORY_ASPECT, device, DTYPE, outcome, reason=reason, repro=repro,
-                           metrics={"fleet_memory_bytes": memory, **metrics})
-
-    if device != "cuda":
-        return result(Outcome.SKIPPED, f"the checks ran on {device}: the peak memory of each workload is judged "
-                                       f"against the fleet's smallest card ({card}) on a CUDA runner")
-    peaks = {f"{r.workload}[{r.dtype}]": float(r.metrics["peak_bytes"]) for r in results
-             if r.aspect == "memory" and r.device == "cuda" and r.outcome is not Outcome.ERROR
-             and isinstance(r.metrics.get("peak_bytes"), (int, float))}
-    unmeasured = sorted(f"{r.workload}[{r.dtype}]" for r in results
-                        if r.aspect == "memory" and r.device == "cuda" and f"{r.workload}[{r.dtype}]" not in peaks)
-    if not peaks and unmeasured:  # each ran and none finished: out of memory on the runner's own card, likeliest
-        return result(Outcome.SUSPICIOUS, f"no peak was measured for {', '.join(unmeasured)} (its memory check did "
-                                          f"not finish), so none is judged against the fleet's smallest card "
-                                          f"({card})", peaks={}, over=[], unmeasured=unmeasured)
-    if not peaks:
-        return result(Outcome.SKIPPED, f"no memory check measured a peak on cuda (torch {label}): run the workloads' "
-                                       f"memory checks to judge them against the fleet's smallest card ({card})")
-    over = {w: b for w, b in peaks.items() if b > memory}
-    metrics = {"peaks": peaks, "over": sorted(over), "unmeasured": unmeasured}
-    if over:
-        named = "; ".join(f"{w} peaks at {format_bytes(b)}" for w, b in sorted(over.items(), key=lambda e: -e[1]))
-        return result(Outcome.FAILED, f"torch {label}: {named}, more than the fleet's smallest card ({card}) "
-                                      "holds", **metrics)
-    top, peak = max(peaks.items(), key=lambda e: e[1])
-    if unmeasured:  # an out-of-memory error is the likeliest reason: never "every workload fits"
-        return result(Outcome.SUSPICIOUS, f"no peak was measured for {', '.join(unmeasured)} (its memory check did "
-                                          f"not finish), so it is not judged against the fleet's smallest card "
-                                          f"({card}); the others fit, the largest peak is {top}'s "
-                                          f"{format_bytes(peak)}", **metrics)
-    return result(Outcome.PASSED, f"every workload fits the fleet's smallest card ({card}); the largest peak is "
-                                  f"{top}'s {format_bytes(peak)}", **metrics)
 
 
 def judge(archs: Sequence[str], driver: str, environment: Mapping[str, Any], *, label: str, device: str,

@@ -16,15 +16,9 @@ Rules (thresholds are recorded on each result):
 - warnings: listed; passes (compare judges what is new in the candidate: analysis.sides).
 - export, jit: the program built, saved and reloaded in a fresh process (in compare also the baseline's
   saved program), every output by the compile rule against eager's (analysis.artifacts).
-- fsdp2: each step's reduced gradient shards within FSDP2_GRAD_TOL (of each gradient's RMS) of the unsharded
-  model's gradients (a shard that could not be compared fails), each step's loss and the parameters after the
-  sharded steps within FSDP2_ATOL or FSDP2_RTOL*|unsharded| (NaN fails).
 - an aspect with a folder (aspects/<folder>/, its row's `folder`): its judge.py's rule, on its typed Metrics
-  (dataloader; the training family: checkpoint, training-curve, amp; determinism, deterministic-backward).
-- fsdp2 and ddp run under torchrun: every rank exited 0 and shut its process group down within the shutdown bound
-  (a rank still running then is named, and was killed), then fsdp2's rule (on DDP's all-reduced, whole, gradients);
-  in compare also each step's loss and gradients and the parameters after the steps against the baseline's, by the
-  cross-version rule (analysis.distributed).
+  (dataloader; the training family: checkpoint, training-curve, amp; determinism, deterministic-backward; the
+  distributed ones: fsdp2, ddp).
 """
 
 from __future__ import annotations
@@ -32,21 +26,13 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, distributed, stats
+from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, stats
 from torch_upgrade_check.analysis.closeness import as_float, plural_of, short
 from torch_upgrade_check.aspects import ARTIFACT_ASPECTS, COMPILE_ASPECTS, part
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
-
-FSDP2_ATOL = 1e-5
-FSDP2_RTOL = 1e-4
-# fsdp2 (float32, the one dtype it runs): a reduced gradient shard's largest error, in units of the unsharded
-# gradient's RMS. Two gloo ranks show 3e-6 on transformer_block (the sharded forward batches 2 samples, the
-# unsharded 4: float32 rounding); a collective off by 0.1% shows 1e-3 or more. What it promises: a reduction
-# whose error reaches 1e-4 of a gradient's RMS in any element fails.
-FSDP2_GRAD_TOL = 1e-4
 
 
 def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, float] | None = None, repro: str = "") -> CheckResult:
@@ -117,11 +103,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         reason = f"peak {format_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
         if "host_peak_bytes" in m:
             reason += f"; host RAM +{format_bytes(m['host_peak_bytes'])} (peak resident set growth)"
-    elif spec.aspect in ("fsdp2", "ddp"):
-        outcome, reason, thresholds = _under_torchrun(m, DISTRIBUTED_WORDS[spec.aspect])
-        if m.get("mode") == "compare":  # and against the baseline's steps
-            outcome, reason, thresholds = _and_baseline(m, DISTRIBUTED_WORDS[spec.aspect], spec.dtype,
-                                                        (outcome, reason, thresholds))
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
     details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
@@ -130,101 +111,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
     if spec.aspect == "compile-cache":  # the warm process's own words: its traceback, or its output's last lines
         details = str(m.get("warm_traceback") or m.get("warm_tail") or "")
     return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds, details=details, **base)
-
-
-@dataclass(frozen=True)
-class Words:
-    """How a distributed check's reasons name its model and gradients (one rule, fsdp2's, judges both)."""
-
-    model: str  # "the sharded model's loss"
-    gradients: str  # "the reduced gradients differ"
-    piece: str  # "shard of linear1.weight"
-    one: str  # "no reduced gradient shard was compared"; "24 reduced gradient shards could not be"
-    counted: str  # "72 reduced gradient shards within …"
-
-
-# DDP's gradients are whole, all-reduced on every rank: each is one "shard" of itself to the shared rule
-DISTRIBUTED_WORDS = {
-    "fsdp2": Words("sharded", "reduced gradients", "shard", "reduced gradient shard", "reduced gradient shards"),
-    "ddp": Words("DDP", "all-reduced gradients", "gradient", "all-reduced gradient",
-                 "all-reduced gradients (each rank's)"),
-}
-
-
-def _fsdp2(m: dict[str, Any], words: Words) -> tuple[Outcome, str, dict[str, Any]]:
-    """Every step's reduced gradient shards within FSDP2_GRAD_TOL of the unsharded gradients' RMS, every one of them
-    compared, and each step's loss and the parameters after the steps within FSDP2_ATOL (or FSDP2_RTOL) of the
-    unsharded model's. A missing or NaN figure fails (an old worker, a NaN parameter)."""
-    grad = as_float(m.get("max_grad_err"))
-    thresholds = {"atol": FSDP2_ATOL, "rtol": FSDP2_RTOL, "grad_tol": FSDP2_GRAD_TOL,
-                  "grad_tol_scaled_by": "each unsharded gradient's RMS"}
-    where = f"{m.get('world_size')} ranks ({m.get('backend')})"
-    shards = (f"{m.get('grad_shards_compared')} {words.counted} within {short(grad)} of each gradient's RMS "
-              f"(worst {m.get('worst_grad')}, "
-              f"step {m.get('worst_grad_step')}, rank {m.get('worst_grad_rank')}; at most {FSDP2_GRAD_TOL:g})")
-    params = _fsdp2_errors("parameters", m.get("max_abs_err"), m.get("max_rel_err"))
-    losses = _fsdp2_errors("losses", m.get("max_loss_err"), m.get("max_loss_rel_err"))
-    if not m.get("grad_shards_compared"):  # the worker's worst error starts at 0.0: none compared must not pass
-        return Outcome.FAILED, f"no {words.one} was compared with the unsharded model's on {where}", thresholds
-    if not grad <= FSDP2_GRAD_TOL:  # NaN (an old worker) fails too
-        return Outcome.FAILED, (f"the {words.gradients} differ from the unsharded model's on {where}: {words.piece} of "
-                                f"{m.get('worst_grad')} at step {m.get('worst_grad_step')} (rank "
-                                f"{m.get('worst_grad_rank')}) off by {short(grad)} of its RMS, beyond "
-                                f"{FSDP2_GRAD_TOL:g}; {params}"), thresholds
-    if m.get("grad_shards_unmatched") != 0:  # missing: an old worker, which skipped such shards silently
-        return Outcome.FAILED, (f"{m.get('grad_shards_unmatched')} {words.one}s on {where} could not be "
-                                f"compared with the unsharded model's gradient: their shape is not its chunk along "
-                                f"their shard dimension (first: {m.get('unmatched_grad')}); {shards}"), thresholds
-    if not _fsdp2_within(m.get("max_abs_err"), m.get("max_rel_err")):
-        return Outcome.FAILED, (f"differs from the unsharded model after {m.get('steps')} steps on {where}: {params}; "
-                                f"{shards}"), thresholds
-    if not _fsdp2_within(m.get("max_loss_err"), m.get("max_loss_rel_err")):
-        return Outcome.FAILED, (f"the {words.model} model's loss differs from the unsharded model's on {where} (worst at step "
-                                f"{m.get('worst_loss_step')}): {losses}, beyond {FSDP2_ATOL:g} (or {FSDP2_RTOL:g} "
-                                f"relative); {shards}; {params}"), thresholds
-    return Outcome.PASSED, (f"matches the unsharded model in each of {m.get('steps')} steps on {where}: {shards}; "
-                            f"{losses}; {params}"), thresholds
-
-
-def _under_torchrun(m: dict[str, Any], words: Words) -> tuple[Outcome, str, dict[str, Any]]:
-    """fsdp2 and ddp: every rank shut down within the bound and exited 0 under torchrun, then the fsdp2 rule (DDP's
-    gradients are whole: each is one "shard" of itself). A missing figure fails (an old worker)."""
-    outcome, reason, thresholds = _fsdp2(m, words)
-    thresholds = {**thresholds, "shutdown_timeout_s": m.get("shutdown_timeout_s")}
-    where = f"{m.get('world_size')} ranks ({m.get('backend')}, {m.get('launcher')})"
-    hung, left = m.get("hung_ranks"), m.get("left_running")
-    if hung is None or left is None or hung or left:
-        ranks = ", ".join(f"rank {r}" for r in hung or []) or "a rank"
-        return Outcome.FAILED, (f"{ranks} did not finish destroy_process_group within {m.get('shutdown_timeout_s')} s "
-                                f"of the last rank reaching it on {where}: the process group's shutdown hangs "
-                                f"(pids {left or '?'} left running, killed); the training steps: {reason}"), thresholds
-    if m.get("torchrun_exit") != 0:
-        tail = (m.get("torchrun_tail") or "").strip().splitlines()[-1:] or [""]
-        return Outcome.FAILED, (f"torchrun exited {m.get('torchrun_exit')} after every rank shut down on {where}: "
-                                f"a rank's exit status was not 0 ({tail[0]}); the training steps: {reason}"), thresholds
-    peaks = ", ".join(format_bytes(b) if isinstance(b, int) else "?" for b in m.get("rank_peak_host_bytes") or [])
-    shut = ", ".join(f"{s:.2f} s" if isinstance(s, (int, float)) else "?" for s in m.get("shutdown_s") or [])
-    return outcome, f"{reason}; every rank exited 0, shut down in {shut}; peak host RAM per rank {peaks}", thresholds
-
-
-def _and_baseline(m: dict[str, Any], words: Words, dtype: str,
-                  alone: tuple[Outcome, str, dict[str, Any]]) -> tuple[Outcome, str, dict[str, Any]]:
-    """compare's candidate: the comparison with the unsharded model, then the one with the baseline's steps."""
-    outcome, reason, thresholds = alone
-    ok, said, against = distributed.against_baseline(m, words.model, dtype)
-    thresholds = {**thresholds, "vs_baseline": against}
-    if outcome is Outcome.PASSED and not ok:
-        return Outcome.FAILED, f"{said}; against the unsharded model: {reason}", thresholds
-    return outcome, f"{reason}; against the baseline: {said}", thresholds
-
-
-def _fsdp2_within(abs_err: Any, rel_err: Any) -> bool:
-    """Within FSDP2_ATOL or FSDP2_RTOL relative; NaN (a NaN tensor, or no figure) is never within."""
-    return as_float(abs_err) <= FSDP2_ATOL or as_float(rel_err) <= FSDP2_RTOL
-
-
-def _fsdp2_errors(what: str, abs_err: Any, rel_err: Any) -> str:
-    return f"{what} max abs err {short(abs_err)}, max rel err {short(rel_err)}"
 
 
 def _sdpa_backends(m: dict[str, Any], dtype: str) -> tuple[Outcome, str, dict[str, Any]]:

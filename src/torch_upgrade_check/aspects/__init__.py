@@ -149,9 +149,11 @@ TABLE: tuple[Aspect, ...] = (
            Cost(0.9, 10, "compare only: the recorded ops timed on both sides, in 2 fresh process pairs the checks "
                          "share; the one that records first the most"), compare_only=True, forwards=200),
     Aspect("memory", _W, _C.AB, _FK.MEMORY, Cost(0.3, 0.8), ab=AB("bytes", "peak memory", Threshold.MEMORY), forwards=10),
-    Aspect("fsdp2", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS, Cost(46, 46, "torchrun and 2 processes (gloo)"), forwards=200),
+    Aspect("fsdp2", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS, Cost(46, 46, "torchrun and 2 processes (gloo)"), forwards=200,
+           folder="fsdp2"),
     Aspect("ddp", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS,
-           Cost(12, 12, "opt-in (--ddp): torchrun and 2 processes (gloo), 25 s of CPU"), opt_in="--ddp", forwards=200),
+           Cost(12, 12, "opt-in (--ddp): torchrun and 2 processes (gloo), 25 s of CPU"), opt_in="--ddp", forwards=200,
+           folder="ddp"),
     Aspect("checkpoint", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.7, 0.7), family="training", forwards=50,
            folder="checkpoint"),
     Aspect("training-curve", _W, _C.SAVED, _FK.CORRECTNESS, Cost(15, 21, "50 steps, twice"), family="training", forwards=400,
@@ -197,7 +199,7 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("artifact", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.1, 0.2, "a checkpoint or a .pt2 program already imported"),
            opt_in="the config's artifacts:", family="artifact"),
     Aspect("fleet-memory", Runs.REPORT, _C.REPORT, _FK.MEMORY, None, opt_in="--fleet (or the config's fleet:) with a "
-                                                                            "memory"),
+                                                                            "memory", folder="fleet_memory"),
 )
 ASPECT = {a.name: a for a in TABLE}
 

@@ -61,12 +61,12 @@ def fleet_result(fleet: Fleet, environment: dict, device: str, repro: str) -> Ch
 def fleet_memory(fleet: Fleet, report: Report, repro: str) -> Report:
     """`report` with `environment[-]/fleet-memory` added when the fleet names its smallest card's memory: every
     workload's measured peak device memory must fit in it (judged on CUDA; skipped, saying so, elsewhere)."""
-    from torch_upgrade_check.analysis import fleet as judging
+    from torch_upgrade_check.aspects.fleet_memory import judge as judging
 
     memory = fleet[2]
     if not memory:
         return report
-    judged = judging.judge_memory(memory, report.results, device=report.device, label=report.label, repro=repro)
+    judged = judging.judge_report(memory, report.results, device=report.device, label=report.label, repro=repro)
     return replace(report, results=(*report.results, judged))
 
 

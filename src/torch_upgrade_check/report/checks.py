@@ -59,9 +59,6 @@ _COLUMNS = {
     "compile-mode": (Column("compile", "compile_time_s", "s"), *_CORRECTNESS),
     "compile-time": (Column("median", "median_ms", "ms"), Column("IQR", "iqr_ms", "ms"),
                      Column("compiles", "samples_ms", "count")),
-    "fsdp2": (Column("max abs err", "max_abs_err"), Column("world size", "world_size"), Column("backend", "backend")),
-    "ddp": (Column("max abs err", "max_abs_err"), Column("world size", "world_size"), Column("backend", "backend"),
-            Column("torchrun exit", "torchrun_exit")),
 }
 # The value a table sorts by (largest first, after the outcome) and a matrix cell shows; max abs err by default.
 _PRIMARY = {"latency": Column("median", "median_ms", "ms"), "compiled-latency": Column("median", "median_ms", "ms"),

@@ -16,18 +16,16 @@ from typing import Any
 
 import torch
 
-from torch_upgrade_check.aspects import part
+from torch_upgrade_check.aspects import ASPECT, Runs, part
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import (
     artifacts,
     compilecache,
     compiling,
     crossversion,
-    ddp,
     devices,
     environment,
     error_text,
-    fsdp2,
     onnxexport,
     opprofile,
     optiming,
@@ -66,10 +64,9 @@ def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = No
     support = device.supports_dtype(spec.dtype)
     if not support.ok:
         raise Skip(support.reason)
-    if spec.aspect == "fsdp2":
-        return fsdp2.run(spec, device)
-    if spec.aspect == "ddp":
-        return ddp.run(spec, device)
+    ranks = part(spec.aspect, "run") if spec.aspect in ASPECT and ASPECT[spec.aspect].runs is Runs.TORCHRUN else None
+    if ranks is not None:  # torchrun's ranks build their own model: no factory, no instance here
+        return ranks.run(spec, device)
     factory = resolve_factory(spec)
     with device.precision(spec.dtype) as flags:
         inst = _instance(spec, factory, device, cache)

@@ -1,4 +1,4 @@
-"""What a distributed check's trained model computed, kept for compare's other side (worker/fsdp2.py, worker/ddp.py):
+"""What a distributed check's trained model computed, kept for compare's other side (aspects/fsdp2/run.py, aspects/ddp/run.py):
 each step's global loss and reduced gradients, the parameters after the steps, each beside its fp64 golden (the
 unsharded model trained in float64 on the CPU from the same weights and batches), with the starting weights and the
 batches. The baseline saves it; the candidate starts from the baseline's weights and batches and is judged by the

@@ -1,5 +1,5 @@
 """Training checks under torchrun: `python -m torch.distributed.run --standalone` starts the ranks, each runs a
-trainer's steps (worker/ddp.py: DistributedDataParallel; worker/fsdp2.py: fully_shard), judged against the unsharded
+trainer's steps (aspects/ddp/run.py: DistributedDataParallel; aspects/fsdp2/run.py: fully_shard), judged against the unsharded
 single-process model, then every rank must exit 0 and the process group must shut down: `destroy_process_group`
 returns on every rank within SHUTDOWN_TIMEOUT_S of the last rank reaching it, and no rank is left running (a rank
 still running then is named and killed).
@@ -10,7 +10,6 @@ also writes the trainer's comparison. gloo on CPU; NCCL on 2+ GPUs (device.proce
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import resource
@@ -23,17 +22,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from torch_upgrade_check.aspects import part
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import devices, steps
 from torch_upgrade_check.worker.instance import Skip
 
 TRAIN_TIMEOUT_S = 180  # torchrun's start, both ranks' torch imports and the steps
 SHUTDOWN_TIMEOUT_S = 20  # from the last rank reaching destroy_process_group to torchrun's exit
-TRAINERS = {"ddp": "torch_upgrade_check.worker.ddp", "fsdp2": "torch_upgrade_check.worker.fsdp2"}
 
 
 def run(spec: CheckSpec, device: devices.Device, trainer: str, label: str) -> dict[str, Any]:
-    """`trainer`'s training steps (a module of TRAINERS) on the ranks torchrun starts, its result with each rank's
+    """`trainer`'s training steps (the aspect whose run.py has `train`) on the ranks torchrun starts, its result with each rank's
     exit, shutdown and peak host memory; `label` names it in errors and skips ("DDP", "FSDP2")."""
     group = device.process_group(label)
     if not group.ok:
@@ -174,8 +173,10 @@ def main(trainer: str, backend: str, device_name: str, dtype_name: str, folder: 
     device = devices.get(device_name).rank_device(rank)
     dist.init_process_group(backend)  # env:// from torchrun
     baseline = steps.load(Path(start)) if start != "-" else None
-    result, kept = importlib.import_module(TRAINERS[trainer]).train(dist, rank, world, device, devices.DTYPES[dtype_name],
-                                                                    baseline, record == "record")
+    trainer_run = part(trainer, "run")  # the aspect's run.py: its `train`
+    assert trainer_run is not None, f"{trainer} has no folder under aspects/"
+    result, kept = trainer_run.train(dist, rank, world, device, devices.DTYPES[dtype_name], baseline,
+                                     record == "record")
     if rank == 0:
         if kept:
             torch.save(kept, Path(folder) / "steps.tmp")

@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 
+from torch_upgrade_check.aspects.fsdp2 import run as fsdp2
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import devices, fsdp2, torchrun
+from torch_upgrade_check.worker import devices, torchrun
 
 # DDP all-reduces one bucket of every gradient in its first step, then rebuilds its buckets by this cap in the order
 # the gradients were ready: a real model (25 MiB buckets) has many, and so, at 40 KiB, has this one (two of its

@@ -1,7 +1,7 @@
 """FSDP2 check under torchrun (worker/torchrun.py launches it, and checks every rank's exit and the process group's
 shutdown): `fully_shard` training steps across ranks must match the unsharded model: each step's reduced gradient
 shards against the same slice of the unsharded model's gradients, each step's global loss against the unsharded
-model's, and the parameters after the steps. `compared` is DDP's rule too (worker/ddp.py), its gradients whole. In
+model's, and the parameters after the steps. `compared` is DDP's rule too (aspects/ddp/run.py), its gradients whole. In
 compare both sides record their steps (worker/steps.py): the candidate is also judged against the baseline's.
 """
 
