@@ -14,14 +14,13 @@ Rules (thresholds are recorded on each result):
 - compile-time: cold compiles (a fresh Inductor cache each) timed; passes (compare judges it A/B, as latency).
 - memory: recorded; passes when measured.
 - sdpa-backends: every backend that runs, on every case, by the numerics rule.
-- warnings: listed; passes (compare judges what is new in the candidate: analysis.sides).
 - export, jit: the program built, saved and reloaded in a fresh process (in compare also the baseline's
   saved program), every output by the compile rule against eager's (analysis.artifacts).
 - fsdp2: each step's reduced gradient shards within FSDP2_GRAD_TOL (of each gradient's RMS) of the unsharded
   model's gradients (a shard that could not be compared fails), each step's loss and the parameters after the
   sharded steps within FSDP2_ATOL or FSDP2_RTOL*|unsharded| (NaN fails).
 - an aspect with a folder (aspects/<folder>/, its row's `folder`): its judge.py's rule, on its typed Metrics
-  (dataloader; the training family: checkpoint, training-curve, amp).
+  (dataloader; the training family: checkpoint, training-curve, amp; warnings).
 - fsdp2 and ddp run under torchrun: every rank exited 0 and shut its process group down within the shutdown bound
   (a rank still running then is named, and was killed), then fsdp2's rule (on DDP's all-reduced, whole, gradients);
   in compare also each step's loss and gradients and the parameters after the steps against the baseline's, by the
@@ -37,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, distributed, stats
-from torch_upgrade_check.analysis.closeness import as_float, plural_of, short
+from torch_upgrade_check.analysis.closeness import as_float, short
 from torch_upgrade_check.aspects import ARTIFACT_ASPECTS, COMPILE_ASPECTS, part
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
 
@@ -112,9 +111,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         outcome, reason, thresholds = artifacts.judge(m, spec.aspect, spec.dtype)
     elif spec.aspect == "sdpa-backends":
         outcome, reason, thresholds = _sdpa_backends(m, spec.dtype)
-    elif spec.aspect == "warnings":
-        outcome, thresholds = Outcome.PASSED, {}
-        reason = warnings_reason(m.get("warnings") or [])
     elif spec.aspect == "memory":
         outcome, thresholds = Outcome.PASSED, {}
         reason = f"peak {format_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
@@ -127,7 +123,8 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
                                                         (outcome, reason, thresholds))
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
-    details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
+    own = getattr(judge, "details", None)  # an aspect whose details are its own (its judge.py says)
+    details = own(judge.Metrics.from_dict(m)) if own is not None else _mismatch_details(m)
     if not details and isinstance(m.get("vs_baseline"), Mapping):  # fsdp2, ddp: the steps unlike the baseline's
         details = _mismatch_details(m["vs_baseline"])
     if spec.aspect == "compile-cache":  # the warm process's own words: its traceback, or its output's last lines
@@ -252,28 +249,6 @@ def _sdpa_backends(m: dict[str, Any], dtype: str) -> tuple[Outcome, str, dict[st
                                 f"{wrong[0]}{where}", thresholds)
     return Outcome.PASSED, (f"{', '.join(backends)} within tolerance on {len(m.get('cases') or {})} cases, forward and "
                             f"backward{where}"), thresholds
-
-
-def warning_line(w: Mapping[str, Any]) -> str:
-    """`FutureWarning from torch.serialization: "You are using torch.load with…"`"""
-    return f"{w.get('category', '?')} from {w.get('module', '?')}: \"{w.get('message', '')}\""
-
-
-def warnings_reason(found: list[Mapping[str, Any]], what: str = "") -> str:
-    """`2 warnings (FutureWarning, UserWarning); first: …` or `no warnings`."""
-    if not found:
-        return f"no {what}warnings"
-    kinds = sorted({str(w.get("category")) for w in found})
-    return (f"{plural_of(len(found), what + 'warning')} ({', '.join(kinds)}); first: {warning_line(found[0])}")
-
-
-def warning_entry(w: Mapping[str, Any]) -> str:
-    """A warning's line with how often it was raised and by which aspects: a row of a check's details."""
-    return f"{warning_line(w)} ×{w.get('count', 1)} (during {', '.join(w.get('aspects') or ['?'])})"
-
-
-def warnings_details(found: list[Mapping[str, Any]]) -> str:
-    return "\n".join(warning_entry(w) for w in found)
 
 
 def _bitwise(aspect: str, m: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:

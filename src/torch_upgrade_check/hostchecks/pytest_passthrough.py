@@ -24,7 +24,7 @@ from pathlib import Path
 
 from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
-from torch_upgrade_check.analysis.verdicts import warnings_details, warnings_reason
+from torch_upgrade_check.aspects.warnings.judge import warnings_details, warnings_reason
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.orchestrate.workers import package_path
 from torch_upgrade_check.worker.pytest_warnings import ENV as WARNINGS_ENV
