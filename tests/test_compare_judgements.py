@@ -8,9 +8,6 @@ from typing import Any
 from torch_upgrade_check.analysis.sides import judge_against_baseline
 from torch_upgrade_check.model import CheckResult, Outcome, Report
 
-W = {"category": "FutureWarning", "module": "torch.serialization", "message": "weights_only will default to True",
-     "count": 1, "aspects": ["checkpoint"]}
-
 
 def result(workload: str, aspect: str, **metrics: Any) -> CheckResult:
     return CheckResult(workload, aspect, "cpu", "float32", Outcome.PASSED, reason="ok", metrics=metrics)
@@ -24,22 +21,6 @@ def report(role: str, *results: CheckResult) -> Report:
 def judged(before: list[CheckResult], after: list[CheckResult], fail_on: frozenset[str] = frozenset()) -> dict:
     out = judge_against_baseline(report("baseline", *before), report("candidate", *after), fail_on)
     return {r.id: r for r in out.results}
-
-
-def test_a_warning_raised_once_per_process_under_another_workload_is_not_new() -> None:
-    got = judged([result("mlp", "warnings", warnings=[W]), result("cnn", "warnings", warnings=[])],
-                 [result("mlp", "warnings", warnings=[]), result("cnn", "warnings", warnings=[W])], frozenset({"warnings"}))
-    assert {k: r.outcome for k, r in got.items()} == dict.fromkeys(got, Outcome.PASSED)
-    assert got["cnn[float32]/warnings"].metrics["new_warnings"] == []
-    assert got["mlp[float32]/warnings"].metrics["gone_warnings"] == []
-
-
-def test_a_new_warning_is_suspicious_and_fails_only_under_fail_on_warnings() -> None:
-    new = {**W, "message": "TF32 flags are deprecated"}
-    before, after = [result("mlp", "warnings", warnings=[W])], [result("mlp", "warnings", warnings=[W, new])]
-    assert judged(before, after)["mlp[float32]/warnings"].outcome is Outcome.SUSPICIOUS
-    failed = judged(before, after, frozenset({"warnings"}))["mlp[float32]/warnings"]
-    assert failed.outcome is Outcome.FAILED and "TF32 flags are deprecated" in failed.reason
 
 
 def test_graph_breaks_fail_when_they_grow_or_the_single_graph_is_lost_not_when_reworded() -> None:

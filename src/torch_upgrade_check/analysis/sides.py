@@ -7,9 +7,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
+from torch_upgrade_check.analysis.closeness import plural_of
 from torch_upgrade_check.analysis.shared import SHARED_FACTOR, SHARED_KEY, judge_shared
-from torch_upgrade_check.analysis.verdicts import decide, plural_of, warning_entry, warning_line, warnings_reason
-from torch_upgrade_check.aspects import COMPILE_ASPECTS
+from torch_upgrade_check.analysis.verdicts import decide
+from torch_upgrade_check.aspects import COMPILE_ASPECTS, part
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Report, Side, Status
 
 
@@ -91,45 +92,19 @@ def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collect
     cache what the baseline's loaded (suspicious). Each only where both sides' checks passed (compile-cache's also
     where the candidate's was skipped for caching nothing)."""
     base = {r.id: r for r in baseline.results}
-    # a warning counts as new only when no workload raised it on the baseline (and as gone when none did on the
-    # candidate): one that torch raises once per process is filed under whichever check met it first
-    raised = {side: {_key(w) for r in report.results if r.aspect == "warnings" for w in r.metrics.get("warnings") or []}
-              for side, report in ((Side.BASELINE, baseline), (Side.CANDIDATE, candidate))}
-    judges = {"warnings": lambda b, r: _new_warnings(b, r, baseline.label, "warnings" in fail_on, raised),
-              **dict.fromkeys(COMPILE_ASPECTS, lambda b, r: _new_graph_breaks(b, r, baseline.label)),
+    judges = {**dict.fromkeys(COMPILE_ASPECTS, lambda b, r: _new_graph_breaks(b, r, baseline.label)),
               "sdpa-backends": lambda b, r: _new_default_backend(b, r, baseline.label),
               "compile-cache": lambda b, r: _cache_no_longer_used(b, r, baseline.label)}
     results = []
     for r in candidate.results:
         b = base.get(r.id)
         both_passed = b is not None and r.outcome is Outcome.PASSED and b.outcome is Outcome.PASSED
+        own = getattr(part(r.aspect, "judge"), "against_baseline", None)  # a foldered aspect's own compare rule
+        if own is not None:
+            results.append(own(b, r, baseline, candidate, fail_on) if both_passed else r)
+            continue
         results.append(judges[r.aspect](b, r) if (both_passed or _cached_nothing(b, r)) and r.aspect in judges else r)
     return replace(candidate, results=tuple(results))
-
-
-def _key(w: Mapping[str, Any]) -> tuple[str, str, str]:
-    return str(w.get("category")), str(w.get("module")), str(w.get("message"))
-
-
-def _new_warnings(before: CheckResult, after: CheckResult, label: str, failing: bool,
-                  raised: Mapping[str, set[tuple[str, str, str]]]) -> CheckResult:
-    old = {_key(w): w for w in before.metrics.get("warnings") or []}
-    now = {_key(w): w for w in after.metrics.get("warnings") or []}
-    new = [w for k, w in now.items() if k not in raised[Side.BASELINE]]
-    gone = [w for k, w in old.items() if k not in raised[Side.CANDIDATE]]
-    metrics = {**after.metrics, "new_warnings": new, "gone_warnings": gone, "baseline_warnings": len(old)}
-    details = "\n".join([*(f"new: {warning_entry(w)}" for w in new), *(f"gone: {warning_line(w)}" for w in gone)])
-    gone_text = f"; {plural_of(len(gone), 'warning')} of baseline {label} gone" if gone else ""
-    if not new:
-        counts = (f"{plural_of(len(now), 'warning')} on both" if len(now) == len(old) else
-                  f"{plural_of(len(now), 'warning')} here, {len(old)} on the baseline")
-        reason = f"no new warnings since baseline {label} ({counts}){gone_text}"
-        return replace(after, reason=reason, metrics=metrics, details=details or after.details)
-    outcome = Outcome.FAILED if failing else Outcome.SUSPICIOUS
-    how = "fail-on includes warnings" if failing else "add warnings to fail-on to fail on them"
-    reason = f"{warnings_reason(new, 'new ')} in the candidate, not on baseline {label}{gone_text} ({how})"
-    return replace(after, outcome=outcome, reason=reason, metrics=metrics, details=details,
-                   thresholds={**after.thresholds, "fail_on_warnings": failing})
 
 
 def _new_graph_breaks(before: CheckResult, after: CheckResult, label: str) -> CheckResult:

@@ -13,12 +13,11 @@ Rules (thresholds are recorded on each result):
 - compile-time: cold compiles (a fresh Inductor cache each) timed; passes (compare judges it A/B, as latency).
 - memory: recorded; passes when measured.
 - sdpa-backends: every backend that runs, on every case, by the numerics rule.
-- warnings: listed; passes (compare judges what is new in the candidate: analysis.sides).
 - export, jit: the program built, saved and reloaded in a fresh process (in compare also the baseline's
   saved program), every output by the compile rule against eager's (analysis.artifacts).
 - an aspect with a folder (aspects/<folder>/, its row's `folder`): its judge.py's rule, on its typed Metrics
   (dataloader; the training family: checkpoint, training-curve, amp; determinism, deterministic-backward; the
-  distributed ones: fsdp2, ddp).
+  distributed ones: fsdp2, ddp; warnings).
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, stats
-from torch_upgrade_check.analysis.closeness import as_float, plural_of, short
+from torch_upgrade_check.analysis.closeness import as_float, short
 from torch_upgrade_check.aspects import ARTIFACT_ASPECTS, COMPILE_ASPECTS, part
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
 
@@ -95,9 +94,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         outcome, reason, thresholds = artifacts.judge(m, spec.aspect, spec.dtype)
     elif spec.aspect == "sdpa-backends":
         outcome, reason, thresholds = _sdpa_backends(m, spec.dtype)
-    elif spec.aspect == "warnings":
-        outcome, thresholds = Outcome.PASSED, {}
-        reason = warnings_reason(m.get("warnings") or [])
     elif spec.aspect == "memory":
         outcome, thresholds = Outcome.PASSED, {}
         reason = f"peak {format_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
@@ -105,7 +101,8 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
             reason += f"; host RAM +{format_bytes(m['host_peak_bytes'])} (peak resident set growth)"
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
-    details = warnings_details(m.get("warnings") or []) if spec.aspect == "warnings" else _mismatch_details(m)
+    own = getattr(judge, "details", None)  # an aspect whose details are its own (its judge.py says)
+    details = own(judge.Metrics.from_dict(m)) if own is not None else _mismatch_details(m)
     if not details and isinstance(m.get("vs_baseline"), Mapping):  # fsdp2, ddp: the steps unlike the baseline's
         details = _mismatch_details(m["vs_baseline"])
     if spec.aspect == "compile-cache":  # the warm process's own words: its traceback, or its output's last lines
@@ -137,26 +134,6 @@ def _sdpa_backends(m: dict[str, Any], dtype: str) -> tuple[Outcome, str, dict[st
                             f"backward{where}"), thresholds
 
 
-def warning_line(w: Mapping[str, Any]) -> str:
-    """`FutureWarning from torch.serialization: "You are using torch.load with…"`"""
-    return f"{w.get('category', '?')} from {w.get('module', '?')}: \"{w.get('message', '')}\""
-
-
-def warnings_reason(found: list[Mapping[str, Any]], what: str = "") -> str:
-    """`2 warnings (FutureWarning, UserWarning); first: …` or `no warnings`."""
-    if not found:
-        return f"no {what}warnings"
-    kinds = sorted({str(w.get("category")) for w in found})
-    return (f"{plural_of(len(found), what + 'warning')} ({', '.join(kinds)}); first: {warning_line(found[0])}")
-
-
-def warning_entry(w: Mapping[str, Any]) -> str:
-    """A warning's line with how often it was raised and by which aspects: a row of a check's details."""
-    return f"{warning_line(w)} ×{w.get('count', 1)} (during {', '.join(w.get('aspects') or ['?'])})"
-
-
-def warnings_details(found: list[Mapping[str, Any]]) -> str:
-    return "\n".join(warning_entry(w) for w in found)
 
 
 def _latency(spec: CheckSpec, m: dict[str, Any], limits: Mapping[str, float]) -> tuple[Outcome, str, dict[str, Any]]:

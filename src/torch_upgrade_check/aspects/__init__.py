@@ -175,7 +175,7 @@ TABLE: tuple[Aspect, ...] = (
            Cost(2.0, 5.4, "one compile a worker (not timed), then as latency (2026-12-04, other jobs running)"),
            opt_in="a workload's aspects (the built-in mlp has it)",
            ab=AB("ms", "compiled latency", Threshold.LATENCY), forwards=100, compiles=0.5),
-    Aspect("warnings", _W, _C.ALONE, _FK.WARNINGS, Cost(0.3, 0.5), last=True, forwards=10),
+    Aspect("warnings", _W, _C.ALONE, _FK.WARNINGS, Cost(0.3, 0.5), last=True, forwards=10, folder="warnings"),
     Aspect("resolve", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
            Cost(None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
            opt_in=STACK_OPT_IN),

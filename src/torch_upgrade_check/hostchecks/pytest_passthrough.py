@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from torch_upgrade_check.analysis.verdicts import warnings_details, warnings_reason
+from torch_upgrade_check.aspects.warnings.judge import warnings_details, warnings_reason
 from torch_upgrade_check.model import CheckResult, Outcome, Report
 from torch_upgrade_check.orchestrate.session import Progress, Settings, pytest_selected
 from torch_upgrade_check.orchestrate.workers import package_path

@@ -472,16 +472,6 @@ def memory_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
             "host_memory_api": host.api}
 
 
-def warnings_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
-    """The warnings this workload raised: building it and one forward and backward here, and every check of it
-    that ran before in this worker (the aspect is planned after the workload's others)."""
-    if isinstance(inst.model, torch.nn.Module):
-        inst.model.train()
-    forward_backward(inst)
-    device.synchronize()
-    return {"warnings": warned.seen(spec)}
-
-
 def _sdpa_choice(spec: CheckSpec, inst: Instance) -> dict[str, Any]:
     """For attention workloads: which SDPA backend torch's default dispatch picks for these inputs here."""
     if not getattr(inst.model, "uses_sdpa", False):
@@ -502,7 +492,6 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "compiled-latency": compiled_latency,
     "compile-cache": compilecache.run,
     "memory": memory_,
-    "warnings": warnings_,
     "sdpa-backends": sdpa_backends.run,
     "export": artifacts.run,
     "jit": artifacts.run,
