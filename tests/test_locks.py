@@ -5,41 +5,19 @@ tool documents (pdm.lock, Pipfile.lock)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+import lock_projects
 import pytest
+from lock_projects import PYPROJECT, run, tool
 from packaging.markers import Marker
 from team_repo import commit, git
 
 from torch_upgrade_check import stack
 from torch_upgrade_check.commands.settings import CompareSettings
 from torch_upgrade_check.errors import UsageError
-
-PYPROJECT = """\
-[project]
-name = "team-app"
-version = "0.1.0"
-requires-python = ">=3.10"
-dependencies = ["{torch}", "requests"]
-"""
-
-
-def tool(name: str) -> str:
-    """The real locker, installed beside this Python by the test extras (or on PATH)."""
-    found = Path(sys.executable).parent / name
-    path = str(found) if found.is_file() else shutil.which(name)
-    assert path, f"{name} is not installed; pip install -e '.[test]'"
-    return path
-
-
-def run(repo: Path, *cmd: str, timeout: float = 300) -> None:
-    env = {**os.environ, "UV_NO_PROGRESS": "1", "POETRY_VIRTUALENVS_CREATE": "false"}
-    proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def compare(*flags: str) -> CompareSettings:
@@ -56,20 +34,7 @@ def uv_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A uv project (pyproject `torch>=2.12`, locked by the real `uv lock` at 2.13.0 on main) whose branch `bump`
     changes only uv.lock, to 2.14.1 (Renovate's and Dependabot's pull request for uv teams), and pylock.toml as
     `uv export --format pylock.toml` writes it, on both."""
-    repo = tmp_path_factory.mktemp("uv") / "team"
-    repo.mkdir()
-    uv = tool("uv")
-    git(repo, "init", "-q")
-    (repo / "pyproject.toml").write_text(PYPROJECT.format(torch="torch>=2.12"))
-    for branch, version in (("main", "2.13.0"), ("bump", "2.14.1")):
-        if branch != "main":
-            git(repo, "checkout", "-qb", branch)
-        run(repo, uv, "lock", "--upgrade-package", f"torch=={version}")
-        run(repo, uv, "export", "--format", "pylock.toml", "-o", "pylock.toml", "--quiet")
-        git(repo, "add", ".")
-        git(repo, "commit", "-qm", f"lock torch {version}")
-    assert git(repo, "diff", "--name-only", "main", "bump").split() == ["pylock.toml", "uv.lock"]
-    return repo
+    return lock_projects.uv_bump(tmp_path_factory.mktemp("uv") / "team")
 
 
 @pytest.mark.parametrize("files", [["uv.lock"], ["pyproject.toml", "uv.lock"], ["pylock.toml"],
