@@ -24,7 +24,7 @@ requires_torch = pytest.mark.skipif(not has_torch(), reason="torch is not instal
 
 # Modules whose module-scoped fixtures build venvs: under pytest-xdist (scripts/test.sh) their tests stay on one
 # worker, so each venv is built once. The act tests share one worker too: act's own caches are not safe to share.
-ONE_WORKER_MODULES = ("test_abi.py", "test_imports.py", "test_stack_sides.py")
+ONE_WORKER_MODULES = ("test_abi.py", "test_imports.py", "test_stack_sides.py", "test_real_repositories.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks

@@ -41,6 +41,36 @@ workloads:
 """
 
 
+# the issue's team repository: timm's resnet18 and vit_tiny and torchvision's mobilenet_v3_small (used by
+# tests/test_real_repositories.py, each side installed from the index alone)
+THREE_MODELS = '''\
+"""The team's models: timm's resnet18 and vit_tiny, torchvision's mobilenet_v3_small, without pretrained weights."""
+
+import timm
+import torch
+import torchvision
+
+
+def resnet18():
+    model = timm.create_model("resnet18", pretrained=False, num_classes=10).eval()
+    return model, (torch.randn(2, 3, 64, 64),)
+
+
+def vit_tiny():
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=10, img_size=64).eval()
+    return model, (torch.randn(2, 3, 64, 64),)
+
+
+def mobilenet():
+    model = torchvision.models.mobilenet_v3_small(weights=None, num_classes=10).eval()
+    return model, (torch.randn(2, 3, 64, 64),)
+'''
+
+THREE_CONFIG = "version: 1\nsuite: none\npython-path: [.]\nworkloads:\n" + "".join(
+    f"  - name: {name}\n    factory: team_models:{name}\n    aspects: [numerics, cross-version]\n    dtypes: [float32]\n"
+    for name in ("resnet18", "vit_tiny", "mobilenet"))
+
+
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main",
                            *args], cwd=repo, check=True, capture_output=True, text=True).stdout
@@ -59,14 +89,14 @@ def pins(torch: str, torchvision: str) -> dict[str, str]:
             "requirements-models.txt": f"torchvision=={torchvision}\ntimm==1.0.31\n"}
 
 
-def make(repo: Path, extra: dict[str, str] | None = None) -> Path:
+def make(repo: Path, extra: dict[str, str] | None = None, models: str = MODELS, config: str = CONFIG) -> Path:
     """main: torch 2.13.0 + torchvision 0.28.0 (and `extra` files); `bump`: 2.14.1 + 0.29.1; `torch-only`: 2.14.1,
     torchvision left behind; tag `broken`: a base whose own stack cannot resolve (torch 2.13.0, torchvision
     0.29.1). Left on `bump`."""
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
-    commit(repo, "the team's stack", {**pins("2.13.0", "0.28.0"), "team_models.py": MODELS,
-                                      "torch-upgrade-check.yml": CONFIG, **(extra or {})})
+    commit(repo, "the team's stack", {**pins("2.13.0", "0.28.0"), "team_models.py": models,
+                                      "torch-upgrade-check.yml": config, **(extra or {})})
     git(repo, "checkout", "-qb", "bump")
     commit(repo, "bump torch and torchvision", pins("2.14.1", "0.29.1"))
     git(repo, "checkout", "-qb", "torch-only", "main")

@@ -5,41 +5,19 @@ tool documents (pdm.lock, Pipfile.lock)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+import lock_projects
 import pytest
+from lock_projects import PYPROJECT, run, tool
 from packaging.markers import Marker
 from team_repo import commit, git
 
 from torch_upgrade_check import stack
 from torch_upgrade_check.commands.settings import CompareSettings
 from torch_upgrade_check.errors import UsageError
-
-PYPROJECT = """\
-[project]
-name = "team-app"
-version = "0.1.0"
-requires-python = ">=3.10"
-dependencies = ["{torch}", "requests"]
-"""
-
-
-def tool(name: str) -> str:
-    """The real locker, installed beside this Python by the test extras (or on PATH)."""
-    found = Path(sys.executable).parent / name
-    path = str(found) if found.is_file() else shutil.which(name)
-    assert path, f"{name} is not installed; pip install -e '.[test]'"
-    return path
-
-
-def run(repo: Path, *cmd: str, timeout: float = 300) -> None:
-    env = {**os.environ, "UV_NO_PROGRESS": "1", "POETRY_VIRTUALENVS_CREATE": "false"}
-    proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def compare(*flags: str) -> CompareSettings:
@@ -56,20 +34,7 @@ def uv_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A uv project (pyproject `torch>=2.12`, locked by the real `uv lock` at 2.13.0 on main) whose branch `bump`
     changes only uv.lock, to 2.14.1 (Renovate's and Dependabot's pull request for uv teams), and pylock.toml as
     `uv export --format pylock.toml` writes it, on both."""
-    repo = tmp_path_factory.mktemp("uv") / "team"
-    repo.mkdir()
-    uv = tool("uv")
-    git(repo, "init", "-q")
-    (repo / "pyproject.toml").write_text(PYPROJECT.format(torch="torch>=2.12"))
-    for branch, version in (("main", "2.13.0"), ("bump", "2.14.1")):
-        if branch != "main":
-            git(repo, "checkout", "-qb", branch)
-        run(repo, uv, "lock", "--upgrade-package", f"torch=={version}")
-        run(repo, uv, "export", "--format", "pylock.toml", "-o", "pylock.toml", "--quiet")
-        git(repo, "add", ".")
-        git(repo, "commit", "-qm", f"lock torch {version}")
-    assert git(repo, "diff", "--name-only", "main", "bump").split() == ["pylock.toml", "uv.lock"]
-    return repo
+    return lock_projects.uv_bump(tmp_path_factory.mktemp("uv") / "team")
 
 
 @pytest.mark.parametrize("files", [["uv.lock"], ["pyproject.toml", "uv.lock"], ["pylock.toml"],
@@ -264,7 +229,51 @@ def test_what_each_side_got_is_held_to_the_pins_its_files_moved(tmp_path: Path, 
     assert other is not None and other.startswith(
         "the baseline's requirements.txt at --base-ref main pins torch 2.13.0, but it would install torch 2.12.0"), other
     fixed = compare("--requirements", "requirements.txt", "--candidate", "2.13.0")  # a version given: not the files'
-    assert nothing_compared(fixed, {"baseline": "2.13.0", "candidate": "2.13.0"}, "install") is None
+    assert nothing_compared(fixed, {"baseline": "2.13.0", "candidate": "2.14.1"}, "install") is None
+
+
+def _sides(*flags: str) -> CompareSettings:
+    from torch_upgrade_check import cli
+    from torch_upgrade_check.commands import settings
+
+    argv = ["compare", "--requirements", "requirements.txt", *flags]
+    return settings.build(cli.build_parser().parse_args(argv), argv)
+
+
+@pytest.mark.parametrize(("flags", "asked"), [
+    (["--baseline", "auto", "--base-ref", "main", "--candidate", "2.13.0"],
+     "--baseline auto (requirements.txt at --base-ref main: 2.13.0) and --candidate 2.13.0"),
+    (["--baseline", "2.13.0", "--candidate", "auto"],
+     "--baseline 2.13.0 and --candidate auto (requirements.txt in the working tree: 2.14.1)"),
+    (["--baseline", "2.13.0", "--candidate", ">=2.13"], "--baseline 2.13.0 and --candidate >=2.13"),
+    (["--baseline", "current", "--candidate", "2.14.1"], "--baseline current and --candidate 2.14.1"),
+])
+def test_one_side_given_that_installs_the_same_torch_on_both_is_the_teams_input(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], asked: str) -> None:
+    """Issue 45 item 2's gap: a side given (a version, a range, current) beside `auto` or another SPEC, and both sides
+    get the same torch: exit 2 naming both requests and the torch, before a check could pass."""
+    from torch_upgrade_check.commands.stack_checks import nothing_compared
+
+    monkeypatch.chdir(_bump_repo(tmp_path, {"requirements.txt": "torch==2.13.0\n"}, {"requirements.txt": "torch==2.14.1\n"}))
+    s = _sides(*flags)
+    for torch in ("2.13.0+cpu", "2.14.1"):
+        line = nothing_compared(s, {"baseline": torch, "candidate": torch}, "install")
+        assert line == (f"{asked} are different requests, but both sides install torch {torch}: nothing would be "
+                        "compared; pass the two torches you mean (--baseline VERSION --candidate VERSION), or the same "
+                        "SPEC on both sides for an A/A"), line
+    assert nothing_compared(s, {"baseline": "2.13.0+cpu", "candidate": "2.14.1"}, "install") is None
+
+
+@pytest.mark.parametrize("spec", ["2.13.0", ">=2.13", "current"])
+def test_the_same_spec_given_on_both_sides_is_an_aa_and_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             spec: str) -> None:
+    from torch_upgrade_check.commands.stack_checks import nothing_compared
+
+    monkeypatch.chdir(_bump_repo(tmp_path, {"requirements.txt": "torch==2.13.0\n"}, {"requirements.txt": "torch==2.14.1\n"}))
+    s = _sides("--baseline", spec, "--candidate", spec)
+    assert nothing_compared(s, {"baseline": "2.13.0+cpu", "candidate": "2.13.0+cpu"}, "install") is None
+    prepared = _sides("--baseline-python", sys.executable, "--candidate", spec)  # an interpreter the team prepared
+    assert nothing_compared(prepared, {"baseline": "2.13.0+cpu", "candidate": "2.13.0+cpu"}, "install") is None
 
 
 @pytest.mark.slow
@@ -300,4 +309,22 @@ def test_both_sides_installing_the_same_torch_for_a_moved_pin_is_exit_2_not_pass
     assert "but both sides install torch 2.13.0" in line and "requirements.txt at --base-ref main" in line, proc.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert [r["label"].split("+")[0] for r in report["reports"]] == ["2.13.0", "2.13.0"]
+    assert all(not r["results"] for r in report["reports"])  # no check ran, so none passed
+
+
+@pytest.mark.slow
+def test_a_range_given_that_installs_the_baselines_torch_is_exit_2_not_passed(tmp_path: Path) -> None:
+    """`--baseline 2.13.0 --candidate '>=2.13,<2.14'`: both sides install torch 2.13.0; the installed torch, read by each
+    side's probe, stops the run (exit 2 naming both requests) before any check could pass."""
+    from conftest import run_cli
+
+    proc = run_cli("compare", "--baseline", "2.13.0", "--candidate", ">=2.13,<2.14", "--installer", "pip",
+                   "--torch-backend", "pypi", "--device", "cpu", "--only", "mlp[float32]/numerics",
+                   "--venv-dir", str(tmp_path / "venvs"), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = proc.stderr.strip().splitlines()[0]
+    assert line.startswith("torch-upgrade-check: error: --baseline 2.13.0 and --candidate >=2.13,<2.14 are different "
+                           "requests, but both sides install torch 2.13.0"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert all(not r["results"] for r in report["reports"])  # no check ran, so none passed

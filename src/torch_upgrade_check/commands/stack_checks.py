@@ -5,9 +5,10 @@ candidate's as --head-ref (or the working tree) has them. commands/compare.py ca
 otherwise runs as before: the results join each side's report first, so the worker's checks add to them. A
 candidate whose stack does not resolve with its torch stops the run there (exit 1): nothing is installed for it.
 A side whose stack does not resolve on its own is the team's file (exit 2), unless pip could not reach the index
-(exit 3); so is a side's torch version its index does not have, and, with both sides `auto`, a pull request that
-moves torch's pin while both sides resolve or install the same torch (`nothing_compared`: never a PASSED that
-compared nothing).
+(exit 3); so is a side's torch version its index does not have, and two different requests whose sides resolve or
+install the same torch: a pull request that moves torch's pin with both sides `auto`, or one side given (`--candidate
+2.14.1 --baseline auto`, a range) (`nothing_compared`: never a PASSED that compared nothing; the same SPEC given
+on both sides is an A/A and runs).
 """
 
 from __future__ import annotations
@@ -70,15 +71,41 @@ def _public(version: str) -> str:
     return version.split("+")[0]  # 2.13.0+cpu is the 2.13.0 a pin names
 
 
-def nothing_compared(s: CompareSettings, versions: Mapping[str, str | None], verb: str) -> str | None:
-    """The line that stops a comparison that would not happen (exit 2, the team's input), when both sides are `auto`:
-    the pull request's files move torch's pin but both sides `verb` (resolve, install) the same torch, or a side
-    gets a torch other than the version its files pin. None when each side has the torch its files ask."""
-    if set(s.auto) != set(ROLES) or not all(versions.get(role) for role in ROLES):
+def _files(s: CompareSettings, role: str) -> str:
+    return f"{', '.join(s.stacks[role].sources) or 'the stack'} {where(s.refs, role)}"
+
+
+def _asked(s: CompareSettings, role: str) -> str:
+    """A side's request as the team gave it: `auto` with the pin its files hold, or the SPEC."""
+    spec = getattr(s, role)
+    return f"--{role} auto ({_files(s, role)}: {spec})" if role in s.auto else f"--{role} {spec}"
+
+
+def _one_side_given(s: CompareSettings, got: Mapping[str, str], verb: str) -> str | None:
+    """A run with at least one side given (a version, a range, nightly, current) whose two requests differ but get the
+    same torch: nothing would be compared. The same SPEC on both sides, as given (`--baseline 2.13.0 --candidate
+    2.13.0`), is an A/A the team asked for; a prepared interpreter (--*-python) is the team's own choice."""
+    if s.baseline_spec is None or s.candidate_spec is None or got["baseline"] != got["candidate"]:
         return None
-    pins = {"baseline": s.baseline or "", "candidate": s.candidate or ""}
+    if not s.auto and s.baseline == s.candidate:
+        return None
+    return (f"{_asked(s, 'baseline')} and {_asked(s, 'candidate')} are different requests, but both sides {verb} "
+            f"torch {got['candidate']}: nothing would be compared; pass the two torches you mean (--baseline VERSION "
+            "--candidate VERSION), or the same SPEC on both sides for an A/A")
+
+
+def nothing_compared(s: CompareSettings, versions: Mapping[str, str | None], verb: str) -> str | None:
+    """The line that stops a comparison that would not happen (exit 2, the team's input): two different requests
+    (one side given, or both `auto` with the pull request's files moving torch's pin) whose sides `verb` (resolve,
+    install) the same torch, or an `auto` side that gets a torch other than the version its files pin. None when
+    each side has the torch it asked, or the team asked the same SPEC on both sides (an A/A)."""
+    if not all(versions.get(role) for role in ROLES):
+        return None
     got = {role: str(versions[role]) for role in ROLES}
-    files = {role: f"{', '.join(s.stacks[role].sources) or 'the stack'} {where(s.refs, role)}" for role in ROLES}
+    if set(s.auto) != set(ROLES):
+        return _one_side_given(s, got, verb)
+    pins = {"baseline": s.baseline or "", "candidate": s.candidate or ""}
+    files = {role: _files(s, role) for role in ROLES}
     fix = ("pin the torch each side means there (torch==VERSION, or its lock file), or pass --baseline VERSION "
            "--candidate VERSION")
     # the same build: a pull request from 2.13.0 to 2.13.0+cpu changes the build, and 2.13.0 → 2.13.0+cpu is compared

@@ -371,7 +371,7 @@ def check(pythons: Mapping[str, str], roots: Sequence[str], *, device: str, repr
     answers, errors = {}, {}
     with ThreadPoolExecutor(max_workers=len(pythons) + 1, thread_name_prefix="api") as pool:  # all three overlap
         futures = {role: pool.submit(ask, python, list(uses), timeout_s=timeout_s) for role, python in pythons.items()}
-        linted = pool.submit(torchfix, roots)
+        linted = pool.submit(torchfix, roots, timeout_s=timeout_s)  # the check's own limit, as the names'
     advice, note = linted.result()
     for role, future in futures.items():
         try:
