@@ -14,10 +14,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
+import yaml
 from act_harness import ActRun, copy_repository, find_tool, pip_sources, run_act_event
 from history_cases import IDENTITY, comparison, correctness, latency, load
 
@@ -213,3 +215,60 @@ def test_the_canary_end_to_end_alarms_bisects_and_keeps_the_answer(act: str, rep
     assert two["checks"]["mlp[float32]/numerics"]["outcome"] == "failed"
     assert (two["bisect"]["outcome"], two["bisect"]["first_bad"], two["bisect"]["last_good"]) == (
         "found", versions[4], versions[3]), two["bisect"]
+
+
+def history_step_only(report: Path, source: Path) -> str:
+    """The canary job's history, charts and summary steps exactly as workflows/torch-canary.yml has them, after a
+    stand-in for the compare step that installs the tool as the action does (a venv at the action's path, the tool
+    without extras) and names a report made by the test. JSON is YAML: the workflow is written as JSON."""
+    doc = yaml.safe_load(CANARY.read_text())
+    job = doc["jobs"]["canary"]
+    kept = {"history", "charts"}
+    steps = [s for s in job["steps"] if s.get("id") in kept or s.get("name") == "Write the trend into the job summary"]
+    install = {"name": "Install the tool as the action does, and name the report", "id": "tuc", "shell": "bash",
+               "env": {"SOURCE": str(source), "REPORT_JSON": str(report), "PY": sys.executable},
+               "run": 'set -eu\nvenv="$RUNNER_TEMP/torch-upgrade-check/venv"\nrm -rf -- "$venv"\n"$PY" -m venv "$venv"\n'
+                      '"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$SOURCE"\n'
+                      'echo "report=$REPORT_JSON" >> "$GITHUB_OUTPUT"\n'}
+    workflow = {"name": "torch canary, its history steps", "on": {"workflow_dispatch": {}}, "permissions": {},
+                "jobs": {"canary": {"name": "canary on ubuntu-latest", "runs-on": "ubuntu-latest",
+                                    "permissions": {"contents": "read"}, "steps": [install, *steps]}}}
+    return json.dumps(workflow, indent=2)
+
+
+def test_a_latency_step_alarms_with_its_trend_line_and_chart(act: str, repo: Path, tmp_path: Path) -> None:
+    """The canary's history step on a runner whose action installed the tool without the `history` extra: a store
+    holding this runner's latency series, stepped 18% two nights ago, and tonight's report (latency 1.17x, passed: no
+    failure anywhere). The step adds the extra to the action's venv, so ruptures finds the step: it alarms, names the
+    last good and first bad nightly, and the summary has the trend line and the chart's link."""
+    from history_cases import history_records, nightly
+
+    remote = bare_remote(tmp_path / "history.git")
+    seed = tmp_path / "seed"
+    git("init", "-q", str(seed))
+    git("checkout", "-q", "--orphan", BRANCH, cwd=seed)
+    stepped = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0, 1.18, 1.19]
+    for r in history_records(stepped, identity=rec.runner_identity()):  # act runs the job on this machine
+        store.append(seed, r)
+    git("add", "-A", cwd=seed)
+    git("commit", "-qm", "the history so far", cwd=seed)
+    git("push", "-q", str(remote), BRANCH, cwd=seed)
+    report = tmp_path / "report.json"
+    report.write_text(comparison("2.14.0", nightly(14), latency("mlp", 1.17), correctness("mlp")))
+    workflow = tmp_path / "history-steps.yml"
+    workflow.write_text(history_step_only(report, repo))
+    caller = caller_repo(tmp_path / "caller", {})
+    env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", **pip_sources()}
+    run = run_act_event(act, caller, "workflow_dispatch", {"inputs": {}}, workflow, tmp=tmp_path / "run", repo=repo,
+                        env=env, variables={"TORCH_CANARY_REMOTE": str(remote)})
+    assert run.job("canary on") == "success", run.explain()
+    history = run.step_outputs("canary on", "Read the history and add this run to it")
+    assert history == {"alarm": "true", "last-good": nightly(11), "first-bad": nightly(12)}, run.explain()
+    summary = "\n".join(run.summaries("canary on"))
+    line = "latency 1\\.18x since nightly 2026\\-11\\-12 \\(last good nightly 2026\\-11\\-11\\)"  # Markdown-escaped
+    assert line in summary, summary
+    assert "(mlp-float32-latency.png)" in summary, summary
+    assert "Trend charts (PNG): [download](file://" in summary, summary
+    assert "change points not computed" not in summary, summary
+    (png,) = (tmp_path / "run" / "artifacts").rglob("mlp-float32-latency.png")  # the chart, uploaded
+    assert png.read_bytes().startswith(b"\x89PNG")
