@@ -133,7 +133,8 @@ jobs:
             else
               "$py" -m pip install --quiet --disable-pip-version-check "${extra[@]}" || extra_failed=1
             fi
-            if [ -n "${extra_failed:-}" ]; then
+            if [ -n "${extra_failed:-}" ]; then  # on a line of its own: pip's error may end without a newline
+              echo
               echo "::warning title=torch canary::no history extra (${extra[*]}): no steps, no charts; first failures still alarm"
             fi
           fi
