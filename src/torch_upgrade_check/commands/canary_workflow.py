@@ -124,18 +124,21 @@ jobs:
           # on first failures, and its summary says what it left out.
           py="$(dirname -- "$tool")/python"
           if ! "$py" -c 'import ruptures, matplotlib' 2> /dev/null; then
-            mapfile -t extra < <("$py" -c 'import importlib.metadata as m
+            extra=()  # read line by line: bash 3.2 (macOS runners) too
+            while IFS= read -r spec; do extra+=("$spec"); done < <("$py" -c 'import importlib.metadata as m
           for r in m.requires("torch-upgrade-check") or []:
               spec, _, marker = r.partition(";")
               if "history" in marker: print(spec.strip())')
-            if command -v uv > /dev/null 2>&1; then
+            if [ "${#extra[@]}" -eq 0 ]; then
+              extra_failed=1
+            elif command -v uv > /dev/null 2>&1; then
               uv pip install --quiet --python "$py" "${extra[@]}" || extra_failed=1
             else
               "$py" -m pip install --quiet --disable-pip-version-check "${extra[@]}" || extra_failed=1
             fi
             if [ -n "${extra_failed:-}" ]; then  # on a line of its own: pip's error may end without a newline
               echo
-              echo "::warning title=torch canary::no history extra (${extra[*]}): no steps, no charts; first failures still alarm"
+              echo "::warning title=torch canary::no history extra (${extra[*]:-}): no steps, no charts; first failures still alarm"
             fi
           fi
           git init --quiet "$dir/git"
