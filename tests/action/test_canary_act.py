@@ -7,6 +7,9 @@ the history's remote (the repository variable TORCH_CANARY_REMOTE names it, as a
   machine's torch relabelled, a numeric drift injected from one build on) against a pinned build; the third night
   fails, the history alarms, the canary bisects between the last good and the first bad night, and the answer lands
   in the summary and in the record pushed to the history branch.
+- The canary job's history steps alone (as the workflow has them, after the action's install without extras): a
+  stored latency series that stepped, tonight's run passing, alarms with its trend line and chart (the step installs
+  the `history` extra into the action's venv); with no index it warns and goes on.
 """
 
 from __future__ import annotations
