@@ -118,6 +118,29 @@ jobs:
             export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0="http.$SERVER_URL/.extraheader"
             export GIT_CONFIG_VALUE_0="AUTHORIZATION: basic $basic"
           fi
+          # Change points (ruptures) and charts (matplotlib) are the tool's `history` extra, which the action's install
+          # leaves out: add it to that venv, its requirements read from the installed tool's own metadata (so they
+          # are pyproject's), with uv or pip as the action installed. Without it (no index) the history still alarms
+          # on first failures, and its summary says what it left out.
+          py="$(dirname -- "$tool")/python"
+          if ! "$py" -c 'import ruptures, matplotlib' 2> /dev/null; then
+            extra=()  # read line by line: bash 3.2 (macOS runners) too
+            while IFS= read -r spec; do extra+=("$spec"); done < <("$py" -c 'import importlib.metadata as m
+          for r in m.requires("torch-upgrade-check") or []:
+              spec, _, marker = r.partition(";")
+              if "history" in marker: print(spec.strip())')
+            if [ "${#extra[@]}" -eq 0 ]; then
+              extra_failed=1
+            elif command -v uv > /dev/null 2>&1; then
+              uv pip install --quiet --python "$py" "${extra[@]}" || extra_failed=1
+            else
+              "$py" -m pip install --quiet --disable-pip-version-check "${extra[@]}" || extra_failed=1
+            fi
+            if [ -n "${extra_failed:-}" ]; then  # on a line of its own: pip's error may end without a newline
+              echo
+              echo "::warning title=torch canary::no history extra (${extra[*]:-}): no steps, no charts; first failures still alarm"
+            fi
+          fi
           git init --quiet "$dir/git"
           if git -C "$dir/git" ls-remote --exit-code --heads "$REMOTE" "refs/heads/$STORE_BRANCH" > /dev/null; then
             git -C "$dir/git" fetch --quiet --depth 1 "$REMOTE" "refs/heads/$STORE_BRANCH"
