@@ -4,6 +4,7 @@ columns), and no generic layer spells its name: the worker loop, verdicts and th
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from pathlib import Path
 
@@ -47,3 +48,17 @@ def test_an_aspect_without_a_folder_has_no_parts_and_a_wrong_role_is_refused() -
     assert part(bare, "judge") is None
     with pytest.raises(ValueError, match="run, judge, render"):
         part(FOLDERED[0].name, "verdict")
+
+
+# The optional hooks a judge.py may define, which the generic layers look up by name, and the parameters each takes:
+# a helper of the same name with other parameters would be called as a hook (an fsdp2 helper once was, exit 3).
+HOOKS = {"details": ("m",), "judge_in_compare": ("before", "after", "baseline", "candidate", "fail_on")}
+
+
+@pytest.mark.parametrize("aspect", FOLDERED, ids=lambda a: a.name)
+def test_a_judges_hooks_take_what_the_generic_layers_pass(aspect) -> None:
+    judge = part(aspect.name, "judge")
+    for name, params in HOOKS.items():
+        hook = getattr(judge, name, None)
+        if hook is not None:
+            assert tuple(inspect.signature(hook).parameters) == params, f"{aspect.name}: judge.{name}"

@@ -99,7 +99,7 @@ def judge_against_baseline(baseline: Report, candidate: Report, fail_on: Collect
     for r in candidate.results:
         b = base.get(r.id)
         both_passed = b is not None and r.outcome is Outcome.PASSED and b.outcome is Outcome.PASSED
-        own = getattr(part(r.aspect, "judge"), "against_baseline", None)  # a foldered aspect's own compare rule
+        own = getattr(part(r.aspect, "judge"), "judge_in_compare", None)  # a foldered aspect's own compare rule
         if own is not None:
             results.append(own(b, r, baseline, candidate, fail_on) if both_passed else r)
             continue

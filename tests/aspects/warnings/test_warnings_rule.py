@@ -1,5 +1,5 @@
 """The warnings aspect's rule: listed and passed alone (its details a line a warning); in compare judged by what is
-new in the candidate since the baseline (aspects.warnings.judge.against_baseline, reached through
+new in the candidate since the baseline (aspects.warnings.judge.judge_in_compare, reached through
 analysis.sides.judge_against_baseline)."""
 
 from __future__ import annotations

@@ -153,14 +153,14 @@ def _and_baseline(m: Metrics, words: Words, dtype: str,
                   alone: tuple[Outcome, str, dict[str, Any]]) -> tuple[Outcome, str, dict[str, Any]]:
     """compare's candidate: the comparison with the unsharded model, then the one with the baseline's steps."""
     outcome, reason, thresholds = alone
-    ok, said, against = against_baseline(m, words.model, dtype)
+    ok, said, against = _against_baseline(m, words.model, dtype)
     thresholds = {**thresholds, "vs_baseline": against}
     if outcome is Outcome.PASSED and not ok:
         return Outcome.FAILED, f"{said}; against the unsharded model: {reason}", thresholds
     return outcome, f"{reason}; against the baseline: {said}", thresholds
 
 
-def against_baseline(m: Metrics, model: str, dtype: str) -> tuple[bool, str, dict[str, Any]]:
+def _against_baseline(m: Metrics, model: str, dtype: str) -> tuple[bool, str, dict[str, Any]]:
     """(passed, what it says, its thresholds): `model` names the wrapped model ("DDP", "sharded"). Nothing compared
     (the baseline saved no steps, or an old worker) fails: a candidate compare judged on its own is not judged."""
     sub = m.vs_baseline

@@ -27,7 +27,7 @@ class Metrics(Recorded):
 
 
 def judge(m: Metrics, spec: CheckSpec | None = None) -> Judged:
-    """Listed; passes (compare judges what is new in the candidate: against_baseline)."""
+    """Listed; passes (compare judges what is new in the candidate: judge_in_compare)."""
     return Judged(Outcome.PASSED, warnings_reason(list(m.warnings or [])), {})
 
 
@@ -36,7 +36,7 @@ def details(m: Metrics) -> str:
     return warnings_details(list(m.warnings or []))
 
 
-def against_baseline(before: CheckResult, after: CheckResult, baseline: Report, candidate: Report,
+def judge_in_compare(before: CheckResult, after: CheckResult, baseline: Report, candidate: Report,
                      fail_on: Collection[str]) -> CheckResult:
     """The candidate's warnings check, both sides' passed: the warnings new since the baseline, and those gone."""
     raised = {side: {_key(w) for r in report.results if r.aspect == NAME for w in r.metrics.get("warnings") or []}
