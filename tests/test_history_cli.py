@@ -109,14 +109,12 @@ def test_without_matplotlib_the_lines_are_written_and_the_missing_charts_said(tm
     assert "charts not drawn" in page and "<img" not in page and "class=timeline" in page
 
 
-def test_publish_is_dispatched_or_said_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """HIST registers `history publish`; history/publish.py (CANARY's) does the work where it exists."""
-    import importlib.util
-
-    if importlib.util.find_spec("torch_upgrade_check.history.publish") is not None:
-        pytest.skip("history/publish.py exists: its own tests (tests/test_canary*.py) cover publish")
-    assert cli.main(["history", "publish", "--store-branch", "history", "--record-from", "r.json"]) == 2
-    assert "history publish is not in this version" in capsys.readouterr().err
+def test_publish_is_reached_through_the_cli_and_bad_flags_are_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """`history publish` runs history/publish.py: without its two flags, one line naming them, exit 2."""
+    assert cli.main(["history", "publish", "--store-branch", "history"]) == 2
+    err = capsys.readouterr().err
+    assert "history publish needs --store-branch BRANCH and --record-from REPORT_JSON" in err
+    assert "Traceback" not in err
 
 
 def test_without_ruptures_first_failures_still_alarm_and_the_missing_steps_are_said(tmp_path: Path) -> None:

@@ -16,10 +16,10 @@ from typing import NoReturn
 
 from torch_upgrade_check import __version__
 from torch_upgrade_check.commands import bisect, compare, history, init, merge, report, run, settings
-from torch_upgrade_check.history import publish
 from torch_upgrade_check.commands.common import PROG
 from torch_upgrade_check.commands.settings import DEFAULT_TIMEOUT_S
 from torch_upgrade_check.errors import EXIT_INFRA, EXIT_USAGE, UsageError
+from torch_upgrade_check.history import publish
 from torch_upgrade_check.model import DEVICES
 from torch_upgrade_check.orchestrate.budget import CAP_S
 from torch_upgrade_check.orchestrate.workers import InfrastructureError

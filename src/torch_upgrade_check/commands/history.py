@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 from torch_upgrade_check.analysis.trends import History, analyse, summary_lines
 from torch_upgrade_check.commands.settings import HistorySettings
 from torch_upgrade_check.errors import EXIT_PASSED, UsageError
-from torch_upgrade_check.history import charts, page, record, store
+from torch_upgrade_check.history import charts, page, publish, record, store
 from torch_upgrade_check.report.history import alarm_outputs, render_markdown, to_document
 from torch_upgrade_check.schema import atomic_write_text
 
@@ -83,9 +82,4 @@ def _append_outputs(path: Path, outputs: dict[str, str]) -> None:
 
 
 def _publish(s: HistorySettings) -> int:
-    try:
-        publish = importlib.import_module("torch_upgrade_check.history.publish")
-    except ModuleNotFoundError:
-        raise UsageError("history publish is not in this version of torch-upgrade-check; append with "
-                         "'history --store DIR --append REPORT_JSON' and commit the folder yourself") from None
     return int(publish.main(s))
