@@ -108,3 +108,33 @@ def test_a_new_runner_identity_starts_a_new_series_and_says_so() -> None:
     # the kernel and the runner's name change between runs of one machine: the series goes on
     same = history_records([1.0], identity={**IDENTITY, "kernel": "6.9.0", "runner": "GitHub Actions 9"}, first_day=13)
     assert trends.analyse([*old, *same]).runs == 13
+
+
+def test_a_nightly_that_could_not_run_alarms_from_its_last_good_build() -> None:
+    """A run that judged nothing (torch would not import: the report's infra_error, no checks) is every check
+    failing, not a quiet night."""
+    records = history_records([1.0] * 5)
+    broken = {**history_records([1.0], first_day=6)[0], "checks": {}, "infra_error": "torch would not import"}
+    history = trends.analyse([*records, broken])
+    assert history.alarm is not None and history.alarm.first_bad.build == "nightly 2026-11-06"
+    assert alarm_outputs(history) == {"alarm": "true", "last-good": "2.15.0.dev20261105+cpu",
+                                      "first-bad": "2.15.0.dev20261106+cpu"}
+
+
+def test_flips_long_ago_do_not_excuse_a_failure_now() -> None:
+    """Flaky is read over the newest FLAKY_WINDOW runs: a check that flipped a month ago and has passed since
+    alarms when it fails."""
+    flip = [Outcome.PASSED, Outcome.FAILED] * 4 + [Outcome.PASSED] * 24 + [Outcome.FAILED]
+    history = trends.analyse(history_records([1.0] * len(flip), outcomes=flip))
+    (finding,) = history.findings
+    assert finding.kind == "first-failure" and finding.alarms
+
+
+def test_a_failure_labelled_the_hosts_alarms_once_another_runner_fails_it_too() -> None:
+    other = {**IDENTITY, "cpu": "Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz"}
+    theirs = history_records([1.0] * 4, identity=other, outcomes=[Outcome.PASSED] * 3 + [Outcome.FAILED])
+    mine = history_records([1.0] * 4, outcomes=[Outcome.PASSED, Outcome.PASSED, Outcome.FAILED, Outcome.FAILED])
+    history = trends.analyse([theirs[0], mine[0], theirs[1], mine[1], theirs[2], mine[2], theirs[3], mine[3]])
+    (finding,) = history.findings
+    assert finding.kind == "first-failure" and finding.alarms
+    assert finding.first_bad.build == "nightly 2026-11-03" and finding.last_good.build == "nightly 2026-11-02"

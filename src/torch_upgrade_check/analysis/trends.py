@@ -23,6 +23,8 @@ JUDGED = FAILING | {"passed", "suspicious"}  # skipped runs say nothing about a 
 FLAKY_MIN_FLIPS = 3
 FLAKY_FACTOR = 2.0  # flips at more than twice the history's base rate (and at least one run in ten) is flaky
 FLAKY_MIN_RATE = 0.1
+FLAKY_WINDOW = 20  # flakiness is read over the newest runs: flips long ago do not excuse a failure now
+THE_RUN = "the candidate's run"  # a run that judged nothing (the candidate could not install, import or run)
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,9 @@ def analyse(records: Sequence[dict[str, Any]]) -> History:
     for i, record in mine:
         for check, seen in sorted((record.get("checks") or {}).items()):
             history.series.setdefault(check, []).append(_point(i, record, seen))
+    if records[-1].get("infra_error"):  # nothing was judged: every check of the series failed with the run
+        for check in list(history.series) or [THE_RUN]:
+            history.series.setdefault(check, []).append(_point(len(records) - 1, records[-1], {"outcome": "error"}))
     if not changepoints.available():
         history.notes.append(changepoints.MISSING)
     history.flip_counts = {check: flips(points) for check, points in history.series.items()}
@@ -153,29 +158,35 @@ def is_flaky(points: Sequence[Point], base_rate: float) -> bool:
 
 def _finding(check: str, points: list[Point], history: History, records: Sequence[dict[str, Any]]) -> Finding | None:
     aspect = check.rsplit("/", 1)[-1]
-    base = history.base_rate_without(check)
-    if is_flaky(points, base):
-        n_flips, pairs = flips(points)
-        return Finding(check, history.runner, "flaky", f"{check}: flaky ({n_flips} flips in {pairs + 1} runs, the "
-                       f"other checks' rate {base:.0%}); not alarmed on alone")
     newest = points[-1]
     ratios = [p for p in points if p.ratio is not None]
-    # a step names its own first bad run, which may come before the first failing one: it is asked first
+    # a step names its own first bad run, which may come before the first failing one: it is asked first, and a
+    # check's flips of outcome do not hide a step of its ratio
     asks = bool(ratios) and ratios[-1] is newest and changepoints.available()
     step = changepoints.latest_step([p.ratio for p in ratios]) if asks else None  # type: ignore[misc]
     if step is not None:
         first_bad, last_good = ratios[step.index], ratios[step.index - 1]
         return Finding(check, history.runner, "step", f"{check}: {aspect} {step.factor:.2f}x since {first_bad.build} "
                        f"(last good {last_good.build})", last_good=last_good, first_bad=first_bad, step=step)
-    if newest.outcome in FAILING and (len(points) == 1 or points[-2].outcome not in FAILING):
+    base = history.base_rate_without(check)
+    recent = points[-FLAKY_WINDOW:]
+    if is_flaky(recent, base):
+        n_flips, pairs = flips(recent)
+        return Finding(check, history.runner, "flaky", f"{check}: flaky ({n_flips} flips in {pairs + 1} runs, the "
+                       f"other checks' rate {base:.0%}); not alarmed on alone")
+    # a failure is judged when it starts, and again on each run while it was labelled the host's alone (another
+    # runner failing it too makes it an alarm)
+    again = len(points) > 1 and points[-2].outcome in FAILING and bool(_other_runners_pass(check, points[-2], records))
+    if newest.outcome in FAILING and (len(points) == 1 or points[-2].outcome not in FAILING or again):
         good = next((p for p in reversed(points[:-1]) if p.outcome not in FAILING), None)
         others = _other_runners_pass(check, newest, records)
         if others:
             return Finding(check, history.runner, "host", f"{check}: {newest.outcome} on {history.runner} only "
                            f"({', '.join(others)} passed {newest.build}): this host's, not alarmed on alone")
         since = f" (last good {good.build})" if good else " (no good run on this runner yet)"
-        return Finding(check, history.runner, "first-failure", f"{check}: {newest.outcome} since {newest.build}{since}",
-                       last_good=good, first_bad=newest)
+        first_bad = points[points.index(good) + 1] if good else points[0]  # where the failing streak starts
+        return Finding(check, history.runner, "first-failure", f"{check}: {newest.outcome} since {first_bad.build}{since}",
+                       last_good=good, first_bad=first_bad)
     return None
 
 
