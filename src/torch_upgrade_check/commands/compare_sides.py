@@ -128,10 +128,12 @@ def provision_sides(s: CompareSettings, reports: dict[str, Report], started: flo
                                   device_choice.host_accelerator(),
                                   label=probes["candidate"].environment.get("torch_version", ""))
     device = choice.device
+    versions: dict[str, str | None] = {}  # None where a probe named no torch: not evidence of the same torch
     for role in reports:
         env = {**session.environment(probes[role]), "device_choice": choice.record(s.device)}
+        versions[role] = env.get("torch_version")
         reports[role] = replace(reports[role], device=device, label=env.get("torch_version", "?"), environment=env)
-    same = stack_checks.nothing_compared(s, {role: r.label for role, r in reports.items()}, "install")
+    same = stack_checks.nothing_compared(s, versions, "install")
     if same is not None:  # never a PASSED that compared a torch with itself
         return team_input(output, list(reports.values()), same)
     head = argv.compare_head(s)
