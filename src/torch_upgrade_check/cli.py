@@ -202,11 +202,11 @@ def _add_history(sub: argparse._SubParsersAction) -> None:
     his.add_argument("--append", metavar="REPORT_JSON", help="append a record built from this report.json first")
     his.add_argument("--commit", metavar="SHA", help="the commit the appended run checked (default: $GITHUB_SHA)")
     his.add_argument("--markdown", metavar="FILE", help="write the summary lines as Markdown (with --charts' pictures)")
-    his.add_argument("--charts", metavar="DIR", help="draw a PNG per check that changed (needs the charts extra)")
+    his.add_argument("--charts", metavar="DIR", help="draw a PNG per check that changed (needs the history extra)")
     his.add_argument("--html", metavar="DIR", help="write a static page: a chart per check, the outcome timeline")
     his.add_argument("--json", metavar="FILE", help="write what was found as JSON")
     his.add_argument("--alarm-output", metavar="FILE",
-                     help="append alarm=true|false, last-good=, first-bad= lines (a GitHub output file)")
+                     help="append the outputs alarm (true|false), last-good, first-bad to this GitHub output file")
     publish.add_arguments(his)
 
 

@@ -1,6 +1,6 @@
 """History records -> series per runner and check, the alarms and labels a person reads (pure: no I/O).
 
-A series is one check on one runner identity (record.IDENTITY_KEYS: CPU, GPU, driver, OS, machine): a ratio measured
+A series is one check on one runner identity (IDENTITY_KEYS: CPU, GPU, driver, OS, machine): a ratio measured
 on another machine is not comparable, so a new identity starts a new series and the summary says so.
 What alarms: a step in a check's A/B ratios (analysis/changepoints.py) or a first failure (the newest run failed,
 the one before passed). What does not alarm alone: a flaky check (it flips outcome more often than the history's
@@ -17,7 +17,9 @@ from typing import Any
 
 from torch_upgrade_check.analysis import changepoints
 
-IDENTITY_KEYS = ("cpu", "gpu", "driver", "os", "machine")  # as history/record.py writes them
+# the identity's fields that decide a series (history/record.py writes them): a change in any of them starts a new one
+# (the kernel and the runner's name change between runs of the same kind of machine: kept, but they do not split one)
+IDENTITY_KEYS = ("cpu", "gpu", "driver", "os", "machine")
 FAILING = frozenset({"failed", "error", "not-run"})
 JUDGED = FAILING | {"passed", "suspicious"}  # skipped runs say nothing about a flip
 FLAKY_MIN_FLIPS = 3

@@ -1,19 +1,19 @@
 """A small PNG per check: its A/B ratio run by run on one runner, the outcome of each run, the step (matplotlib).
 
-matplotlib is the optional `charts` extra (about 10 MB with its dependencies): the orchestrator installs without it,
-and `history` without it writes every line and page it can and says that the pictures were left out and how to get
-them (`pip install 'torch-upgrade-check[charts]'`).
+matplotlib is in the optional `history` extra (with ruptures; about 80 MB of wheels with numpy and scipy): the
+orchestrator installs without it, and `history` without it writes every line and page it can and says that the
+pictures were left out and how to get them (`pip install 'torch-upgrade-check[history]'`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from torch_upgrade_check.analysis.trends import FAILING, Finding, Point
+from torch_upgrade_check.analysis.trends import FAILING, Finding, History, Point
 
-MISSING = "charts not drawn: matplotlib is not installed here; pip install 'torch-upgrade-check[charts]' to draw them"
+MISSING = "charts not drawn: matplotlib is not installed here; pip install 'torch-upgrade-check[history]' to draw them"
 COLOURS = {"passed": "#2da44e", "suspicious": "#bf8700", "skipped": "#8c959f"}  # failing runs: #cf222e
 
 
@@ -28,6 +28,19 @@ def available() -> bool:
 def file_name(check: str) -> str:
     """A check id as a file name: `mlp[float32]/latency` -> `mlp-float32-latency.png`."""
     return re.sub(r"[^A-Za-z0-9_.]+", "-", check).strip("-") + ".png"
+
+
+def draw_all(history: History, folder: Path, checks: Iterable[str]) -> dict[str, str]:
+    """Each of `checks`' series drawn into `folder`, with its finding's step: {check: file name}; {} without matplotlib."""
+    if not available():
+        return {}
+    findings = {f.check: f for f in history.findings}
+    drawn = {}
+    for check in checks:
+        name = file_name(check)
+        draw(history.series[check], check, folder / name, finding=findings.get(check))
+        drawn[check] = name
+    return drawn
 
 
 def draw(points: Sequence[Point], check: str, path: Path, *, finding: Finding | None = None) -> Path:

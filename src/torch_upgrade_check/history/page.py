@@ -18,13 +18,7 @@ def write(history: History, folder: Path) -> Path:
     """Draw each check's chart into `folder` (where matplotlib is) and write `folder/index.html` beside them."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    pictures: dict[str, str] = {}
-    findings = {f.check: f for f in history.findings}
-    if charts.available():
-        for check, points in history.series.items():
-            name = charts.file_name(check)
-            charts.draw(points, check, folder / name, finding=findings.get(check))
-            pictures[check] = name
+    pictures = charts.draw_all(history, folder, history.series)
     path = folder / "index.html"
     atomic_write_text(path, render(history, pictures, missing="" if charts.available() else charts.MISSING))
     return path

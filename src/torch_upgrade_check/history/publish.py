@@ -134,7 +134,7 @@ def load_records(path: Path, *, commit: str | None = None) -> list[dict]:
     if isinstance(data, dict) and data.get("schema") == RECORD_SCHEMA:
         return [data]
     if isinstance(data, dict):
-        return [_from_report(data, commit)]
+        return [record.here(data, commit)]
     records = _json_lines(text)
     if records:
         return records
@@ -167,11 +167,6 @@ def _json_lines(text: str) -> list[dict]:
             return []
         out.append(item)
     return out
-
-
-def _from_report(report: dict, commit: str | None) -> dict:
-    sha = commit or os.environ.get("GITHUB_SHA", "")
-    return record.from_report(report, identity=record.runner_identity(), commit=sha, when=record.now_utc())
 
 
 def resolve_remote(remote: str) -> str:

@@ -6,6 +6,7 @@ versioned report.json the tool writes, never from torch: the orchestrator's host
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -16,13 +17,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from torch_upgrade_check.analysis import trends
 from torch_upgrade_check.errors import UsageError
 
 SCHEMA = "torch-upgrade-check/history/1"
 SCHEMA_PREFIX = "torch-upgrade-check/history/"
-# the identity's fields that decide a series: a change in any of them starts a new one (the kernel and the runner's
-# name change between runs of the same kind of machine, so they are kept but do not split a series)
-IDENTITY_KEYS = ("cpu", "gpu", "driver", "os", "machine")
+# the identity's fields that decide a series (analysis/trends.py's, the one spelling): kernel and runner are kept too
+IDENTITY_KEYS = trends.IDENTITY_KEYS
 MAX_METRICS = 24  # a record keeps at most this many numbers per check, so a store of 1,000 runs stays small
 _NIGHTLY_DATE = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 
@@ -45,6 +46,25 @@ def from_report(report: dict[str, Any], *, identity: dict[str, Any], commit: str
     if candidate.get("tool_version"):
         record["tool_version"] = str(candidate["tool_version"])
     return record
+
+
+def here(report: dict[str, Any], commit: str | None = None) -> dict[str, Any]:
+    """The record of `report` as this runner made it, now: `commit` (None: $GITHUB_SHA) and this machine's identity."""
+    sha = commit if commit is not None else os.environ.get("GITHUB_SHA", "")
+    return from_report(report, identity=runner_identity(), commit=sha, when=now_utc())
+
+
+def from_file(path: Path, *, commit: str | None = None, flag: str = "--append") -> dict[str, Any]:
+    """`here` of the report.json at `path`; one it cannot read or parse is bad input naming `flag`."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(f"cannot read {flag} {path}: {e.strerror}; pass the report.json that run or compare "
+                         "wrote") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{flag} {path} is not JSON ({e.msg} at line {e.lineno}); pass the report.json that run "
+                         "or compare wrote") from None
+    return here(report, commit)
 
 
 def utc_iso(when: str) -> str:
