@@ -19,8 +19,10 @@ def _env(version: str) -> dict[str, Any]:
 
 
 def latency(workload: str, ratio: float, outcome: Outcome = Outcome.PASSED) -> CheckResult:
-    """A candidate's latency result with the A/B metrics compare gives it (analysis.ab.Decision.metrics)."""
-    metrics = {"change": "regression" if outcome is Outcome.FAILED else "unchanged", "ratio": ratio,
+    """A candidate's latency result with the figures and A/B metrics compare gives it (analysis.abjudge)."""
+    samples = [round(1.5 * ratio * (1 + (i % 5 - 2) / 100), 6) for i in range(12)]
+    metrics = {"samples_ms": samples, "threads": 2, "median_ms": 1.5 * ratio, "iqr_ms": 0.03 * ratio,
+               "change": "regression" if outcome is Outcome.FAILED else "unchanged", "ratio": ratio,
                "ci_low": ratio * 0.97, "ci_high": ratio * 1.03, "p_value": 0.2, "baseline_median": 1.5,
                "candidate_median": 1.5 * ratio, "rounds": 12, "confirmed": outcome is Outcome.FAILED,
                "significant": False, "ci_level": 0.95, "run_ci_low": float("nan")}

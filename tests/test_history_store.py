@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -12,10 +13,13 @@ import jsonschema
 import pytest
 from history_cases import IDENTITY, comparison, correctness, latency, load, single_run
 
+from torch_upgrade_check.analysis import trends
+from torch_upgrade_check.analysis.trends import analyse
+from torch_upgrade_check.aspects import TABLE
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.history import record as rec
 from torch_upgrade_check.history import store
-from torch_upgrade_check.model import Outcome
+from torch_upgrade_check.model import CheckResult, Outcome
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "schema" / "history-record.schema.json").read_text())
 
@@ -29,16 +33,20 @@ def test_a_comparison_becomes_one_record_that_the_schema_accepts() -> None:
     text = comparison("2.14.0", "2.15.0.dev20261203+cpu", latency("mlp", 1.18, Outcome.FAILED), correctness("mlp"))
     r = rec.from_report(load(text), identity=IDENTITY, commit="abc123", when="2026-12-03T05:06:07+01:00")
     jsonschema.validate(r, SCHEMA)
-    assert r["schema"] == "torch-upgrade-check/history/1"
+    assert r["schema"] == "torch-upgrade-check/history/2"
     assert r["when"] == "2026-12-03T04:06:07Z"  # UTC
     assert r["torch"]["baseline"]["version"] == "2.14.0" and r["torch"]["baseline"]["build_date"] is None
     assert r["torch"]["candidate"]["build_date"] == "2026-12-03"
     lat = r["checks"]["mlp[float32]/latency"]
     assert lat["outcome"] == "failed" and lat["ratio"] == pytest.approx(1.18)
     assert lat["ci"] == pytest.approx([1.18 * 0.97, 1.18 * 1.03])
-    assert "run_ci_low" not in lat["metrics"] and "confirmed" not in lat["metrics"]  # NaN and booleans are not numbers
+    # the figures latency's summary table shows, its median first (the samples counted); the A/B engine's own figures
+    # (p value, rounds, NaN, booleans) are not key figures
+    assert lat["metrics"] == {"median_ms": pytest.approx(1.5 * 1.18), "iqr_ms": pytest.approx(0.03 * 1.18),
+                              "samples_ms": 12, "threads": 2}
+    assert lat["primary"] == "median_ms"
     assert r["checks"]["mlp[float32]/correctness"] == {"outcome": "passed", "ratio": None, "ci": None,
-                                                       "metrics": {"max_abs_err": 1e-7}}
+                                                       "metrics": {"max_abs_err": 1e-7}, "primary": "max_abs_err"}
 
 
 def test_a_single_run_has_no_baseline() -> None:
@@ -111,7 +119,7 @@ def _json_error(path: Path) -> str:
 
 def test_lines_that_are_not_records_of_this_version_are_skipped_with_a_reason(tmp_path: Path) -> None:
     good = _record(1)
-    newer = {**good, "schema": "torch-upgrade-check/history/2"}
+    newer = {**good, "schema": "torch-upgrade-check/history/3"}
     (tmp_path / "records.jsonl").write_text("\n".join(json.dumps(x) for x in (good, newer, {"a": 1}, [1])) + "\n")
     got = store.load(tmp_path)
     assert got.records == [good]
@@ -158,3 +166,58 @@ def test_an_unreadable_compacted_file_is_reported_not_fatal(tmp_path: Path) -> N
 def test_append_refuses_what_is_not_a_record(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="schema"):
         store.append(tmp_path, {"when": "2026-12-03T00:00:00Z"})
+
+
+def _aspect_result(aspect: str, metrics: dict) -> CheckResult:
+    return CheckResult("mlp", aspect, "cpu", "float32", Outcome.PASSED, reason="", metrics=metrics)
+
+
+def test_an_aspect_with_a_folder_keeps_the_figures_its_typed_metrics_give_its_columns() -> None:
+    """determinism and dataloader (aspects/<folder>/): their render's columns, read from judge.Metrics by attribute,
+    the primary first; a list counted where the column counts it; booleans, strings and other numbers left out."""
+    determinism = {"bitwise_equal": True, "differing_tensors": 0, "compared_tensors": 13, "max_abs_diff": 0.0,
+                   "first_differing": []}
+    dataloader = {"items": 60, "batch_size": 8, "workers": 2, "reference_batches": 16, "pin_memory": False,
+                  "runs": [{"start_method": m, "outcome": "equal"} for m in ("fork", "spawn", "forkserver")],
+                  "wall_s": 200.0}
+    text = comparison("2.14.0", "2.15.0.dev20261203+cpu", _aspect_result("determinism", determinism),
+                      _aspect_result("dataloader", dataloader))
+    r = rec.from_report(load(text), identity=IDENTITY, commit="abc", when="2026-12-03T00:00:00Z")
+    jsonschema.validate(r, SCHEMA)
+    assert r["checks"]["mlp[float32]/determinism"] == {
+        "outcome": "passed", "ratio": None, "ci": None, "primary": "max_abs_diff",
+        "metrics": {"max_abs_diff": 0.0, "differing_tensors": 0}}
+    # dataloader sorts by max abs err, which it does not measure: no primary; its loaders counted
+    assert r["checks"]["mlp[float32]/dataloader"]["metrics"] == {"runs": 3, "workers": 2, "reference_batches": 16}
+    assert r["checks"]["mlp[float32]/dataloader"]["primary"] is None
+
+
+def test_a_store_holding_version_1_records_reads_them_beside_the_new_ones(tmp_path: Path) -> None:
+    """A store an older tool wrote (version 1: every number of a check, no primary) goes on: its records are read,
+    analysed with the new ones, and still valid against the schema; the new ones are version 2."""
+    old = {"schema": "torch-upgrade-check/history/1", "when": "2026-12-02T04:00:00Z", "commit": "0" * 40,
+           "identity": IDENTITY, "torch": {"baseline": {}, "candidate": {"version": "2.15.0.dev20261202+cpu",
+                                                                         "git": None, "label": "x", "build_date": "2026-12-02"}},
+           "checks": {"mlp[float32]/latency": {"outcome": "passed", "ratio": 1.0, "ci": [0.97, 1.03],
+                                               "metrics": {"baseline_median": 1.5, "p_value": 0.2, "ratio": 1.0}}}}
+    jsonschema.validate(old, SCHEMA)
+    (tmp_path / "records.jsonl").write_text(json.dumps(old) + "\n")
+    new = _record(3, 1.01)
+    store.append(tmp_path, new)
+    got = store.load(tmp_path)
+    assert got.problems == [] and got.records == [old, new]
+    assert [r["schema"] for r in got.records] == ["torch-upgrade-check/history/1", "torch-upgrade-check/history/2"]
+    assert [p.ratio for p in analyse(got.records).series["mlp[float32]/latency"]] == [1.0, 1.01]
+
+
+def test_the_identity_that_decides_a_series_is_spelled_once() -> None:
+    assert rec.IDENTITY_KEYS is trends.IDENTITY_KEYS
+
+
+def test_history_names_no_aspect() -> None:
+    """history/ is generic: an aspect's figures come through its folder (or report.checks' tables), never by name."""
+    names = {a.name for a in TABLE}
+    folder = Path(rec.__file__).parent
+    named = {(p.name, m[1]) for p in folder.glob("*.py") for m in re.finditer(r"[\"']([a-z][a-z-]*)[\"']", p.read_text())
+             if m[1] in names}
+    assert named == set()

@@ -31,6 +31,7 @@ from torch_upgrade_check.history import record, store
 from torch_upgrade_check.schema import SchemaError, read_bisection
 
 RECORD_SCHEMA = record.SCHEMA
+READABLE = record.READABLE  # a record file an older tool wrote (a runner not yet upgraded) is published as it is
 DEFAULT_ATTEMPTS = 5
 MAX_ATTEMPTS = 50
 # The pause before attempt n is uniform in [0, BASE * 2**n), capped: two jobs that collided once rarely
@@ -131,7 +132,7 @@ def load_records(path: Path, *, commit: str | None = None) -> list[dict]:
         data = json.loads(text)
     except json.JSONDecodeError:
         data = None
-    if isinstance(data, dict) and data.get("schema") == RECORD_SCHEMA:
+    if isinstance(data, dict) and data.get("schema") in READABLE:
         return [data]
     if isinstance(data, dict):
         return [record.here(data, commit)]
@@ -163,7 +164,7 @@ def _json_lines(text: str) -> list[dict]:
             item = json.loads(line)
         except json.JSONDecodeError:
             return []
-        if not (isinstance(item, dict) and item.get("schema") == RECORD_SCHEMA):
+        if not (isinstance(item, dict) and item.get("schema") in READABLE):
             return []
         out.append(item)
     return out

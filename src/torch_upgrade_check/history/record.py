@@ -1,4 +1,4 @@
-"""One history record from a report.json: torch on each side, the runner's identity, each check's outcome and ratio.
+"""A history record from a report.json: both torches, the runner, each check's outcome, ratio and key figures.
 
 The record's shape is `schema/history-record.schema.json` (versioned by its `schema` word). It is built from the
 versioned report.json the tool writes, never from torch: the orchestrator's host may not have it.
@@ -13,18 +13,24 @@ import platform
 import re
 import shutil
 import subprocess
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from torch_upgrade_check.analysis import trends
+from torch_upgrade_check.aspects import ASPECT, part
 from torch_upgrade_check.errors import UsageError
+from torch_upgrade_check.report.checks import columns_of, primary_of
 
-SCHEMA = "torch-upgrade-check/history/1"
 SCHEMA_PREFIX = "torch-upgrade-check/history/"
+SCHEMA = f"{SCHEMA_PREFIX}2"  # 2: a check's metrics are its key figures (its summary columns) and `primary` names one
+READABLE = (f"{SCHEMA_PREFIX}1", SCHEMA)  # 1: every finite number of a check, alphabetically, 24 at most; no primary
 # the identity's fields that decide a series (analysis/trends.py's, the one spelling): kernel and runner are kept too
 IDENTITY_KEYS = trends.IDENTITY_KEYS
 MAX_METRICS = 24  # a record keeps at most this many numbers per check, so a store of 1,000 runs stays small
+# the A/B engine's figures (analysis.ab.Decision.metrics), for every aspect measured A/B: the ratio and its interval
+AB_KEYS = ("ratio", "ci_low", "ci_high")
 _NIGHTLY_DATE = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 
 
@@ -126,14 +132,42 @@ def _number(value: Any) -> float | None:
 
 
 def _check(result: dict[str, Any]) -> dict[str, Any]:
-    """A check's outcome, its A/B ratio and interval (None where it has none) and its numbers (finite ones only)."""
+    """A check's outcome, its A/B ratio and interval (None where it has none), its key figures and the primary one."""
     metrics = result.get("metrics") or {}
-    ratio = _number(metrics.get("ratio"))
-    low, high = _number(metrics.get("ci_low")), _number(metrics.get("ci_high"))
-    numbers = {k: v for k, v in ((k, _number(v)) for k, v in sorted(metrics.items())) if v is not None}
+    ratio, low, high = (_number(metrics.get(k)) for k in AB_KEYS)
+    primary, figures = key_metrics(str(result.get("aspect") or ""), metrics)
     return {"outcome": str(result.get("outcome") or "error"), "ratio": ratio,
             "ci": [low, high] if low is not None and high is not None else None,
-            "metrics": dict(list(numbers.items())[:MAX_METRICS])}
+            "metrics": figures, "primary": primary if primary in figures else None}
+
+
+def key_metrics(aspect: str, metrics: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
+    """(the primary figure's key, {key: number}): the columns the aspect's summary table shows, primary first, read
+    from its typed `Metrics` where it has a folder; a list counted where its column counts it, other values left out."""
+    columns = [primary_of(aspect), *columns_of(aspect)]
+    read = _typed_reader(aspect, metrics) or metrics.get
+    figures: dict[str, float] = {}
+    for col in columns:
+        value = read(col.key)
+        if col.kind == "count" and isinstance(value, (list, tuple)):
+            value = len(value)
+        number = _number(value)
+        if number is not None and col.key not in figures:
+            figures[col.key] = number
+    return columns[0].key, dict(list(figures.items())[:MAX_METRICS])
+
+
+def _typed_reader(aspect: str, metrics: Mapping[str, Any]) -> Callable[[str], Any] | None:
+    """A key's value read by attribute from the aspect's `Metrics` (judge.py); None for an aspect with no folder yet,
+    whose figures are read from the dict (that fallback goes once every aspect has its folder)."""
+    judge = part(aspect, "judge") if aspect in ASPECT else None
+    kind = getattr(judge, "Metrics", None)
+    if kind is None:
+        return None
+    typed = kind.from_dict(metrics)
+    named = kind.named()
+    # a figure the judge derived (added after the worker's) is not one of the type's fields: it is kept in rest_
+    return lambda key: getattr(typed, key) if key in named else typed.rest_.get(key)
 
 
 def runner_identity() -> dict[str, Any]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torch_upgrade_check.history.record import SCHEMA, SCHEMA_PREFIX
+from torch_upgrade_check.history.record import READABLE, SCHEMA, SCHEMA_PREFIX
 from torch_upgrade_check.schema import atomic_write_text
 
 RECORDS = "records.jsonl"
@@ -40,7 +40,7 @@ class StoreRead:
 
 def append(store_dir: Path, record: dict[str, Any], *, max_records: int = MAX_RECORDS, keep: int = KEEP) -> None:
     """Append one record as a line of store_dir/records.jsonl; past max_records lines, roll the oldest away."""
-    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+    if not isinstance(record, dict) or record.get("schema") not in READABLE:  # an older tool's record file too
         raise ValueError(f"a history record must carry schema {SCHEMA!r}; build it with history.record.from_report")
     store_dir = Path(store_dir)
     store_dir.mkdir(parents=True, exist_ok=True)
@@ -97,9 +97,9 @@ def _parse(lines: Iterable[str], name: str, got: StoreRead, seen: set[str]) -> N
         if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
             got.problems.append(f"{name} line {number} is not a history record (no schema {SCHEMA!r}); skipped")
             continue
-        if schema != SCHEMA:
+        if schema not in READABLE:  # a newer tool's record: its fields may mean something else
             got.problems.append(f"{name} line {number} has schema {schema!r}; this torch-upgrade-check reads "
-                                f"{SCHEMA!r}: upgrade it to read that record; skipped")
+                                f"{' and '.join(map(repr, READABLE))}: upgrade it to read that record; skipped")
             continue
         key = json.dumps(record, sort_keys=True)
         if key in seen:  # a roll cut short after its compacted file was written: the same line twice
