@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 from torch_upgrade_check import aspects, config, suite
 from torch_upgrade_check.aspects import ASPECT, FailKind, InCompare, Runs, Threshold
@@ -64,3 +65,14 @@ def test_the_enums_are_their_words_in_json_text_and_reprs() -> None:
     assert (f"{ABState.UNDECIDED}", str(Status.TIMEOUT), repr(metrics)) == (
         "undecided", "timeout", "{'change': 'regression', 'side': 'candidate'}")
     assert {"regression": 1}[ABState.REGRESSION] == 1 and Status("crash") is Status.CRASH
+
+
+def test_what_a_workload_may_list_is_derived_from_the_table_and_the_config_schema_agrees() -> None:
+    """config.WORKLOAD_ASPECTS is aspects.WORKLOAD_ASPECTS (not spelled again), and the config schema's enum is the
+    same names in the same order (the order error messages and docs list them in): each a worker aspect of the table."""
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schema" / "torch-upgrade-check.schema.json").read_text())
+    enum = schema["properties"]["workloads"]["items"]["properties"]["aspects"]["items"]["enum"]
+    assert config.WORKLOAD_ASPECTS is aspects.WORKLOAD_ASPECTS
+    assert tuple(enum) == aspects.WORKLOAD_ASPECTS, "regenerate the schema's aspects enum from aspects.WORKLOAD_ASPECTS"
+    assert all(ASPECT[a].runs is Runs.WORKER and ASPECT[a].compare is not InCompare.OPS for a in enum)
+    assert set(aspects.NOT_LISTED) <= set(ASPECT) and not set(aspects.NOT_LISTED) & set(enum)

@@ -8,15 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from torch_upgrade_check import suite
-from torch_upgrade_check.aspects import ASPECT
+from torch_upgrade_check.aspects import ASPECT, WORKLOAD_ASPECTS
 
 DEFAULT_PATH = Path("torch-upgrade-check.yml")
 SCHEMA_VERSION = 1
 CROSS_VERSION = "cross-version"  # only `compare` runs it: baseline's outputs vs candidate's
-# fsdp2 and ddp are left out: they train the built-in transformer_block and never calls a factory.
-WORKLOAD_ASPECTS = ("numerics", "cross-backend", CROSS_VERSION, "compile", "determinism", "checkpoint",
-                    "training-curve", "amp", "dataloader", "latency", "memory", "compile-time", "compile-cache",
-                    "compiled-latency", "warnings", "export", "jit", "aoti", "onnx")
+# WORKLOAD_ASPECTS, what a workload may list, is derived from aspects.TABLE (fsdp2 and ddp are left out: they train
+# the built-in transformer_block under torchrun and never call a factory)
 # opt-in, as aspects.TABLE says: compile-time (--compile-time, or listed here), each sample is a whole cold compile;
 # so are compile-cache (a cold compile and a second process's warm one) and compiled-latency (a compile in every A/B
 # worker), for a team that ships its model compiled; and the artifact aspects (export, jit, aoti, onnx): a team lists

@@ -241,3 +241,14 @@ def ab_of(aspect: str) -> AB:
 AB_ASPECTS = tuple(sorted((a.name for a in TABLE if a.ab), key=lambda name: list(Threshold).index(ab_of(name).threshold)))
 TIMED = tuple(a for a in AB_ASPECTS if ab_of(a).unit == "ms")  # samples are times: judged as slowdowns
 LATENCY_LIKE = tuple(a for a in AB_ASPECTS if ab_of(a).threshold is Threshold.LATENCY)  # a forward, eager or compiled
+
+# What a team's workload may list (the config's `aspects:`, the schema's enum): the aspects a worker runs on the
+# workload's own model (not under torchrun: fsdp2 and ddp train the built-in transformer_block; not compare's op
+# timing), less those the config plans otherwise: compile-mode, deterministic-backward and sdpa-backends
+# run the built-in workloads' own code (never a team's factory), artifact the config's `artifacts:`. Listed as the
+# messages and docs list them: the correctness checks planned by default, then the figures measured and the opt-ins,
+# then the artifacts a team ships (each group in TABLE's order).
+NOT_LISTED = ("compile-mode", "deterministic-backward", "sdpa-backends", "artifact")
+WORKLOAD_ASPECTS = tuple(a.name for a in sorted(
+    (a for a in TABLE if a.runs is Runs.WORKER and a.compare is not InCompare.OPS and a.name not in NOT_LISTED),
+    key=lambda a: (a.family == "artifact", a.kind is not FailKind.CORRECTNESS or bool(a.opt_in))))
