@@ -40,7 +40,7 @@ def decide(batches: Sequence[ab.Batch], shares: Sequence[float | None], threshol
     ab.decide on the first k quiet pairs, k = MIN_PAIRS..MAX_PAIRS (all pairs where none was busy): the looks
     ab.decide's alpha / LOOKS already pays for, so setting pairs aside spends no more of the false-alarm budget."""
     d = ab.decide(batches, threshold, alpha=alpha, final=final, floor=floor, increase=increase)
-    noisy = [busy(s) for s in shares]
+    noisy = [busy(s) for s in shares] + [False] * (len(batches) - len(shares))  # a pair with no reading: quiet
     if not any(noisy):
         return d
     quiet = [b for b, n in zip(batches, noisy) if not n]
