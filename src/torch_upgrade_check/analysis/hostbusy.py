@@ -1,6 +1,6 @@
-"""A timing measured while other processes used the pinned CPUs is no evidence of the candidate (pure): an alarm
-raised with busy pairs among its pairs is decided again on the quiet pairs alone, and where those do not settle it
-the check is `undecided` (host busy), never a regression or an improvement blamed on torch.
+"""A timing measured while other processes used the pinned CPUs is no evidence of the candidate (pure): where any
+pair of a timed check was busy, the quiet pairs alone decide it, and where those do not settle it the check is
+`undecided` (host busy), never a regression, an improvement or an `unchanged` read on busy pairs.
 
 Self-hosted GPU machines run several runners at once. Measured (docs/benchmarks.md#a-busy-host): with a second
 compare or a CPU hog on the pinned CPU, A/A intervals left out 1.00 in 2 of 4 runs and one read "1.29x faster"; the
@@ -28,26 +28,44 @@ def busy(share: float | None) -> bool:
 
 def decide(batches: Sequence[ab.Batch], shares: Sequence[float | None], threshold: float, *, alpha: float,
            final: bool, floor: float = 0.0, increase: str = "slowdown") -> ab.Decision:
-    """ab.decide over every pair; where that is anything but `unchanged` (or `pending` while more pairs can be
-    measured) and some pairs were busy, ab.decide over the quiet pairs alone: a change they confirm stands, an
-    `unchanged` they find stands; otherwise `undecided` with the reason "host busy: ...". An `unchanged` over every
-    pair is kept: the busy pairs did not make it. The decision counts every pair measured (`batches`, `rounds`);
-    its `why` says how many were set aside."""
+    """ab.decide over every pair where none was busy; where some were, over the quiet pairs alone, whatever every
+    pair together said: a change or an `unchanged` they settle stands, with the pairs set aside said; `pending` while
+    more pairs can be measured; else `undecided` "host busy: ..." carrying the quiet pairs' estimate (so that
+    `--undecided fail` fails it as any undecided check whose estimate is beyond the threshold and significant), or,
+    with no quiet pair, no estimate (NaN: it warns under either policy; the busy pairs' reading is in its `why`). The
+    decision counts every pair measured (`batches`, `rounds`).
+
+    Busy pairs never decide, in either direction: a neighbour busy while the baseline computes hides a slowdown
+    (`unchanged`) as one busy while the candidate computes makes one up. A regression is only ever called by
+    ab.decide on the first k quiet pairs, k = MIN_PAIRS..MAX_PAIRS (all pairs where none was busy): the looks
+    ab.decide's alpha / LOOKS already pays for, so setting pairs aside spends no more of the false-alarm budget."""
     d = ab.decide(batches, threshold, alpha=alpha, final=final, floor=floor, increase=increase)
-    noisy = [busy(s) for s in shares]
-    if not any(noisy) or d.state in (ABState.UNCHANGED, ABState.PENDING):
+    noisy = [busy(s) for s in shares] + [False] * (len(batches) - len(shares))  # a pair with no reading: quiet
+    if not any(noisy):
         return d
     quiet = [b for b, n in zip(batches, noisy) if not n]
     said = set_aside(shares, len(batches))
     counts = {"batches": d.batches, "rounds": d.rounds}
-    if quiet:
-        q = ab.decide(quiet, threshold, alpha=alpha, final=final, floor=floor, increase=increase)
-        if q.state in (ABState.REGRESSION, ABState.IMPROVED, ABState.UNCHANGED, ABState.PENDING):
-            return replace(q, why=f"{q.why}; {said}", **counts)
-    state = ABState.UNDECIDED if final else ABState.PENDING
-    return ab.Decision(state, math.nan, math.nan, math.nan, 1.0, d.baseline_median, d.candidate_median, d.rounds,
-                       d.batches, 0, f"host busy: {said}; the {len(quiet)} quiet one{'s' if len(quiet) != 1 else ''} "
-                       f"settled nothing; rerun on an idle runner", -1 if final else 0, threshold=threshold)
+    q = ab.decide(quiet, threshold, alpha=alpha, final=final, floor=floor, increase=increase) if quiet else None
+    if q is not None and q.state in (ABState.REGRESSION, ABState.IMPROVED, ABState.UNCHANGED):
+        return replace(q, why=f"{q.why}; {said}", **counts)
+    if not final:
+        return replace(q or d, state=ABState.PENDING, why=f"host busy: {said}; measuring more pairs", **counts)
+    if q is not None:  # final: ab.decide's undecided over the quiet pairs, its estimate and `beyond` kept
+        n = len(quiet)
+        return replace(q, why=f"host busy: {said}; over the {n} quiet one{'s' if n != 1 else ''}: {q.why}; rerun on "
+                              "an idle runner", **counts)
+    return ab.Decision(ABState.UNDECIDED, math.nan, math.nan, math.nan, 1.0, d.baseline_median, d.candidate_median,
+                       d.rounds, d.batches, 0, f"host busy: {said}; no quiet pair measured the candidate "
+                       f"({read(d)} over the busy ones, no evidence of torch); rerun on an idle runner", -1,
+                       threshold=threshold)
+
+
+def read(d: ab.Decision) -> str:
+    """What the busy pairs read, in the words a reviewer knows: "1.88x (95% CI 1.52-2.33)"."""
+    if not math.isfinite(d.ratio):
+        return "nothing comparable"
+    return f"{d.ratio:.2f}× (95% CI {d.ci_low:.2f}–{d.ci_high:.2f})"
 
 
 def set_aside(shares: Sequence[float | None], pairs: int) -> str:

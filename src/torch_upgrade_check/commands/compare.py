@@ -22,7 +22,7 @@ from torch_upgrade_check.commands.compare_sides import Sides, in_parallel, plan_
 from torch_upgrade_check.commands.settings import CompareSettings
 from torch_upgrade_check.errors import EXIT_PASSED
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
-from torch_upgrade_check.orchestrate import attribute, compare, measure, optiming, session
+from torch_upgrade_check.orchestrate import attribute, compare, hostload, measure, optiming, session
 from torch_upgrade_check.orchestrate.budget import slowest
 from torch_upgrade_check.orchestrate.live import LiveWorker
 from torch_upgrade_check.report import costs
@@ -60,6 +60,8 @@ def execute(s: CompareSettings) -> int:
             measure.close(*launched.pop())
         if pair is not None and pair.cache_dir is not None:
             shutil.rmtree(pair.cache_dir, ignore_errors=True)
+        if pair is not None:
+            hostload.release()  # measuring is over: another compare may have these CPUs while this one judges
     return judge(ready, started)
 
 

@@ -118,24 +118,63 @@ def alive(pid: int) -> bool:
     return True
 
 
+def started(pid: int, proc: Path = PROC) -> str | None:
+    """When `pid` started (clock ticks after boot, /proc/<pid>/stat's 22nd field); None where it cannot be read."""
+    fields = _stat_fields(proc / str(pid) / "stat")
+    return fields[19] if fields is not None and len(fields) > 19 else None
+
+
+def holds(pid: int, start: str | None) -> bool:
+    """Whether the process that claimed as (`pid`, `start`) still lives: a pid the kernel gave to another process
+    since (its start time differs) does not hold the claim, nor keep its CPU from every later compare."""
+    if not alive(pid):
+        return False
+    now = started(pid)
+    return start is None or now is None or now == start
+
+
+def _mine() -> str:
+    """This process's claim tag: its pid and start time (a pid alone is reused once its process ends)."""
+    start = started(os.getpid())
+    return f"{os.getpid()}-{start}" if start is not None else str(os.getpid())
+
+
 def claimed(folder: Path | None) -> set[int]:
-    """The CPUs a live process other than this one claimed in `folder`."""
+    """The CPUs a live process other than this one claimed in `folder`; a claim whose process ended (or whose pid
+    another process has now) is removed."""
     taken: set[int] = set()
     for f in folder.glob("cpu*-*") if folder is not None else ():
-        cpu, _, pid = f.name[3:].partition("-")
-        if cpu.isdigit() and pid.isdigit() and int(pid) != os.getpid() and alive(int(pid)):
+        cpu, _, tag = f.name[3:].partition("-")
+        pid, _, start = tag.partition("-")  # "cpu3-1234-98765"; "cpu3-1234" from a release before start times
+        if not (cpu.isdigit() and pid.isdigit()) or tag == _mine():
+            continue
+        if holds(int(pid), start or None):
             taken.add(int(cpu))
-        elif pid.isdigit() and not alive(int(pid)):
+        else:
             with contextlib.suppress(OSError):
                 f.unlink()  # its compare ended
     return taken
 
 
 def claim(folder: Path | None, cpus: Iterable[int]) -> None:
-    """Claim `cpus` for this process (the claim lapses when it ends)."""
-    for cpu in cpus if folder is not None else ():
+    """Claim `cpus` for this process in place of what it claimed before (a process measures on one set of CPUs at a
+    time; the claim lapses when it ends, or when it calls `release`)."""
+    if folder is None:
+        return
+    release(folder)
+    for cpu in cpus:
         with contextlib.suppress(OSError):
-            (folder / f"cpu{cpu}-{os.getpid()}").touch()
+            (folder / f"cpu{cpu}-{_mine()}").touch()
+
+
+def release(folder: Path | None = CLAIMS) -> None:
+    """Give back this process's claims: its measuring is over though it lives on (attribution done, reports and the
+    team's tests to come), and a compare started meanwhile must not pass over an idle CPU for a busy one."""
+    mine = _mine()
+    for f in folder.glob("cpu*-*") if folder is not None and folder.is_dir() else ():
+        if f.name[3:].partition("-")[2] == mine:
+            with contextlib.suppress(OSError):
+                f.unlink()
 
 
 def _stat_fields(path: Path) -> list[str] | None:

@@ -73,6 +73,8 @@ changes float64 too, as a real kernel change does.
   spins on the CPUs this worker is pinned to exactly while this worker's model computes (each outermost
   nn.Module call), so the candidate's forward takes up to twice as long for a reason outside torch. It is started
   detached (not this worker's child) and ends with the worker. compare must not blame torch for it.
+  TUC_NEIGHBOUR_PAIRS=2-8 (or 1,3): only in the A/B workers of those process pairs (compare names pair N's plan
+  file ab-<side>-bN-...), so that a test knows which pairs are busy; other processes have no neighbour.
 - autocast-disabled: torch.autocast no longer offers its dtype here: it warns "…the target dtype is not
   supported. Disabling autocast." and the model runs in float32 (as bfloat16 autocast on MPS before 2.5
   and float16 on the CPU before 2.x did): nothing fails, the job only loses mixed precision.
@@ -906,6 +908,20 @@ while True:
 """
 
 
+def _neighbour_here() -> bool:
+    """Whether this process gets a neighbour: every process, or, with TUC_NEIGHBOUR_PAIRS, the A/B workers of the pairs
+    it names (their plan file, the worker's first argument, is ab-<side>-b<N>-<launch>.plan.json)."""
+    wanted = os.environ.get("TUC_NEIGHBOUR_PAIRS", "")
+    if not wanted:
+        return True
+    pairs: set[int] = set()
+    for part in wanted.split(","):
+        low, _, high = part.partition("-")
+        pairs.update(range(int(low), int(high or low) + 1))
+    named = re.search(r"ab-(?:baseline|candidate)-b(\d+)-\d+\.plan\.json\b", " ".join(sys.argv))
+    return named is not None and int(named.group(1)) in pairs
+
+
 def _busy_neighbour() -> None:
     """Start a detached process that spins on this worker's CPUs while a flag file exists; the flag exists during each
     outermost nn.Module call."""
@@ -913,6 +929,8 @@ def _busy_neighbour() -> None:
     import tempfile
     import threading
 
+    if not _neighbour_here():
+        return
     flag = os.path.join(tempfile.mkdtemp(prefix="tuc-neighbour-"), "busy")
     # `sh -c '... &'` exits at once: the neighbour is re-parented, no descendant of this worker
     subprocess.run(["sh", "-c", '"$0" -c "$1" "$2" "$3" </dev/null >/dev/null 2>&1 &', sys.executable, NEIGHBOUR,
