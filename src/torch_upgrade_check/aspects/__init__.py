@@ -209,7 +209,6 @@ ASPECTS = tuple(a.name for a in TABLE if a.runs is not Runs.REPORT)
 FAIL_ON = tuple(k.value for k in FailKind)
 FAIL_KINDS = {a.name: a.kind.value for a in TABLE if a.kind is not FailKind.CORRECTNESS}
 STACK_ASPECTS = tuple(a.name for a in TABLE if a.compare is InCompare.STACK)
-COMPILE_ASPECTS = tuple(a.name for a in TABLE if a.family == "compile")
 ARTIFACT_ASPECTS = tuple(a.name for a in TABLE if a.family == "artifact")
 TRAINING_ASPECTS = tuple(a.name for a in TABLE if a.family == "training")
 SAVED_ASPECTS = tuple(a.name for a in TABLE if a.compare is InCompare.SAVED)
