@@ -1,15 +1,10 @@
 """Observation -> CheckResult: the pass/fail rules of every aspect, with one-line reasons (pure).
 
 Rules (thresholds are recorded on each result):
-- numerics, cross-backend, cross-version, compile, compile-mode: closeness to the fp64 CPU golden, tensor by tensor
+- numerics, cross-backend, cross-version: closeness to the fp64 CPU golden, tensor by tensor
   (analysis.closeness has the rule); cross-version's golden is the baseline's, and its own fp64 golden
-  differing from the baseline's beyond float64's tolerances fails it too. compile and compile-mode (analysis.compiled)
-  also fail when torch.compile compiled no graph (a model that ran eagerly compared eager with eager), does not
-  compile, or raises at one of the workload's dynamic sizes; in compare also by the cross-version rule against the
-  baseline's compiled outputs.
+  differing from the baseline's beyond float64's tolerances fails it too.
 - latency, compiled-latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
-- compile-cache: a fresh process compiling from the cold compile's Inductor caches neither crashes nor gives other
-  outputs (analysis.compilecache has the rule).
 - compile-time: cold compiles (a fresh Inductor cache each) timed; passes (compare judges it A/B, as latency).
 - memory: recorded; passes when measured.
 - sdpa-backends: every backend that runs, on every case, by the numerics rule.
@@ -17,7 +12,7 @@ Rules (thresholds are recorded on each result):
   saved program), every output by the compile rule against eager's (analysis.artifacts).
 - an aspect with a folder (aspects/<folder>/, its row's `folder`): its judge.py's rule, on its typed Metrics
   (dataloader; the training family: checkpoint, training-curve, amp; determinism, deterministic-backward; the
-  distributed ones: fsdp2, ddp; warnings).
+  distributed ones: fsdp2, ddp; warnings; the compile family: compile, compile-mode; compile-cache).
 """
 
 from __future__ import annotations
@@ -28,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, stats
+from torch_upgrade_check.analysis import artifacts, closeness, stats
 from torch_upgrade_check.analysis.closeness import as_float, short
-from torch_upgrade_check.aspects import ARTIFACT_ASPECTS, COMPILE_ASPECTS, part
+from torch_upgrade_check.aspects import ARTIFACT_ASPECTS, part
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
 
 
@@ -75,15 +70,10 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         if changed:
             reason = f"{changed}; {reason}" if outcome is Outcome.PASSED else f"{reason}; {changed}"
             outcome = Outcome.FAILED
-    elif spec.aspect in COMPILE_ASPECTS:
-        outcome, reason, thresholds = compiled.judge(m, spec.dtype,
-                                                     allow_graph_breaks=bool(spec.params.get("allow_graph_breaks")))
     elif spec.aspect in ("latency", "compiled-latency"):
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
         if spec.aspect == "compiled-latency" and m.get("compile_s") is not None:
             reason += f"; compiled in {format_ms(float(m['compile_s']) * 1000.0)} (not timed)"
-    elif spec.aspect == "compile-cache":
-        outcome, reason, thresholds = compilecache.judge(m)
     elif spec.aspect == "compile-time":
         samples = [float(x) for x in m.get("samples_ms", [])]
         m["median_ms"], m["iqr_ms"] = stats.median(samples), stats.iqr(samples)
@@ -105,8 +95,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
     details = own(judge.Metrics.from_dict(m)) if own is not None else _mismatch_details(m)
     if not details and isinstance(m.get("vs_baseline"), Mapping):  # fsdp2, ddp: the steps unlike the baseline's
         details = _mismatch_details(m["vs_baseline"])
-    if spec.aspect == "compile-cache":  # the warm process's own words: its traceback, or its output's last lines
-        details = str(m.get("warm_traceback") or m.get("warm_tail") or "")
     return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds, details=details, **base)
 
 

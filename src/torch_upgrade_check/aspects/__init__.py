@@ -137,10 +137,11 @@ TABLE: tuple[Aspect, ...] = (
            compare_only=True, forwards=50),
     Aspect("compile", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(7.3, 28, "Inductor compiles of the forward and the training step; FlexAttention's take the most"),
-           family="compile", forwards=50, compiles=1),
+           family="compile", forwards=50, compiles=1, folder="compile"),
     Aspect("compile-mode", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(0.1, 1.2, "mlp and matmul compiled again in the device's mode, after their compile check (measured "
-                          "alone, 2026-12-04, Inductor's cache empty)"), family="compile", forwards=50, compiles=1),
+                          "alone, 2026-12-04, Inductor's cache empty)"), family="compile", forwards=50, compiles=1,
+           folder="compile"),
     Aspect("determinism", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.2, 0.3), forwards=20, folder="determinism"),
     Aspect("deterministic-backward", _W, _C.ALONE, _FK.CORRECTNESS, Cost(None, None, "CUDA only: not measured here"),
            forwards=20, folder="deterministic_backward"),
@@ -170,7 +171,7 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("compile-cache", _W, _C.ALONE, _FK.CORRECTNESS,
            Cost(5.5, 27, "a cold compile and a second process's warm one: matmul's 5 s, a small MLP's C++ "
                          "kernels 12-27 s (2026-12-04, other jobs running)"),
-           opt_in="a workload's aspects (the built-in matmul has it)", forwards=10, compiles=1.5),
+           opt_in="a workload's aspects (the built-in matmul has it)", forwards=10, compiles=1.5, folder="compile_cache"),
     Aspect("compiled-latency", _W, _C.AB, _FK.LATENCY,
            Cost(2.0, 5.4, "one compile a worker (not timed), then as latency (2026-12-04, other jobs running)"),
            opt_in="a workload's aspects (the built-in mlp has it)",
@@ -208,7 +209,6 @@ ASPECTS = tuple(a.name for a in TABLE if a.runs is not Runs.REPORT)
 FAIL_ON = tuple(k.value for k in FailKind)
 FAIL_KINDS = {a.name: a.kind.value for a in TABLE if a.kind is not FailKind.CORRECTNESS}
 STACK_ASPECTS = tuple(a.name for a in TABLE if a.compare is InCompare.STACK)
-COMPILE_ASPECTS = tuple(a.name for a in TABLE if a.family == "compile")
 ARTIFACT_ASPECTS = tuple(a.name for a in TABLE if a.family == "artifact")
 TRAINING_ASPECTS = tuple(a.name for a in TABLE if a.family == "training")
 SAVED_ASPECTS = tuple(a.name for a in TABLE if a.compare is InCompare.SAVED)

@@ -1,4 +1,4 @@
-"""The compile checks' rule on hand-made metrics (analysis.compiled, and compare's per-size recompiles): each way a
+"""The compile checks' rule on hand-made metrics (aspects/compile/judge.py, and compare's per-size recompiles): each way a
 compiled model can fail as the team compiles it, and what two identical torches must pass. No torch."""
 
 from __future__ import annotations

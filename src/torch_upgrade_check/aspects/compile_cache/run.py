@@ -10,7 +10,7 @@ Process 1 is the worker: Dynamo reset, the model compiled (`compiling.compiled`:
 options say) in a fresh, empty Inductor
 cache of its own (torch's `fresh_cache`, kept), the FX graph cache and AOTAutograd's cache on, and the forward run
 (and, for a workload with a loss, the training step) twice: the cold outputs, and whether the cold compile repeats
-itself bitwise. Process 2 is a fresh interpreter (`python -m torch_upgrade_check.worker.compilecache REQUEST`) with
+itself bitwise. Process 2 is a fresh interpreter (`python -m torch_upgrade_check.aspects.compile_cache.run REQUEST`) with
 that cache folder, the worker's CPU threads, weights and inputs: it compiles the model again, runs the same calls,
 and reports what Inductor's counters say it hit, missed and bypassed. Its outputs must be bitwise the cold ones
 where the cold compile repeats itself bitwise (a cache hit loads the kernels the cold compile generated: the same
@@ -188,7 +188,7 @@ def _warm_process(folder: Path, cache_env: dict[str, str], timeout: float) -> di
     log = folder / "warm.log"
     started = time.perf_counter()
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "torch_upgrade_check.worker.compilecache",
+        proc = subprocess.Popen([sys.executable, "-m", "torch_upgrade_check.aspects.compile_cache.run",
                                  str(folder / "request.json")], stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, **cache_env}, start_new_session=True)
         try:
