@@ -5,7 +5,8 @@ The vocabularies the other modules use (model.ASPECTS, FAIL_KINDS, compare's per
 words and units) are derived here from TABLE; the order of TABLE is the order reports list aspects in.
 
 An aspect's folder, `aspects/<folder>/`, holds `run.py` (the worker side: imports torch), `judge.py` (pure: its
-typed `Metrics` in, outcome and reason out) and `render.py` (its summary columns); `part` imports one of them by
+typed `Metrics` in, outcome and reason out) and `render.py` (its summary columns), and an aspect whose checks run
+on the host (Runs.HOST) `host.py` in place of run.py; `part` imports one of them by
 name, so the generic layers (the worker loop, verdicts, the summary) never name an aspect, and this table, which
 model and the orchestrator import, never imports torch.
 """
