@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from torch_upgrade_check.hostchecks import apiscan, lint
+from torch_upgrade_check.aspects.api import host as apiscan
+from torch_upgrade_check.aspects.api import host_lint as lint
 
 
 def _timed_torchfix(files: list[str], jobs: int, limit: float) -> dict[str, object]:

@@ -30,9 +30,11 @@ ROLE_OF: dict[str, str] = {
 }
 
 # An aspect's folder, aspects/<folder>/, spans roles by file: judge.py is a pure decision, render.py a pure renderer,
-# every other file of it (run.py and its helpers) the worker's; aspects/__init__.py (the table) and aspects/_*.py
-# (shared vocabulary) are pure, by the "aspects/" row.
-ASPECT_FILE_ROLES = {"__init__.py": "pure", "judge.py": "pure", "render.py": "pure"}
+# host.py and its helpers host_*.py the host's (a Runs.HOST aspect's checks, beside the workers), every other file of
+# it (run.py and its helpers) the worker's; aspects/__init__.py (the table) and aspects/_*.py (shared vocabulary) are
+# pure, by the "aspects/" row.
+ASPECT_FILE_ROLES = {"__init__.py": "pure", "judge.py": "pure", "render.py": "pure", "host.py": "host"}
+HOST_HELPER = "host_"  # aspects/<folder>/host_<x>.py: a helper of its host.py, of the host's role
 
 # The roles, bottom first: what each is, and the roles whose modules it may import (its own included; a circle
 # within a role is caught by the no-cycles tests).
@@ -173,7 +175,7 @@ def role_of(rel: str, table: dict[str, str] = ROLE_OF) -> str | None:
     spans roles by file (ASPECT_FILE_ROLES)."""
     parts = rel.split("/")
     if parts[0] == "aspects" and len(parts) == 3:
-        return ASPECT_FILE_ROLES.get(parts[2], "worker")
+        return "host" if parts[2].startswith(HOST_HELPER) else ASPECT_FILE_ROLES.get(parts[2], "worker")
     if rel in table:
         return table[rel]
     parts = rel.split("/")

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from stack_envs import OLD, build_env, build_extension
 from team_repo import commit, git
-from test_abi import OLD, build_extension
-from test_imports import build_env
 
-from torch_upgrade_check.hostchecks import abi, imports
+from torch_upgrade_check.aspects.abi import host as abi
+from torch_upgrade_check.aspects.imports import host as imports
 
 NEW_ERROR = "ImportError: libtucnew.so.1: cannot open shared object file"
 PACKAGES = {  # name -> (its __init__.py, its requirements)
@@ -159,7 +159,8 @@ def test_abi_names_a_shared_object_by_the_side_whose_stack_has_it() -> None:
     notes = abi.stack_notes(env, {"tuc-gone": "tuc-gone"})
     assert notes == {"candidate": {"tuc-new": ", new in the candidate's stack"},
                      "baseline": {"tuc-gone": ", removed by the team's pull request"}}
-    missing = abi.Missing("tuc-new", "1.0", "/x/_ext.so", ("_ZN3c103hip11tuc_removedEv",))
+    mangled = "_ZN3c103hip11tuc_removedEv"
+    missing = abi.Missing("tuc-new", "1.0", "/x/_ext.so", (mangled,), (abi.demangle(mangled),))
     assert missing.says(notes["candidate"]["tuc-new"]) == (
         "_ext.so (tuc-new 1.0, new in the candidate's stack) needs c10::hip::tuc_removed()")
 
@@ -172,7 +173,7 @@ def test_judgement_tells_new_removed_and_gone_apart() -> None:
 
     done = {"baseline": side(kept="ok", gone="ok", dep="ok", lost="ok", old="error"),
             "candidate": side(kept="ok", new="error", old="error")}
-    cand = imports.judge(done, device="cpu", repro="", baseline_label="2.13.0",
+    cand = imports.judge_sides(done, device="cpu", repro="", baseline_label="2.13.0",
                          removed={"tuc-gone": "tuc-gone", "tuc-dep": "tuc-gone"})["candidate"]
     assert cand.outcome.value == "failed"
     assert cand.reason == (

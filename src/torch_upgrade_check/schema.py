@@ -16,7 +16,7 @@ COMPARISON_KIND = "torch-upgrade-check/comparison"
 BISECT_KIND = "torch-upgrade-check/bisect"
 PLAN_KIND = "torch-upgrade-check/plan"
 PLAN_VERSION = 1
-API_NAMES_KIND = "torch-upgrade-check-api-names"  # the api check's question to worker/apinames.py, and its answer
+API_NAMES_KIND = "torch-upgrade-check-api-names"  # the api check's question to aspects/api/apinames.py, and its answer
 API_NAMES_VERSION = 1
 START_MARKER = "--- torch-upgrade-check: start "  # the worker prints it to stderr before each check
 

@@ -3,6 +3,7 @@ columns), and no generic layer spells its name: the worker loop, verdicts and th
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import re
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_upgrade_check.aspects import ROLES, TABLE, Runs, part
+from torch_upgrade_check.aspects import TABLE, Runs, part
 from torch_upgrade_check.aspects._metrics import Recorded
 from torch_upgrade_check.report.columns import Column
 
@@ -22,18 +23,35 @@ GENERIC = ("worker/checks.py", "analysis/verdicts.py", "report/checks.py", "repo
            "report/junit.py", "orchestrate/measure.py")
 
 
+# each row's side besides judge.py and render.py: the worker's run.py, the host's host.py (a check the orchestrator
+# runs beside the workers), or none (decided from a finished report)
+SIDE_OF = {Runs.WORKER: "run", Runs.TORCHRUN: "run", Runs.HOST: "host", Runs.REPORT: None}
+
+
+def _imports(path: Path) -> set[str]:
+    return {n.module for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom) and n.module}
+
+
 @pytest.mark.parametrize("aspect", FOLDERED, ids=lambda a: a.name)
 def test_the_folder_holds_every_part(aspect) -> None:
     folder = PKG / "aspects" / aspect.folder
-    roles = ROLES if aspect.runs in WORKER_SIDE else tuple(r for r in ROLES if r != "run")
+    side = SIDE_OF[aspect.runs]
+    roles = ("judge", "render", *([side] if side else []))
     assert all((folder / f"{role}.py").is_file() for role in roles), sorted(p.name for p in folder.iterdir())
-    assert aspect.runs in WORKER_SIDE or not (folder / "run.py").exists(), "no worker side: decided from a report"
+    others = [s for s in ("run", "host") if s != side and (folder / f"{s}.py").exists()]
+    assert others == [], f"a {aspect.runs} aspect has no {', '.join(others)}"
     judge, render = part(aspect.name, "judge"), part(aspect.name, "render")
     metrics = judge.Metrics
     assert issubclass(metrics, Recorded) and metrics.__dataclass_params__.frozen
     assert all(f.type != "Any" for f in dataclasses.fields(metrics)), "every field has its type"
-    # a worker's result is judged from its Metrics (verdicts); one decided from a report, from the report's results
-    assert callable(judge.judge if aspect.runs in WORKER_SIDE else judge.judge_report)
+    # a worker's result is judged from its Metrics (verdicts); one decided from a report, from the report's results;
+    # a host check's by its host.py with the rule of its judge.py (the host side reads files and runs processes)
+    if aspect.runs in WORKER_SIDE:
+        assert callable(judge.judge)
+    elif aspect.runs is Runs.REPORT:
+        assert callable(judge.judge_report)
+    else:
+        assert judge.__name__ in _imports(folder / "host.py"), "host.py decides with its judge.py's rule"
     assert render.COLUMNS and all(isinstance(c, Column) for c in (*render.COLUMNS, render.PRIMARY))
 
 
@@ -53,7 +71,7 @@ def test_an_aspect_without_a_folder_has_no_parts_and_a_wrong_role_is_refused() -
 # The optional hooks a judge.py may define, which the generic layers look up by name, and the parameters each takes:
 # a helper of the same name with other parameters would be called as a hook (an fsdp2 helper once was, exit 3).
 HOOKS = {"details": ("m",), "judge_in_compare": ("before", "after", "baseline", "candidate", "fail_on"),
-         "judged_in_compare_though_skipped": ("before", "after")}
+         "judged_in_compare_though_skipped": ("before", "after"), "packages_the_team_changed": ("m",)}
 
 
 @pytest.mark.parametrize("aspect", FOLDERED, ids=lambda a: a.name)

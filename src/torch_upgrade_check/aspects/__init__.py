@@ -5,7 +5,8 @@ The vocabularies the other modules use (model.ASPECTS, FAIL_KINDS, compare's per
 words and units) are derived here from TABLE; the order of TABLE is the order reports list aspects in.
 
 An aspect's folder, `aspects/<folder>/`, holds `run.py` (the worker side: imports torch), `judge.py` (pure: its
-typed `Metrics` in, outcome and reason out) and `render.py` (its summary columns); `part` imports one of them by
+typed `Metrics` in, outcome and reason out) and `render.py` (its summary columns), and an aspect whose checks run
+on the host (Runs.HOST) `host.py` in place of run.py; `part` imports one of them by
 name, so the generic layers (the worker loop, verdicts, the summary) never name an aspect, and this table, which
 model and the orchestrator import, never imports torch.
 """
@@ -35,7 +36,7 @@ class Runs(Word):
 
     WORKER = "worker"  # a worker process of the side under test (compare's A/B: a fresh baseline/candidate pair of them)
     TORCHRUN = "torchrun"  # the worker starts torchrun, and the check's ranks run in its processes
-    HOST = "host"  # the orchestrator, on the host, beside the workers (hostchecks/): never in a worker
+    HOST = "host"  # the orchestrator, on the host, beside the workers (its folder's host.py): never in a worker
     REPORT = "report"  # decided from a finished report's results (report, merge, the end of run and compare)
 
 
@@ -179,14 +180,15 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("warnings", _W, _C.ALONE, _FK.WARNINGS, Cost(0.3, 0.5), last=True, forwards=10, folder="warnings"),
     Aspect("resolve", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
            Cost(None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
-           opt_in=STACK_OPT_IN),
+           opt_in=STACK_OPT_IN, folder="resolve"),
     Aspect("imports", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
-           Cost(None, None, "your stack: one process a top-level module"), opt_in=STACK_OPT_IN),
+           Cost(None, None, "your stack: one process a top-level module"), opt_in=STACK_OPT_IN, folder="imports"),
     Aspect("abi", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
-           Cost(None, None, "your stack: reads every shared object that links torch"), opt_in=STACK_OPT_IN),
+           Cost(None, None, "your stack: reads every shared object that links torch"), opt_in=STACK_OPT_IN,
+           folder="abi"),
     Aspect("api", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
            Cost(5.4, 13, "opt-in (--scan): one process a side imports torch and reaches each name your code uses; "
-                         "names under torch._dynamo the most"), opt_in="--scan, or --only api"),
+                         "names under torch._dynamo the most"), opt_in="--scan, or --only api", folder="api"),
     Aspect("export", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(7.4, 13, "the first of a worker imports torch.export in it and in the loader process"),
            opt_in="a workload's aspects (the built-ins have it)", family="artifact", forwards=20, compiles=0.3),
@@ -217,7 +219,9 @@ LAST = tuple(a.name for a in TABLE if a.last)
 FLOAT32_ONLY = tuple(a.name for a in TABLE if a.dtypes is Dtypes.FLOAT32)
 FIRST_DTYPE_ONLY = tuple(a.name for a in TABLE if a.dtypes is Dtypes.FIRST)
 SIZED_ASPECTS = tuple(a.name for a in TABLE if a.sized)  # a failure the baseline shares at the same size is excused
-ROLES = ("run", "judge", "render")  # an aspect folder's modules: the worker side, the rule, the summary's columns
+# an aspect folder's modules: the worker side, the rule, the summary's columns, and (a Runs.HOST aspect's, in place of
+# run.py) the host side, which the orchestrator's commands call beside the workers
+ROLES = ("run", "judge", "render", "host")
 
 
 def part(aspect: str, role: str) -> ModuleType | None:

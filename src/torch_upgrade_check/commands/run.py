@@ -8,11 +8,12 @@ import time
 from dataclasses import replace
 
 from torch_upgrade_check import __version__
+from torch_upgrade_check.aspects.api import host as apiscan
 from torch_upgrade_check.commands import argv, stack_checks
 from torch_upgrade_check.commands.common import PROG, finish, fleet_memory, fleet_result, infra, say, with_device_limits
 from torch_upgrade_check.commands.settings import RunSettings
 from torch_upgrade_check.errors import EXIT_PASSED
-from torch_upgrade_check.hostchecks import apiscan, pytest_passthrough
+from torch_upgrade_check.hostchecks import pytest_passthrough
 from torch_upgrade_check.model import ASPECTS, CheckSpec
 from torch_upgrade_check.orchestrate import device_choice, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError

@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 
 from torch_upgrade_check import config, suite, values
 from torch_upgrade_check.analysis import abjudge
+from torch_upgrade_check.aspects.api import host as apiscan
 from torch_upgrade_check.commands import stack_sides
 from torch_upgrade_check.commands.common import PROG, Fleet, Output
 from torch_upgrade_check.configfile.read import load_config
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.hostchecks import apiscan
 from torch_upgrade_check.model import FAIL_ON
 from torch_upgrade_check.orchestrate import budget, compare, measure, provision, session, store
 from torch_upgrade_check.stack import Stack

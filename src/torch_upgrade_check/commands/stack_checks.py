@@ -20,8 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torch_upgrade_check import stack, suite
+from torch_upgrade_check.aspects.abi import host as abi
+from torch_upgrade_check.aspects.api import host as apiscan
+from torch_upgrade_check.aspects.imports import host as imports
+from torch_upgrade_check.aspects.resolve import host as resolve
 from torch_upgrade_check.commands.stack_sides import ROLES, where
-from torch_upgrade_check.hostchecks import abi, apiscan, imports, resolve
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 from torch_upgrade_check.orchestrate import installer, provision, session
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
@@ -222,11 +225,12 @@ def resolve_stage(s: CompareSettings, only: Sequence[str], sides: Sides, base_py
 
 
 def _blocked(refs: Mapping[str, str | None], role: str, own: stack.Stack, r: CheckResult, logs: Path) -> Blocked:
-    log = r.metrics.get("log", logs)
-    if r.metrics.get("torch_absent"):  # the index's answer, named: the side's torch version is not there
+    m = resolve.Metrics.from_dict(r.metrics)
+    log = m.log if m.has("log") else logs
+    if m.torch_absent:  # the index's answer, named: the side's torch version is not there
         return Blocked(f"the {role}'s {r.reason} (log: {log}); pass a torch version that index has, or the "
                        "--torch-backend (or --index-url) that has this one", False)
-    if r.metrics.get("runner"):
+    if m.runner:
         return Blocked(f"{r.reason} (log: {log}); pip could not finish: check the runner's network and index, then "
                        "run again", True)
     files = f"{', '.join(own.sources) or 'the stack'} {where(refs, role)}"
@@ -291,7 +295,7 @@ def installed_stage(s: CompareSettings, only: Sequence[str], pythons: Mapping[st
     if wanted(s, only, abi.ASPECT):
         envs = {role: abi.Environment({d: (str(v["version"]), list(v["libraries"])) for d, v in listings[role].items()})
                 for role in pythons}
-        results = abi.judge(envs, device=device, labels=labels, removed=removed,
+        results = abi.check(envs, device=device, labels=labels, removed=removed,
                             repro=repro(CheckSpec(WORKLOAD, abi.ASPECT, device, abi.DTYPE)))
         for role, r in results.items():
             say(f"{role}: abi {r.outcome.value}: {r.reason[:300]}")

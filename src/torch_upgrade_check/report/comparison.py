@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from torch_upgrade_check.aspects import AB_ASPECTS, FAIL_KINDS, ab_of
+from torch_upgrade_check.aspects import part as aspect_part
 from torch_upgrade_check.model import ABState, CheckResult, Report, Side
 from torch_upgrade_check.report import (
     ATTENTION,
@@ -384,10 +385,14 @@ def _canonical(name: str) -> str:
 
 
 def _pinned_by_team(candidate: Report) -> frozenset[str]:
-    """The packages the candidate's resolve check found changed by the team's own requirements."""
+    """The packages the candidate's checks found changed by the team's own requirements (the first check whose judge
+    names them: resolve's)."""
     for r in candidate.results:
-        if r.aspect == "resolve" and isinstance(r.metrics.get("pinned"), list):
-            return frozenset(_canonical(str(line).split(" ", 1)[0]) for line in r.metrics["pinned"])
+        judge = aspect_part(r.aspect, "judge")
+        named = getattr(judge, "packages_the_team_changed", None)
+        found = named(judge.Metrics.from_dict(r.metrics)) if named is not None else None
+        if found is not None:
+            return found
     return frozenset()
 
 

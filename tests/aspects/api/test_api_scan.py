@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import load_report, results_by_id, run_cli
 
+from torch_upgrade_check.aspects.api import host as apiscan
+from torch_upgrade_check.aspects.api import host_lint as lint
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.hostchecks import apiscan, lint
 
 SOURCE = """\
 import torch
@@ -81,18 +82,18 @@ def test_the_verdicts_gone_fails_new_warning_and_lost_parameter_are_suspicious_t
                        "torch.c": {"exists": True, "warns": []},
                        "torch.typo": {"exists": False, "missing": "torch.typo", "warns": []}})
     gone = _answers(**{**base["names"], "torch.a": {"exists": False, "missing": "torch.a", "warns": []}})
-    got = apiscan.judge(uses, {"baseline": base, "candidate": gone}, device="cpu", repro="", baseline_label="2.12")
+    got = apiscan.judge_sides(uses, {"baseline": base, "candidate": gone}, device="cpu", repro="", baseline_label="2.12")
     assert got["candidate"].outcome.value == "failed"
     assert "torch.a at m.py:1: torch.a does not exist" in got["candidate"].reason
     assert got["baseline"].outcome.value == "passed"
     changed = _answers(**{**base["names"], "torch.b": {"exists": True, "warns": [], "parameters": ["x"]},
                           "torch.c": {"exists": True, "warns": ["FutureWarning: c is deprecated"]}})
-    got = apiscan.judge(uses, {"baseline": base, "candidate": changed}, device="cpu", repro="")["candidate"]
+    got = apiscan.judge_sides(uses, {"baseline": base, "candidate": changed}, device="cpu", repro="")["candidate"]
     assert got.outcome.value == "suspicious", got.reason
     assert "torch.b at m.py:2 lost parameters y" in got.reason and "torch.c at m.py:3 now warns: FutureWarning" in got.reason
-    same = apiscan.judge(uses, {"baseline": base, "candidate": base}, device="cpu", repro="")["candidate"]
+    same = apiscan.judge_sides(uses, {"baseline": base, "candidate": base}, device="cpu", repro="")["candidate"]
     assert same.outcome.value == "passed" and "torch.typo at m.py:4, n.py:9" in same.reason
-    alone = apiscan.judge(uses, {"candidate": gone}, device="cpu", repro="")["candidate"]
+    alone = apiscan.judge_sides(uses, {"candidate": gone}, device="cpu", repro="")["candidate"]
     assert alone.outcome.value == "suspicious" and "no baseline says" in alone.reason
 
 
@@ -137,7 +138,7 @@ def test_torchfix_names_a_removed_function_making_a_pass_suspicious_and_lists_it
     uses = {"torch.symeig": ["team/train.py:6"], "torch.load": ["team/train.py:5"]}
     answers = _answers(**{"torch.symeig": {"exists": False, "missing": "torch.symeig", "warns": []},
                           "torch.load": {"exists": True, "warns": []}})
-    passed = apiscan.judge(uses, {"baseline": answers, "candidate": answers}, device="cpu", repro="")["candidate"]
+    passed = apiscan.judge_sides(uses, {"baseline": answers, "candidate": answers}, device="cpu", repro="")["candidate"]
     assert passed.outcome.value == "passed"
     got = apiscan.with_advice(passed, advice, note)
     assert got.outcome.value == "suspicious", got.reason
@@ -147,7 +148,7 @@ def test_torchfix_names_a_removed_function_making_a_pass_suspicious_and_lists_it
     assert [a["code"] for a in got.metrics["torchfix"]] == ["TOR001", "TOR102"]
     # advice alone never changes a pass; a failure stays a failure
     assert apiscan.with_advice(passed, advice[1:], "").outcome.value == "passed"
-    failed = apiscan.judge(uses, {"baseline": _answers(**{**answers["names"], "torch.symeig": {"exists": True}}),
+    failed = apiscan.judge_sides(uses, {"baseline": _answers(**{**answers["names"], "torch.symeig": {"exists": True}}),
                                   "candidate": answers}, device="cpu", repro="")["candidate"]
     assert apiscan.with_advice(failed, advice, note).outcome.value == "failed"
 
@@ -250,7 +251,7 @@ def test_a_name_gone_whose_every_use_is_guarded_is_suspicious_naming_the_guard_o
     names = sorted(both.uses)
     base = _answers(**{n: {"exists": True, "warns": []} for n in names})
     cand = _answers(**{**base["names"], "torch._C._gone_a": {"exists": False, "missing": "torch._C._gone_a"}})
-    got = apiscan.judge(both.uses, {"baseline": base, "candidate": cand}, device="cpu", repro="",
+    got = apiscan.judge_sides(both.uses, {"baseline": base, "candidate": cand}, device="cpu", repro="",
                         baseline_label="2.13.0", guards=both.guards)["candidate"]
     assert got.outcome.value == "suspicious", got.reason
     assert got.reason.startswith("1 torch name your code uses exists with baseline 2.13.0 and not here, every use "
@@ -259,11 +260,11 @@ def test_a_name_gone_whose_every_use_is_guarded_is_suspicious_naming_the_guard_o
     assert got.metrics["gone"] == [] and got.metrics["gone_guarded"] == ["torch._C._gone_a"]
     (tmp_path / "train.py").write_text(UNGUARDED)
     both = apiscan.scan([str(tmp_path)], relative_to=tmp_path)
-    got = apiscan.judge(both.uses, {"baseline": base, "candidate": cand}, device="cpu", repro="",
+    got = apiscan.judge_sides(both.uses, {"baseline": base, "candidate": cand}, device="cpu", repro="",
                         baseline_label="2.13.0", guards=both.guards)["candidate"]
     assert got.outcome.value == "failed", got.reason
     assert "torch._C._gone_a at train.py:4 (1 more use guarded): torch._C._gone_a does not exist" in got.reason
-    same = apiscan.judge(both.uses, {"baseline": base, "candidate": base}, device="cpu", repro="",
+    same = apiscan.judge_sides(both.uses, {"baseline": base, "candidate": base}, device="cpu", repro="",
                          guards=both.guards)["candidate"]
     assert same.outcome.value == "passed", same.reason
 

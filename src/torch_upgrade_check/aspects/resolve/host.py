@@ -37,16 +37,24 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
+from torch_upgrade_check.aspects.resolve.judge import (  # noqa: F401 (the check's names)
+    ASPECT,
+    DTYPE,
+    WORKLOAD,
+    Metrics,
+    changes,
+    pinned_by_team,
+    refusals,
+    refused,
+    resolved,
+    split_changes,
+    unmet_by_stack,
+)
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.orchestrate import installer
 
-ASPECT = "resolve"
-WORKLOAD = "stack"
-DTYPE = "-"
 TIMEOUT_S = 600  # a resolution that backtracks through many releases of a package takes minutes
-LISTED = 12  # changed packages named in the reason; all are in metrics and details
 
 
 @dataclass(frozen=True)
@@ -145,101 +153,6 @@ def read_report(data: Mapping[str, Any], log: Path | None = None) -> Resolution:
     return Resolution(True, versions, requires, log=log)
 
 
-def refusals(reference: Resolution, torch_version: str) -> list[tuple[str, str, str]]:
-    """(package, its version, its requirement on torch) for each resolved package that refuses `torch_version`."""
-    found = []
-    for name, reqs in sorted(reference.requires.items()):
-        for req in reqs:
-            if canonicalize_name(req.name) == "torch" and not _accepts(req, torch_version):
-                found.append((name, reference.versions.get(name, "?"), f"torch{req.specifier}"))
-    return found
-
-
-def unmet_by_stack(torch_meta: Resolution, stack: Sequence[str]) -> list[tuple[str, str, str]]:
-    """(package, the stack's requirement, torch's requirement) where the stack rules out every version the candidate
-    torch accepts: an exact pin outside torch's range, or an upper bound below torch's lower one."""
-    torch_reqs = {canonicalize_name(r.name): r for r in torch_meta.requires.get("torch", [])}
-    found = []
-    for text in stack:
-        try:
-            mine = Requirement(text)
-        except InvalidRequirement:
-            continue
-        theirs = torch_reqs.get(canonicalize_name(mine.name))
-        if theirs is not None and _disjoint(mine.specifier, theirs.specifier):
-            found.append((canonicalize_name(mine.name), str(mine), f"{theirs.name}{theirs.specifier}"))
-    return found
-
-
-def _disjoint(mine: Any, theirs: Any) -> bool:
-    for m in mine:
-        if m.operator in ("==", "===") and "*" not in m.version and not _in(theirs, m.version):
-            return True
-        if m.operator in ("<", "<="):
-            for t in theirs:
-                if t.operator in (">=", ">", "==", "~=") and "*" not in t.version:
-                    low, high = Version(t.version), Version(m.version)
-                    if low > high or (low == high and (m.operator == "<" or t.operator == ">")):
-                        return True
-    return False
-
-
-def _in(specifier: Any, version: str) -> bool:
-    try:
-        return specifier.contains(Version(version), prereleases=True)
-    except InvalidVersion:
-        return True
-
-
-def _accepts(req: Requirement, version: str) -> bool:
-    # a local label (+cpu) is not part of what a requirement on torch pins
-    return _in(req.specifier, version.split("+")[0]) or _in(req.specifier, version)
-
-
-def changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    """'numpy 2.1.3 -> 2.2.0', 'foo (new) 1.0', 'bar 1.0 (gone)' for every package but torch, in name order."""
-    lines = []
-    for name in sorted(set(before) | set(after)):
-        if name == "torch" or before.get(name) == after.get(name):
-            continue
-        if name not in before:
-            lines.append(f"{name} (new) {after[name]}")
-        elif name not in after:
-            lines.append(f"{name} {before[name]} (gone)")
-        else:
-            lines.append(f"{name} {before[name]} -> {after[name]}")
-    return lines
-
-
-def pinned_by_team(before: Sequence[str], after: Sequence[str]) -> set[str]:
-    """The packages (canonical names) whose requirements differ between two stacks: those the team changed."""
-    def by_name(stack: Sequence[str]) -> dict[str, set[str]]:
-        named: dict[str, set[str]] = {}
-        for text in stack:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            name = canonicalize_name(req.name)  # `Pillow` and `pillow` are one requirement, as pip reads them
-            named.setdefault(name, set()).add(str(req).replace(req.name, name, 1))
-        return named
-
-    b, a = by_name(before), by_name(after)
-    return {name for name in set(b) | set(a) if b.get(name) != a.get(name)}
-
-
-def split_changes(before: Mapping[str, str], after: Mapping[str, str], team: set[str]) -> tuple[list[str], list[str]]:
-    """changes() parted into what the team's requirements changed and what the resolver changed unasked."""
-    pinned, unasked = [], []
-    for line in changes(before, after):
-        (pinned if canonicalize_name(line.split(" ", 1)[0]) in team else unasked).append(line)
-    return pinned, unasked
-
-
-def _listed(lines: Sequence[str]) -> str:
-    return "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
-
-
 # pip's words when the index offers no torch of that version (or a constraint pip is configured with rules it out)
 ABSENT = ("No matching distribution found", "Could not find a version that satisfies",
           "conflicting dependencies")
@@ -321,24 +234,10 @@ def check(sides: Sequence[Side], stack: Sequence[str], pip: Sequence[str], logs:
         return results
     reference = done[base.role] if base is not None else None
     if c.ok:
-        torch_c = c.versions.get("torch", cand.label)
-        compared = reference is not None and reference.ok
-        changed = changes(reference.versions, c.versions) if compared else []
         team = pinned_by_team(own[base.role], own[cand.role]) if base is not None else set()
-        pinned, unasked = split_changes(reference.versions, c.versions, team) if compared else ([], [])
-        also = ""
-        if pinned:
-            also += f"; {len(pinned)} changed by the team's requirements: {_listed(pinned)}"
-        if unasked:
-            also += f"; {len(unasked)} changed by the resolver unasked: {_listed(unasked)}"
-        if compared and not changed:
-            also = "; every package resolves as with the baseline's torch"
-        details = [*(f"{line} (the team's requirements)" for line in pinned),
-                   *(f"{line} (the resolver, unasked)" for line in unasked)]
-        results[cand.role] = result(cand.role, Outcome.PASSED,
-                                    f"the stack resolves with torch {torch_c} ({len(c.versions)} packages){also}",
-                                    {"torch": torch_c, "packages": c.versions, "changed": changed, "pinned": pinned,
-                                     "unasked": unasked}, "\n".join(details))
+        compared = reference.versions if reference is not None and reference.ok else None
+        reason, metrics, details = resolved(c.versions.get("torch", cand.label), c.versions, compared, team)
+        results[cand.role] = result(cand.role, Outcome.PASSED, reason, metrics, details)
         return results
     if reference is None or not reference.ok or (base is not None and own[base.role] != own[cand.role]):
         # no baseline resolution of this same stack to learn from: the candidate's stack with any torch the index has
@@ -363,8 +262,6 @@ def check(sides: Sequence[Side], stack: Sequence[str], pip: Sequence[str], logs:
         fixes.append(f"{name} {fit.versions[name]} accepts torch {version}" if fit.ok and name in fit.versions
                      else f"no {name} release on the index accepts torch {version}: "
                           + newest_release(pip, name, cand.index, logs / f"resolve-{name}-newest.log", env=env))
-    culprit = "; ".join([*lines, *fixes]) or f"pip: {c.reason}"
-    results[cand.role] = result(cand.role, Outcome.FAILED, f"the stack does not resolve with torch {version}: {culprit}",
-                                {"torch": version, "conflicts": lines, "fixes": fixes, "pip": c.reason,
-                                 "log": str(c.log)}, "\n".join([*lines, *fixes, f"pip: {c.reason}"]))
+    reason, metrics, details = refused(version, lines, fixes, c.reason, str(c.log))
+    results[cand.role] = result(cand.role, Outcome.FAILED, reason, metrics, details)
     return results

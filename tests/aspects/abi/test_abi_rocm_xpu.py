@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from torch_upgrade_check.hostchecks import abi, imports
+from torch_upgrade_check.aspects.abi import host as abi
+from torch_upgrade_check.aspects.imports import host as imports
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler here to build the libraries")
 
@@ -80,7 +81,7 @@ def test_an_extension_of_rocm_or_xpu_torch_is_checked_against_its_libraries(tmp_
     listed = imports.listing(python)
     env = abi.Environment({d: (str(v["version"]), list(v["libraries"])) for d, v in listed.items()})
     assert sorted(p.name for p in env.torch_libraries()) == ["libc10.so", f"libc10_{api}.so", f"libtorch_{api}.so"]
-    result = abi.judge({"candidate": env}, device="cpu", repro="", labels={"candidate": f"2.13.0+{api}"})["candidate"]
+    result = abi.check({"candidate": env}, device="cpu", repro="", labels={"candidate": f"2.13.0+{api}"})["candidate"]
     assert result.outcome.value == "failed" and result.metrics["extensions"] == 2, result.reason
     (missing,) = result.metrics["missing"].values()
     assert missing["distribution"] == "tuc-stale" and missing["mangled"] == [symbols["gone"]]  # the good one passed

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from torch_upgrade_check.hostchecks import abi
+from torch_upgrade_check.aspects.abi import host as abi
+from torch_upgrade_check.aspects.imports import importables
 from torch_upgrade_check.model import Outcome
-from torch_upgrade_check.worker import importables
 
 OLD = "_ZN3c1013MessageLoggerC1EPKcii"  # c10::MessageLogger::MessageLogger(char const*, int, int): torch before 2.x
 NOW = "_ZN3c1013MessageLoggerC1ENS_14SourceLocationEib"  # (c10::SourceLocation, int, bool): torch 2.13.0's
@@ -112,14 +112,14 @@ def test_an_extension_needing_a_symbol_torch_does_not_export_fails_on_macos(tmp_
                                              extension(OLD)})
     good = environment(tmp_path / "good", {"torch/lib/libc10.dylib": libc10(), "tuc_ext/_C.cpython-311-darwin.so":
                                            extension(NOW)})
-    results = abi.judge({"baseline": good, "candidate": stale}, device="cpu", repro="",
+    results = abi.check({"baseline": good, "candidate": stale}, device="cpu", repro="",
                         labels={"baseline": "2.13.0", "candidate": "2.13.0"})
     assert results["baseline"].outcome is Outcome.PASSED and results["baseline"].metrics["extensions"] == 1
     cand = results["candidate"]
     assert cand.outcome is Outcome.FAILED, cand.reason
     assert cand.reason.endswith("_C.cpython-311-darwin.so (tuc-ext 1.0) needs "
                                 "c10::MessageLogger::MessageLogger(char const*, int, int)"), cand.reason
-    aa = abi.judge({"baseline": good, "candidate": good}, device="cpu", repro="", labels={"candidate": "2.13.0"})
+    aa = abi.check({"baseline": good, "candidate": good}, device="cpu", repro="", labels={"candidate": "2.13.0"})
     assert aa["candidate"].outcome is Outcome.PASSED and aa["candidate"].metrics["extensions"] == 1
 
 
@@ -127,19 +127,19 @@ def test_a_universal_binary_needs_what_any_slice_needs(tmp_path: Path) -> None:
     """A slice's needs count whichever slice the Mac loads: the x86_64 slice of this extension is stale."""
     env = environment(tmp_path, {"torch/lib/libc10.dylib": fat((X86_64, libc10()), (ARM64, libc10())),
                                  "tuc_ext/_C.so": fat((X86_64, extension(OLD)), (ARM64, extension(NOW)))})
-    result = abi.judge({"candidate": env}, device="cpu", repro="", labels={"candidate": "2.13.0"})["candidate"]
+    result = abi.check({"candidate": env}, device="cpu", repro="", labels={"candidate": "2.13.0"})["candidate"]
     assert result.outcome is Outcome.FAILED and "MessageLogger(char const*, int, int)" in result.reason, result.reason
 
 
 def test_nothing_read_is_a_skip_that_says_so(tmp_path: Path) -> None:
     env = environment(tmp_path, {"torch/lib/libc10.dylib": libc10(), "tuc_ext/_C.so": b"MZ\x90\0 not ELF or Mach-O"})
-    result = abi.judge({"candidate": env}, device="cpu", repro="", labels={"candidate": "2.13.0"})["candidate"]
+    result = abi.check({"candidate": env}, device="cpu", repro="", labels={"candidate": "2.13.0"})["candidate"]
     assert result.outcome is Outcome.SKIPPED, result.reason
     assert result.reason.startswith("none of the 1 shared objects here could be read"), result.reason
     assert "_C.so" in result.reason
     # an extension read, its torch not: never "torch does not export" what was never read
     env = environment(tmp_path / "t", {"torch/lib/libc10.dylib": b"garbage", "tuc_ext/_C.so": extension(NOW)})
-    result = abi.judge({"candidate": env}, device="cpu", repro="", labels={"candidate": "2.13.0"})["candidate"]
+    result = abi.check({"candidate": env}, device="cpu", repro="", labels={"candidate": "2.13.0"})["candidate"]
     assert result.outcome is Outcome.SKIPPED, result.reason
     assert result.reason.startswith("torch 2.13.0's own libraries could not be read"), result.reason
 

@@ -32,12 +32,10 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from packaging.utils import canonicalize_name
 
-from torch_upgrade_check.hostchecks import macho
-from torch_upgrade_check.model import CheckResult, Outcome, Side
+from torch_upgrade_check.aspects.abi import host_macho as macho
+from torch_upgrade_check.aspects.abi.judge import ASPECT, DTYPE, WORKLOAD, Missing, Scan, judge_sides  # noqa: F401 (the check's names)
+from torch_upgrade_check.model import CheckResult, Side
 
-ASPECT = "abi"
-WORKLOAD = "stack"
-DTYPE = "-"
 # see lib_stem; ROCm's torch ships libc10_hip/libtorch_hip, Intel GPUs' libc10_xpu/libtorch_xpu, beside CUDA's
 TORCH_LIBS = ("libtorch", "libtorch_cpu", "libtorch_cuda", "libtorch_python", "libc10", "libc10_cuda",
               "libc10_hip", "libtorch_hip", "libc10_xpu", "libtorch_xpu")
@@ -46,7 +44,6 @@ _TORCHISH = re.compile(r"^_Z(?:T[VIST])?NK?(?:3c10|4c10d|2at|5torch|6caffe2)")
 SHN_UNDEF = 0
 STB_GLOBAL, STB_WEAK = 1, 2
 STV_DEFAULT, STV_PROTECTED = 0, 3
-LISTED = 5
 
 
 @dataclass(frozen=True)
@@ -173,19 +170,6 @@ def exports(env: Environment) -> tuple[frozenset[str], str]:
     return frozenset(found), why
 
 
-@dataclass(frozen=True)
-class Missing:
-    distribution: str
-    version: str
-    file: str
-    symbols: tuple[str, ...]  # mangled
-
-    def says(self, note: str = "") -> str:
-        shown = ", ".join(demangle(s) for s in self.symbols[:3])
-        more = f" and {len(self.symbols) - 3} more" if len(self.symbols) > 3 else ""
-        return f"{Path(self.file).name} ({self.distribution} {self.version}{note}) needs {shown}{more}"
-
-
 def stack_notes(envs: Mapping[str, Environment], removed: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """{side: {distribution: note}}: where the two sides' stacks differ, a candidate's distribution the baseline does
     not have is new in the candidate's stack, and a baseline's one the team's pull request removed says so."""
@@ -195,29 +179,6 @@ def stack_notes(envs: Mapping[str, Environment], removed: Mapping[str, str]) -> 
     return {Side.CANDIDATE: {d: ", new in the candidate's stack" for d in cand if d not in base},
             Side.BASELINE: {d: ", removed by the team's pull request" for d in base
                             if d not in cand and canonicalize_name(d) in removed}}
-
-
-@dataclass(frozen=True)
-class Scan:
-    """One side's shared objects, read: `count` extensions of torch among `total` files, the `missing` ones, the
-    `unreadable` files, and why torch's own libraries could not be read ("" when they could, or were not needed)."""
-
-    count: int
-    missing: list[Missing]
-    unreadable: list[str]
-    total: int
-    torch_unread: str = ""
-
-    def unread(self, label: str) -> str:
-        """Why the side is skipped, having read too little to judge: none of its files, or none of torch's own
-        libraries while extensions link them; "" when it can be judged."""
-        if self.unreadable and len(self.unreadable) == self.total:
-            return (f"none of the {self.total} shared objects here could be read, so none is checked against torch "
-                    f"{label}'s exports: {'; '.join(self.unreadable[:2])}")
-        if self.torch_unread:
-            return (f"torch {label}'s own libraries could not be read ({self.torch_unread}), so the {self.count} shared "
-                    f"objects linking torch are not checked against its exports")
-        return ""
 
 
 def scan(env: Environment, other_exports: frozenset[str] = frozenset()) -> Scan:
@@ -237,51 +198,19 @@ def scan(env: Environment, other_exports: frozenset[str] = frozenset()) -> Scan:
             offered, why = exports(env)  # only read when some extension links torch
         gone = sorted(s for s in elf.undefined if (_TORCHISH.match(s) or s in other_exports) and s not in offered)
         if gone:
-            missing.append(Missing(dist, version, str(path), tuple(gone)))
+            missing.append(Missing(dist, version, str(path), tuple(gone), tuple(demangle(g) for g in gone)))
     return Scan(count, missing, unreadable, total, why)
 
 
-def judge(envs: Mapping[str, Environment], *, device: str, repro: str, labels: Mapping[str, str],
+def check(envs: Mapping[str, Environment], *, device: str, repro: str, labels: Mapping[str, str],
           removed: Mapping[str, str] | None = None) -> dict[str, CheckResult]:
-    """Each side's `stack[-]/abi` result: a torch symbol an extension needs and the side's torch does not export fails,
-    named as new in the candidate's stack when the baseline does not have its distribution, and as removed by the
-    team's pull request on the baseline's side (`removed`: imports.removed_by_team)."""
+    """Each side's `stack[-]/abi` result: every side's shared objects read (the candidate's against the baseline's
+    exports too), then judged (judge.judge_sides); `removed`: imports' removed_by_team."""
     started = time.monotonic()
     base_exports = exports(envs[Side.BASELINE])[0] if Side.BASELINE in envs else frozenset()
-    notes = stack_notes(envs, removed or {})
-    results = {}
+    scans, seconds = {}, {}
     for role, env in envs.items():
-        note = notes.get(role, {})
-        found = scan(env, base_exports if role == Side.CANDIDATE else frozenset())
-        count, missing, unreadable = found.count, found.missing, found.unreadable
-        label = labels.get(role, "")
-        metrics: dict[str, Any] = {"extensions": count, "unreadable": unreadable,
-                                   "missing": {m.file: {"distribution": m.distribution, "version": m.version,
-                                                        "symbols": [demangle(s) for s in m.symbols],
-                                                        "mangled": list(m.symbols),
-                                                        "stack": note.get(m.distribution, "").lstrip(", ")}
-                                           for m in missing}}
-        details = "\n".join([*(f"{m.file} ({m.distribution} {m.version}{note.get(m.distribution, '')}): "
-                                + "; ".join(demangle(s) for s in m.symbols) for m in missing),
-                             *(f"unreadable: {u}" for u in unreadable)])
-        unread = found.unread(label)
-        if unread:
-            reason, outcome = unread, Outcome.SKIPPED
-        elif not count:  # nothing to check against torch's exports: never a pass on nothing compared
-            read = found.total - len(unreadable)
-            reason = (f"no shared object here links torch's libraries ({read} read, none needs libtorch or libc10), "
-                      f"so none was checked against torch {label}'s exports")
-            reason += f"; {len(unreadable)} could not be read ({unreadable[0]})" if unreadable else ""
-            outcome = Outcome.SKIPPED
-        elif missing:
-            shown = "; ".join(m.says(note.get(m.distribution, "")) for m in missing[:LISTED])
-            reason = (f"{len(missing)} of {count} shared objects linking torch need symbols torch {label} does not "
-                      f"export: {shown}")
-            outcome = Outcome.FAILED
-        else:
-            reason = f"every torch symbol the {count} shared objects linking torch need is exported by torch {label}"
-            reason += f"; {len(unreadable)} could not be read ({unreadable[0]})" if unreadable else ""
-            outcome = Outcome.PASSED
-        results[role] = CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics,
-                                    details=details, duration_s=round(time.monotonic() - started, 3), repro=repro)
-    return results
+        scans[role] = scan(env, base_exports if role == Side.CANDIDATE else frozenset())
+        seconds[role] = time.monotonic() - started
+    return judge_sides(scans, stack_notes(envs, removed or {}), device=device, repro=repro, labels=labels,
+                       seconds=seconds)

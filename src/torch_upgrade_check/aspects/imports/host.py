@@ -1,7 +1,7 @@
 """The `imports` check: every top-level module of every distribution in each side's environment, imported in a
 process of its own with a timeout (no torch here).
 
-The distributions are listed inside the environment under test (worker/importables.py, importlib.metadata).
+The distributions are listed inside the environment under test (importables.py here, importlib.metadata).
 Each module is imported by `python -c` in an empty folder with the environment's own paths only (the
 orchestrator's PYTHONPATH is dropped, as for the worker), and the process leaves without interpreter teardown
 once the import is done: a module is judged on importing. A module that imports on the baseline and raises,
@@ -24,23 +24,18 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from torch_upgrade_check.analysis.closeness import plural_of
-from torch_upgrade_check.model import CheckResult, Outcome
+from torch_upgrade_check.aspects.imports.judge import ASPECT, DTYPE, WORKLOAD, Imported, judge_sides  # noqa: F401 (the check's names)
+from torch_upgrade_check.model import CheckResult
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
-ASPECT = "imports"
-WORKLOAD = "stack"
-DTYPE = "-"
 TIMEOUT_S = 120.0  # torch itself imports in seconds; a hang is minutes
-LISTED = 5
-LISTER = Path(__file__).resolve().parents[1] / "worker" / "importables.py"
+LISTER = Path(__file__).resolve().with_name("importables.py")
 ERROR_MARK = "torch-upgrade-check-import-error: "
 IMPORT = ("import importlib, os, sys\n"
           "try:\n"
@@ -51,22 +46,6 @@ IMPORT = ("import importlib, os, sys\n"
           "    raise\n"
           "sys.stdout.flush(); sys.stderr.flush()\n"
           "os._exit(0)\n")
-
-
-@dataclass(frozen=True)
-class Imported:
-    """One module's import in one environment: ok, error (the exception's first line), signal, or timeout."""
-
-    distribution: str
-    version: str
-    module: str
-    status: str
-    error: str = ""
-    seconds: float = 0.0
-
-    def says(self) -> str:
-        return {"ok": "imports", "timeout": "hung", "signal": "crashed"}.get(self.status, "raised") + (
-            f": {self.error}" if self.error else "")
 
 
 def _env() -> dict[str, str]:
@@ -175,91 +154,12 @@ def import_all(pythons: Mapping[str, str], *, timeout_s: float = TIMEOUT_S, work
     return done
 
 
-def _entry(i: Imported) -> str:
-    return f"{i.module} ({i.distribution} {i.version}) {i.says()}"
-
-
-def judge(done: Mapping[str, Mapping[str, Imported]], *, device: str, repro: str, seconds: float = 0.0,
-          baseline_label: str = "", removed: Mapping[str, str] | None = None) -> dict[str, CheckResult]:
-    """Each side's `stack[-]/imports` result; the candidate's judged against the baseline's imports when there is one.
-    `removed`: the distributions the team's pull request removed (removed_by_team), reported when gone, not failed."""
-    def result(outcome: Outcome, reason: str, metrics: dict[str, Any], details: str) -> CheckResult:
-        return CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics, details=details,
-                           duration_s=round(seconds, 3), repro=repro)
-
-    def table(side: Mapping[str, Imported]) -> dict[str, dict[str, Any]]:
-        return {m: {"distribution": i.distribution, "version": i.version, "status": i.status, "error": i.error,
-                    "seconds": i.seconds} for m, i in sorted(side.items())}
-
-    results = {}
-    base = done.get("baseline")
-    if base is not None:
-        bad = [i for i in base.values() if i.status != "ok"]
-        results["baseline"] = result(Outcome.PASSED, f"{len(base) - len(bad)} of {len(base)} modules import"
-                                     + (f"; not: {'; '.join(_entry(i) for i in bad[:LISTED])}" if bad else ""),
-                                     {"modules": table(base)}, "\n".join(_entry(i) for i in bad))
-    cand = done["candidate"]
-    not_ok = [i for i in cand.values() if i.status != "ok"]
-    if base is None:
-        outcome = Outcome.SUSPICIOUS if not_ok else Outcome.PASSED
-        reason = (f"{len(not_ok)} of {len(cand)} modules do not import (no baseline says whether they did before): "
-                  + "; ".join(_entry(i) for i in not_ok[:LISTED])) if not_ok else f"all {len(cand)} modules import"
-        results["candidate"] = result(outcome, reason, {"modules": table(cand)}, "\n".join(_entry(i) for i in not_ok))
-        return results
-    results["candidate"] = _against_baseline(base, cand, not_ok, removed or {}, baseline_label, result, table)
-    return results
-
-
-def _against_baseline(base: Mapping[str, Imported], cand: Mapping[str, Imported], not_ok: list[Imported],
-                      removed: Mapping[str, str], baseline_label: str, result: Callable[..., CheckResult],
-                      table: Callable[[Mapping[str, Imported]], dict[str, dict[str, Any]]]) -> CheckResult:
-    broke = [i for i in not_ok if base.get(i.module) is not None and base[i.module].status == "ok"]
-    new = [i for i in not_ok if i.module not in base]  # only the candidate's stack has it: nothing to blame on before
-    gone_all = [b for m, b in sorted(base.items()) if b.status == "ok" and m not in cand]
-    dropped = [b for b in gone_all if canonicalize_name(b.distribution) in removed]
-    gone = [b for b in gone_all if b not in dropped]
-    still = [i for i in not_ok if i not in broke and i not in new]
-    lines = [*(_entry(i) for i in broke), *(f"{b.module} ({b.distribution} {b.version}) is no longer installed"
-                                            for b in gone)]
-    fresh = [_entry(i) for i in new]
-    since = f" with baseline {baseline_label}" if baseline_label else " with the baseline"
-    also = f"; {len(still)} fail{since} too: " + "; ".join(_entry(i) for i in still[:LISTED]) if still else ""
-    left = [_removed_entry(b, removed[canonicalize_name(b.distribution)]) for b in dropped]
-    out = f"; {len(left)} not installed here, removed by the team's pull request (not judged): {_shown(left)}" if left else ""
-    metrics = {"modules": table(cand), "broken": [i.module for i in broke], "gone": [b.module for b in gone],
-               "also_on_baseline": [i.module for i in still], "new": [i.module for i in new],
-               "removed_by_team": [b.module for b in dropped]}
-    details = "\n".join([*lines, *(f"new in the candidate's stack: {x}" for x in fresh),
-                         *(f"removed by the team's pull request: {x}" for x in left),
-                         *(f"also{since}: {_entry(i)}" for i in still)])
-    failing = []
-    if lines:
-        failing.append(f"{len(lines)} of {len(base)} modules that import{since} do not here: {_shown(lines)}")
-    if fresh:
-        failing.append(f"{plural_of(len(fresh), 'module')} new in the candidate's stack (not installed{since}) "
-                       f"{'does' if len(fresh) == 1 else 'do'} not import: {_shown(fresh)}")
-    if failing:
-        return result(Outcome.FAILED, "; ".join(failing) + also + out, metrics, details)
-    return result(Outcome.PASSED, f"every module that imports{since} imports here "
-                  f"({len(cand) - len(still)} of {len(cand)}){also}{out}", metrics, details)
-
-
-def _removed_entry(b: Imported, root: str) -> str:
-    """`tuc_gone (tuc-gone 1.0)`, or `idna (idna 3.10, with requests)` for a dependency that went with the removed."""
-    went_with = f", with {root}" if root != canonicalize_name(b.distribution) else ""
-    return f"{b.module} ({b.distribution} {b.version}{went_with})"
-
-
-def _shown(lines: list[str]) -> str:
-    return "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
-
-
 def check(pythons: Mapping[str, str], *, device: str, repro: str, timeout_s: float = TIMEOUT_S,
           baseline_label: str = "", say: Callable[[str], None] = print,
           listings: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
           removed: Mapping[str, str] | None = None) -> dict[str, CheckResult]:
     started = time.monotonic()
     done = import_all(pythons, timeout_s=timeout_s, say=say, listings=listings)
-    return judge(done, device=device, repro=repro, seconds=time.monotonic() - started, baseline_label=baseline_label,
+    return judge_sides(done, device=device, repro=repro, seconds=time.monotonic() - started, baseline_label=baseline_label,
                  removed=removed)
 

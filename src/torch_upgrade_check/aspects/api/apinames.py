@@ -1,4 +1,4 @@
-"""Run inside the environment under test (`python -m torch_upgrade_check.worker.apinames`, started as the worker
+"""Run inside the environment under test (`python -m torch_upgrade_check.aspects.api.apinames`, started as the worker
 is): for each dotted torch name on stdin, whether it exists here, its parameters, and whether reaching it warns;
 JSON in, JSON out (`kind` and `schema_version`: schema.API_NAMES_KIND, checked on both ends).
 

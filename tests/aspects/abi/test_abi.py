@@ -1,5 +1,5 @@
 """The abi check: extensions built here, linked against the real libc10, read with pyelftools against torch's exports
-(Mach-O: tests/test_abi_macho.py).
+(Mach-O: test_abi_macho.py).
 
 An extension built for another torch needs a symbol this torch no longer exports: `stale` needs the constructor
 `c10::MessageLogger::MessageLogger(char const*, int, int)`, the form torch exported before it took a
@@ -11,37 +11,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 from harness import interpreter
-from test_imports import build_env
-from torch_upgrade_check.hostchecks import abi, imports
+from stack_envs import NOW, OLD, build_env, build_extension, torch_lib
 
-OLD = "_ZN3c1013MessageLoggerC1EPKcii"
-NOW = "_ZN3c1013MessageLoggerC1ENS_14SourceLocationEib"
-SOURCE = 'extern void needed(void) __asm__("{symbol}");\nvoid tuc_use(void) {{ needed(); }}\n'
+from torch_upgrade_check.aspects.abi import host as abi
+from torch_upgrade_check.aspects.imports import host as imports
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler here to build the extensions")
-
-
-def torch_lib() -> Path:
-    import importlib.metadata as metadata
-
-    return Path(str(metadata.distribution("torch").locate_file("torch/lib")))
-
-
-def build_extension(folder: Path, name: str, symbol: str, *, links_torch: bool = True) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.c").write_text(SOURCE.format(symbol=symbol))
-    out = folder / f"_{name}.cpython-311-x86_64-linux-gnu.so"
-    linked = ["-Wl,--no-as-needed", f"-L{torch_lib()}", "-lc10"] if links_torch else ["-Wl,--allow-shlib-undefined"]
-    subprocess.run(["gcc", "-shared", "-fPIC", str(folder / f"{name}.c"), "-o", str(out), *linked], check=True,
-                   capture_output=True)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +42,7 @@ def _environment(python: str) -> abi.Environment:
 
 
 def test_an_extension_needing_a_symbol_torch_does_not_export_fails(envs: dict[str, str]) -> None:
-    results = abi.judge({"baseline": _environment(envs["good"]), "candidate": _environment(envs["stale"])},
+    results = abi.check({"baseline": _environment(envs["good"]), "candidate": _environment(envs["stale"])},
                         device="cpu", repro="", labels={"baseline": "2.13.0", "candidate": "2.13.0"})
     base, cand = results["baseline"], results["candidate"]
     assert base.outcome.value == "passed" and base.metrics["extensions"] == 1, base.reason
@@ -79,7 +59,7 @@ def test_no_shared_object_linking_torch_is_a_skip_not_a_pass(envs: dict[str, str
     against torch's exports; it passed as "no shared object here links torch's libraries"."""
     env = _environment(envs["plain"])
     assert any(Path(p).name.startswith("_plain.") for _, ps in env.libraries.values() for p in ps)  # it was listed
-    result = abi.judge({"candidate": env}, device="cpu", repro="", labels={"candidate": "2.13.0"})["candidate"]
+    result = abi.check({"candidate": env}, device="cpu", repro="", labels={"candidate": "2.13.0"})["candidate"]
     assert result.outcome.value == "skipped" and result.metrics["extensions"] == 0, result.reason
     assert result.reason.startswith("no shared object here links torch's libraries (") and result.reason.endswith(
         "none needs libtorch or libc10), so none was checked against torch 2.13.0's exports"), result.reason

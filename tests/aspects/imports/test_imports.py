@@ -7,70 +7,16 @@ harness the ways real upgrades broke such extensions: an undefined symbol, an ab
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 import json
 import sys
-import venv
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
-
 from conftest import run_cli
 from harness import interpreter
-from torch_upgrade_check.hostchecks import imports
+from stack_envs import build_env
 
-PACKAGES = {
-    # loads a native library through torch, as an extension loads its ops library
-    "tuc_ext_load": "import os\nimport torch\n\n"
-                    "torch.ops.load_library(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libc10.so'))\n",
-    # registers an operator, as a C++ extension's TORCH_LIBRARY block does when it loads
-    "tuc_ext_ops": "import torch\n\n_lib = torch.library.Library('tuc_ext_ops', 'DEF')\n"
-                   "_lib.define('twice(Tensor x) -> Tensor')\n",
-}
-
-
-def _torch_and_its_dependencies() -> list[metadata.Distribution]:
-    found: dict[str, metadata.Distribution] = {}
-    todo = ["torch"]
-    while todo:
-        name = canonicalize_name(todo.pop())
-        if name in found:
-            continue
-        try:
-            found[name] = dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            continue
-        for text in dist.requires or []:
-            req = Requirement(text)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name)
-    return list(found.values())
-
-
-def build_env(folder: Path, packages: dict[str, str] = PACKAGES, files: dict[str, Path] | None = None) -> Path:
-    """A real venv whose site-packages holds torch and its dependencies (linked from this interpreter's) and the
-    packages given (name -> __init__.py, and name -> a file it ships beside it), each with its .dist-info, as pip
-    would have installed them."""
-    venv.create(folder, with_pip=False, symlinks=True)
-    site = next(folder.glob("lib/python3*/site-packages"))
-    for dist in _torch_and_its_dependencies():
-        for top in sorted({str(f).split("/")[0] for f in dist.files or [] if not str(f).startswith("..")}):
-            if top != "__pycache__" and not (site / top).exists():
-                (site / top).symlink_to(dist.locate_file(top))
-    for name, code in packages.items():
-        (site / name).mkdir()
-        (site / name / "__init__.py").write_text(code)
-        shipped = [f"{name}/__init__.py"]
-        if files and name in files:
-            (site / name / files[name].name).write_bytes(files[name].read_bytes())
-            shipped.append(f"{name}/{files[name].name}")
-        info = site / f"{name}-1.0.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: 1.0\n")
-        (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*shipped, f"{info.name}/METADATA", f"{info.name}/RECORD"]))
-    return folder / "bin" / "python"
+from torch_upgrade_check.aspects.imports import host as imports
 
 
 @pytest.fixture(scope="module")
@@ -133,13 +79,13 @@ def test_judgement_names_what_broke_and_what_was_already_broken() -> None:
         return {m: imports.Imported(m.upper(), "1", m, s, "" if s == "ok" else "boom") for m, s in statuses.items()}
 
     done = {"baseline": side(a="ok", b="ok", c="error", d="ok"), "candidate": side(a="ok", b="timeout", c="error")}
-    results = imports.judge(done, device="cpu", repro="", baseline_label="2.13.0")
+    results = imports.judge_sides(done, device="cpu", repro="", baseline_label="2.13.0")
     cand = results["candidate"]
     assert cand.outcome.value == "failed"
     assert cand.metrics["broken"] == ["b"] and cand.metrics["gone"] == ["d"] and cand.metrics["also_on_baseline"] == ["c"]
     assert cand.reason.startswith("2 of 4 modules that import with baseline 2.13.0 do not here: b (B 1) hung: boom; "
                                   "d (D 1) is no longer installed; 1 fail with baseline 2.13.0 too: c (C 1) raised: boom")
-    alone = imports.judge({"candidate": done["candidate"]}, device="cpu", repro="")["candidate"]
+    alone = imports.judge_sides({"candidate": done["candidate"]}, device="cpu", repro="")["candidate"]
     assert alone.outcome.value == "suspicious"  # nothing says they ever imported
 
 

@@ -3,21 +3,21 @@
 The scan is pure `ast`: every `torch.…` attribute chain, through the file's import aliases (`import torch.nn.functional
 as F`, `from torch import nn`, `from torch._dynamo import config`), names imported `from torch… import name`, and config
 keys passed to a torch `config.patch(key=…)` / `config.patch("key", …)` / `config.patch({"key": …})`. Each name is kept
-once with every `file:line` that uses it. worker/apinames.py answers, in each side's environment, whether the name
+once with every `file:line` that uses it. apinames.py answers, in each side's environment, whether the name
 exists there, its parameters, and whether reaching it warns. A name the baseline has and the candidate lacks fails,
 named with its first uses; a name that newly warns a DeprecationWarning/FutureWarning on the candidate, or whose
 parameters lost one the baseline had, is suspicious (passes with a warning). A name neither side has is the team's
 own (a typo, or a name built at run time): reported, never failed. Without a baseline, names the torch lacks are
 suspicious: nothing says they ever existed. A name the candidate lacks whose every use the team's code guards (a try
 body falling back on ImportError/AttributeError, a hasattr branch, getattr with a default, a torch-version branch:
-apiguards.py) is the team's own handling: suspicious, each use named with its guard; one unguarded use fails it.
+host_guards.py) is the team's own handling: suspicious, each use named with its guard; one unguarded use fails it.
 
 TorchFix (`torchfix`, PyTorch's linter of deprecated and removed APIs) is run over the same files for what it already
 knows and a live probe cannot see: a call of a function torch removed (TOR001/TOR004: the check is suspicious, since
 the code breaks when it reaches it, whichever side), and its advice (deprecated functions, `torch.load` without
 `weights_only`, `checkpoint` without `use_reentrant`, ...) listed on the result without changing it. Where TorchFix is
 not installed or fails, the result says so and stands on the probe alone. It reads only the files one of its rules
-could match, in parallel processes (lint.py).
+could match, in parallel processes (host_lint.py). The rule is judge.py's.
 """
 
 from __future__ import annotations
@@ -30,30 +30,33 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torch_upgrade_check.analysis.closeness import plural_of
+from torch_upgrade_check.aspects.api import host_guards as apiguards
+from torch_upgrade_check.aspects.api import host_lint as lint
+from torch_upgrade_check.aspects.api.host_lint import Advice, parse_torchfix, shown_path, with_advice  # noqa: F401 (the api check's API)
+from torch_upgrade_check.aspects.api.judge import (  # noqa: F401 (the check's names)
+    ASPECT,
+    DTYPE,
+    WORKLOAD,
+    Findings,
+    Guards,
+    Scanned,
+    Uses,
+    compare_answers,
+    guarded_only,
+    judge_sides,
+)
 from torch_upgrade_check.errors import UsageError
-from torch_upgrade_check.hostchecks import apiguards, lint
-from torch_upgrade_check.hostchecks.lint import Advice, parse_torchfix, shown_path, with_advice  # noqa: F401 (the api check's API)
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.orchestrate.workers import InfrastructureError, worker_env
 from torch_upgrade_check.schema import API_NAMES_KIND as KIND
 from torch_upgrade_check.schema import API_NAMES_VERSION as SCHEMA_VERSION
 
-ASPECT = "api"
-WORKLOAD = "stack"
-DTYPE = "-"
 TIMEOUT_S = 180.0  # one process a side imports torch and reaches each name (torch._dynamo's config takes seconds)
-LISTED = 5
-SHOWN_USES = 3
 SKIPPED_DIRS = {".git", ".venv", "venv", "__pycache__", "node_modules", ".tox", "build", "dist"}
-
-Uses = dict[str, list[str]]  # dotted torch name -> ["file.py:LINE", ...]
-Guards = dict[str, dict[str, str]]  # dotted torch name -> {"file.py:LINE": what guards that use}
-
 
 def _chain(node: ast.AST) -> list[str] | None:
     parts: list[str] = []
@@ -82,14 +85,6 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
                 if a.name != "*":
                     found[a.asname or a.name] = f"{node.module}.{a.name}"
     return found
-
-
-@dataclass(frozen=True)
-class Scanned:
-    """The scan's answer: every torch name with its uses, and the uses the team's code guards (apiguards.py)."""
-
-    uses: Uses
-    guards: Guards
 
 
 def scan_source(source: str, filename: str) -> Scanned:
@@ -184,7 +179,7 @@ def check_roots(roots: Sequence[str], option: str = "--scan") -> list[str]:
 
 def torchfix(roots: Sequence[str], *, timeout_s: float = lint.TORCHFIX_TIMEOUT_S) -> tuple[list[Advice], str]:
     """TorchFix's findings over the scan's files (the files, not the roots, so that it never lints a venv under
-    them), and a note when it did not run or failed (lint.py)."""
+    them), and a note when it did not run or failed (host_lint.py)."""
     return lint.torchfix(python_files(roots), timeout_s=timeout_s)
 
 
@@ -207,19 +202,12 @@ def scan(roots: Iterable[str], *, relative_to: Path | None = None) -> Scanned:
     return Scanned(dict(sorted(uses.items())), dict(sorted(guards.items())))
 
 
-def guarded_only(scanned: Scanned, name: str) -> dict[str, str]:
-    """{file:LINE: guard} when every use of the name is guarded, else {} (one unguarded use is enough to break)."""
-    guarded = scanned.guards.get(name, {})
-    uses = scanned.uses.get(name, [])
-    return guarded if uses and all(w in guarded for w in uses) else {}
-
-
 def ask(python: str, names: Sequence[str], *, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
-    """worker/apinames.py's answer for `names` in the environment of `python`: {"torch", "names": {name: {...}}}."""
+    """apinames.py's answer for `names` in the environment of `python`: {"torch", "names": {name: {...}}}."""
     request = json.dumps({"kind": KIND, "schema_version": SCHEMA_VERSION, "names": list(names)})
     with tempfile.TemporaryDirectory(prefix="tuc-api-") as empty:
         try:
-            proc = subprocess.run([python, "-m", "torch_upgrade_check.worker.apinames"], input=request,
+            proc = subprocess.run([python, "-m", "torch_upgrade_check.aspects.api.apinames"], input=request,
                                   capture_output=True, text=True, timeout=timeout_s, cwd=empty, env=worker_env(),
                                   check=False, start_new_session=True)
         except subprocess.TimeoutExpired:
@@ -237,123 +225,6 @@ def ask(python: str, names: Sequence[str], *, timeout_s: float = TIMEOUT_S) -> d
         raise InfrastructureError(f"the api check's answer from {python} is {doc.get('kind')!r} version "
                                   f"{doc.get('schema_version')!r}, not {KIND} version {SCHEMA_VERSION}")
     return doc
-
-
-def _uses(uses: Uses, name: str) -> str:
-    where = uses.get(name, [])
-    more = f" and {len(where) - SHOWN_USES} more" if len(where) > SHOWN_USES else ""
-    return ", ".join(where[:SHOWN_USES]) + more
-
-
-def _shown(lines: list[str]) -> str:
-    return "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
-
-
-@dataclass(frozen=True)
-class Findings:
-    """The candidate's names against the baseline's: what fails, what warns, what neither side has."""
-
-    gone: list[str]
-    warned: list[str]
-    narrowed: list[str]
-    neither: list[str]
-
-
-def compare_answers(base: Mapping[str, Any], cand: Mapping[str, Any]) -> Findings:
-    gone, warned, narrowed, neither = [], [], [], []
-    for name, c in sorted(cand.items()):
-        b = base.get(name, {})
-        if not c.get("exists"):
-            (gone if b.get("exists") else neither).append(name)
-            continue
-        if set(c.get("warns", [])) - set(b.get("warns", [])):
-            warned.append(name)
-        before, now = b.get("parameters"), c.get("parameters")
-        if b.get("exists") and before is not None and now is not None and set(before) - set(now):
-            narrowed.append(name)
-    return Findings(gone, warned, narrowed, neither)
-
-
-def _guarded_line(name: str, why: str, guarded: Mapping[str, str]) -> str:
-    shown = [f"{where}: guarded by {guard}" for where, guard in list(guarded.items())[:LISTED]]
-    more = f" and {len(guarded) - LISTED} more" if len(guarded) > LISTED else ""
-    return f"{name} ({why}) at " + ", ".join(shown) + more
-
-
-def judge(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device: str, repro: str, seconds: float = 0.0,
-          baseline_label: str = "", guards: Guards | None = None) -> dict[str, CheckResult]:
-    """Each side's `stack[-]/api` result; the candidate's against the baseline's answers when there is one. A name
-    the candidate lacks whose every use the team's code guards (`guards`, apiguards.py) is suspicious, not failed."""
-    scanned = Scanned(uses, guards or {})
-    def result(outcome: Outcome, reason: str, metrics: dict[str, Any], details: list[str]) -> CheckResult:
-        return CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics,
-                           details="\n".join(details), duration_s=round(seconds, 3), repro=repro)
-
-    def missing(name: str, side: Mapping[str, Any]) -> str:
-        a = side[name]
-        why = a.get("error") or f"{a.get('missing', name)} does not exist"
-        guarded = guarded_only(scanned, name)
-        if guarded:
-            return _guarded_line(name, why, guarded)
-        some = scanned.guards.get(name, {})  # the unguarded uses are the ones that break: named first
-        bare = [w for w in uses.get(name, []) if w not in some]
-        also = f" ({plural_of(len(some), 'more use')} guarded)" if some else ""
-        return f"{name} at {_uses({name: bare}, name)}{also}: {why}"
-
-    results: dict[str, CheckResult] = {}
-    base = answers.get("baseline")
-    cand = answers["candidate"]
-    if base is not None:
-        absent = [n for n, a in base["names"].items() if not a.get("exists")]
-        results["baseline"] = result(Outcome.PASSED, f"{len(base['names']) - len(absent)} of {len(base['names'])} torch "
-                                     f"names your code uses exist with torch {base.get('torch', '?')}",
-                                     {"uses": uses, "names": base["names"]}, [missing(n, base["names"]) for n in absent])
-    if base is None:
-        absent = [n for n, a in cand["names"].items() if not a.get("exists")]
-        lines = [missing(n, cand["names"]) for n in absent]
-        reason = (f"{len(absent)} of {len(cand['names'])} torch names your code uses do not exist with torch "
-                  f"{cand.get('torch', '?')} (no baseline says whether they did before): {_shown(lines)}" if absent else
-                  f"all {len(cand['names'])} torch names your code uses exist")
-        results["candidate"] = result(Outcome.SUSPICIOUS if absent else Outcome.PASSED, reason,
-                                      {"uses": uses, "names": cand["names"], "missing": absent}, lines)
-        return results
-    f = compare_answers(base["names"], cand["names"])
-    since = f" with baseline {baseline_label}" if baseline_label else " on the baseline"
-    handled = [n for n in f.gone if guarded_only(scanned, n)]  # the team's code falls back: its own handling
-    failing = [n for n in f.gone if n not in handled]
-    gone = [missing(n, cand["names"]) for n in failing]
-    fallbacks = [missing(n, cand["names"]) for n in handled]
-    warned = [f"{n} at {_uses(uses, n)} now warns: "
-              + "; ".join(sorted(set(cand["names"][n]["warns"]) - set(base["names"][n].get("warns", []))))
-              for n in f.warned]
-    narrowed = [f"{n} at {_uses(uses, n)} lost parameters "
-                + ", ".join(p for p in base["names"][n]["parameters"] if p not in cand["names"][n]["parameters"])
-                for n in f.narrowed]
-    neither = [f"{n} at {_uses(uses, n)}" for n in f.neither]
-    metrics = {"uses": uses, "names": cand["names"], "gone": failing, "gone_guarded": handled,
-               "guarded": {n: guarded_only(scanned, n) for n in handled}, "warned": f.warned, "narrowed": f.narrowed,
-               "missing_on_both": f.neither}
-    details = [*gone, *fallbacks, *warned, *narrowed,
-               *(f"missing{since} too (your code's own, not judged): {n}" for n in neither)]
-    also = (f"; {len(neither)} missing{since} too (your code's own names or typos, not judged): "
-            + _shown(neither)) if neither else ""
-    verb = "exists" if len(fallbacks) == 1 else "exist"
-    handled_by_team = (f"{plural_of(len(fallbacks), 'torch name')} your code uses {verb}{since} and not here, every "
-                       f"use guarded by your code (its fallback runs instead): {_shown(fallbacks)}")
-    if gone:
-        verb = "exists" if len(gone) == 1 else "exist"
-        reason = f"{plural_of(len(gone), 'torch name')} your code uses {verb}{since} and not here: {_shown(gone)}"
-        reason += f"; {handled_by_team}" if fallbacks else ""
-        outcome = Outcome.FAILED
-    elif fallbacks or warned or narrowed:
-        reason = "; ".join([*([handled_by_team] if fallbacks else []),
-                            *([f"changed: {_shown([*warned, *narrowed])}"] if warned or narrowed else [])])
-        outcome = Outcome.SUSPICIOUS
-    else:
-        reason = f"every torch name your code uses{since} exists here ({len(cand['names']) - len(neither)} names)"
-        outcome = Outcome.PASSED
-    results["candidate"] = result(outcome, reason + also, metrics, details)
-    return results
 
 
 def check(pythons: Mapping[str, str], roots: Sequence[str], *, device: str, repro: str, timeout_s: float = TIMEOUT_S,
@@ -381,11 +252,11 @@ def check(pythons: Mapping[str, str], roots: Sequence[str], *, device: str, repr
                                        metrics={"uses": uses}, duration_s=round(time.monotonic() - started, 3),
                                        repro=repro)
     if "candidate" not in answers:
-        return {**{role: judge(uses, {"candidate": a}, device=device, repro=repro, guards=scanned.guards)["candidate"]
+        return {**{role: judge_sides(uses, {"candidate": a}, device=device, repro=repro, guards=scanned.guards)["candidate"]
                    for role, a in answers.items()}, **errors}
     if "baseline" in errors:
         answers.pop("baseline", None)
-    judged = judge(uses, answers, device=device, repro=repro, seconds=time.monotonic() - started,
+    judged = judge_sides(uses, answers, device=device, repro=repro, seconds=time.monotonic() - started,
                    baseline_label=baseline_label, guards=scanned.guards)
     judged["candidate"] = with_advice(judged["candidate"], advice, note)
     return {**judged, **errors}

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
-from torch_upgrade_check.hostchecks import resolve
+
+from torch_upgrade_check.aspects.resolve import host as resolve
 
 PIP = [sys.executable, "-m", "pip"]
 
