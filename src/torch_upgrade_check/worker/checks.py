@@ -19,19 +19,16 @@ import torch
 from torch_upgrade_check.aspects import ASPECT, Runs, part
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import (
-    artifacts,
     compilecache,
     compiling,
     crossversion,
     devices,
     environment,
     error_text,
-    onnxexport,
     opprofile,
     optiming,
     rounding,
     sdpa_backends,
-    shipped,
     tensors,
     warned,
 )
@@ -59,7 +56,8 @@ def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = No
     With `cache`, instances are reused across calls (the A/B latency rounds of `compare`).
     """
     device = devices.get(spec.device)
-    if spec.aspect == "artifact":  # a file the team ships: it has its own dtypes, and maybe no factory
+    shipped = part(spec.aspect, "run") if spec.aspect in ASPECT and not ASPECT[spec.aspect].builds_workload else None
+    if shipped is not None:  # a file the team ships: it has its own dtypes, and maybe no factory
         return shipped.run(spec, spec.device)
     support = device.supports_dtype(spec.dtype)
     if not support.ok:
@@ -493,10 +491,6 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "compile-cache": compilecache.run,
     "memory": memory_,
     "sdpa-backends": sdpa_backends.run,
-    "export": artifacts.run,
-    "jit": artifacts.run,
-    "aoti": artifacts.run,
-    "onnx": onnxexport.run,
 }
 
 
