@@ -56,9 +56,9 @@ def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = No
     With `cache`, instances are reused across calls (the A/B latency rounds of `compare`).
     """
     device = devices.get(spec.device)
-    shipped = part(spec.aspect, "run") if spec.aspect in ASPECT and not ASPECT[spec.aspect].builds_workload else None
-    if shipped is not None:  # a file the team ships: it has its own dtypes, and maybe no factory
-        return shipped.run(spec, spec.device)
+    loader = part(spec.aspect, "run") if spec.aspect in ASPECT and not ASPECT[spec.aspect].builds_workload else None
+    if loader is not None:  # a file the team ships: it has its own dtypes, and maybe no factory
+        return loader.run(spec, spec.device)
     support = device.supports_dtype(spec.dtype)
     if not support.ok:
         raise Skip(support.reason)
