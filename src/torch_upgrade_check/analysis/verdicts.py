@@ -8,11 +8,10 @@ Rules (thresholds are recorded on each result):
 - compile-time: cold compiles (a fresh Inductor cache each) timed; passes (compare judges it A/B, as latency).
 - memory: recorded; passes when measured.
 - sdpa-backends: every backend that runs, on every case, by the numerics rule.
-- export, jit: the program built, saved and reloaded in a fresh process (in compare also the baseline's
-  saved program), every output by the compile rule against eager's (analysis.artifacts).
 - an aspect with a folder (aspects/<folder>/, its row's `folder`): its judge.py's rule, on its typed Metrics
   (dataloader; the training family: checkpoint, training-curve, amp; determinism, deterministic-backward; the
-  distributed ones: fsdp2, ddp; warnings; the compile family: compile, compile-mode; compile-cache).
+  distributed ones: fsdp2, ddp; warnings; the compile family: compile, compile-mode; compile-cache; the artifact
+  family: export, jit, aoti, onnx, artifact).
 """
 
 from __future__ import annotations
@@ -23,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from torch_upgrade_check.analysis import artifacts, closeness, stats
+from torch_upgrade_check.analysis import closeness, stats
 from torch_upgrade_check.analysis.closeness import as_float, short
-from torch_upgrade_check.aspects import ARTIFACT_ASPECTS, part
+from torch_upgrade_check.aspects import part
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
 
 
@@ -80,8 +79,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         outcome, thresholds = (Outcome.PASSED if samples else Outcome.FAILED), {}
         reason = (f"cold compile median {format_ms(m['median_ms'])} ({len(samples)} compiles, a fresh Inductor cache "
                   f"each)" if samples else "no compile was timed")
-    elif spec.aspect in ARTIFACT_ASPECTS:
-        outcome, reason, thresholds = artifacts.judge(m, spec.aspect, spec.dtype)
     elif spec.aspect == "sdpa-backends":
         outcome, reason, thresholds = _sdpa_backends(m, spec.dtype)
     elif spec.aspect == "memory":

@@ -126,6 +126,10 @@ class Aspect:
     # the package under aspects/ that holds its run.py, judge.py and render.py (Python's spelling of the name; the
     # aspects of one family may share one). "": not moved there yet, the generic layers' own tables still hold it
     folder: str = ""
+    # False: its check loads a file the team ships, not the workload's model (the file has its own dtypes, and maybe
+    # no factory): the worker neither asks the device for the check's dtype nor builds an instance; its run.py's
+    # run(spec, device) loads the file itself
+    builds_workload: bool = True
 
 
 _W, _C, _FK = Runs.WORKER, InCompare, FailKind  # short, for the table
@@ -191,16 +195,18 @@ TABLE: tuple[Aspect, ...] = (
                          "names under torch._dynamo the most"), opt_in="--scan, or --only api", folder="api"),
     Aspect("export", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(7.4, 13, "the first of a worker imports torch.export in it and in the loader process"),
-           opt_in="a workload's aspects (the built-ins have it)", family="artifact", forwards=20, compiles=0.3),
+           opt_in="a workload's aspects (the built-ins have it)", family="artifact", forwards=20, compiles=0.3,
+           folder="export"),
     Aspect("jit", _W, _C.SAVED, _FK.CORRECTNESS, Cost(1.4, 1.4), opt_in="a workload's aspects or its jit: (the built-in "
-                                                                      "mlp has it)", family="artifact", forwards=500),
+                                                                      "mlp has it)", family="artifact", forwards=500,
+           folder="export"),
     Aspect("aoti", _W, _C.SAVED, _FK.CORRECTNESS, Cost(37, 37, "one AOTInductor compile of a small MLP"),
-           opt_in="a workload's aspects", family="artifact", forwards=50, compiles=1),
+           opt_in="a workload's aspects", family="artifact", forwards=50, compiles=1, folder="export"),
     Aspect("onnx", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(9.4, 9.4, "dynamo=True, the first of a worker (imports of the exporter); the legacy exporter 0.1 s"),
-           opt_in="a workload's aspects or its onnx:", family="artifact", forwards=20, compiles=0.3),
+           opt_in="a workload's aspects or its onnx:", family="artifact", forwards=20, compiles=0.3, folder="onnx"),
     Aspect("artifact", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.1, 0.2, "a checkpoint or a .pt2 program already imported"),
-           opt_in="the config's artifacts:", family="artifact"),
+           opt_in="the config's artifacts:", family="artifact", folder="artifact", builds_workload=False),
     Aspect("fleet-memory", Runs.REPORT, _C.REPORT, _FK.MEMORY, None, opt_in="--fleet (or the config's fleet:) with a "
                                                                             "memory", folder="fleet_memory"),
 )
@@ -211,7 +217,6 @@ ASPECTS = tuple(a.name for a in TABLE if a.runs is not Runs.REPORT)
 FAIL_ON = tuple(k.value for k in FailKind)
 FAIL_KINDS = {a.name: a.kind.value for a in TABLE if a.kind is not FailKind.CORRECTNESS}
 STACK_ASPECTS = tuple(a.name for a in TABLE if a.compare is InCompare.STACK)
-ARTIFACT_ASPECTS = tuple(a.name for a in TABLE if a.family == "artifact")
 TRAINING_ASPECTS = tuple(a.name for a in TABLE if a.family == "training")
 SAVED_ASPECTS = tuple(a.name for a in TABLE if a.compare is InCompare.SAVED)
 PER_SIDE_ASPECTS = tuple(a for a in SAVED_ASPECTS if not ASPECT[a].compare_only)  # cross-version is planned apart

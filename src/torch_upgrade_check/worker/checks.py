@@ -17,16 +17,13 @@ import torch
 from torch_upgrade_check.aspects import ASPECT, Runs, part
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import (
-    artifacts,
     compiling,
     crossversion,
     devices,
-    onnxexport,
     opprofile,
     optiming,
     rounding,
     sdpa_backends,
-    shipped,
     tensors,
 )
 from torch_upgrade_check.worker.compiling import fresh_cache as _fresh_inductor_cache
@@ -51,8 +48,9 @@ def run(spec: CheckSpec, cache: dict[tuple[str, str, str], Instance] | None = No
     With `cache`, instances are reused across calls (the A/B latency rounds of `compare`).
     """
     device = devices.get(spec.device)
-    if spec.aspect == "artifact":  # a file the team ships: it has its own dtypes, and maybe no factory
-        return shipped.run(spec, spec.device)
+    loader = part(spec.aspect, "run") if spec.aspect in ASPECT and not ASPECT[spec.aspect].builds_workload else None
+    if loader is not None:  # a file the team ships: it has its own dtypes, and maybe no factory
+        return loader.run(spec, spec.device)
     support = device.supports_dtype(spec.dtype)
     if not support.ok:
         raise Skip(support.reason)
@@ -309,10 +307,6 @@ ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.De
     "compiled-latency": compiled_latency,
     "memory": memory_,
     "sdpa-backends": sdpa_backends.run,
-    "export": artifacts.run,
-    "jit": artifacts.run,
-    "aoti": artifacts.run,
-    "onnx": onnxexport.run,
 }
 
 

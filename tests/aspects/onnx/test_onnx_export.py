@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from artifact_family import SCRIPTED_MODEL
 from conftest import load_report, results_by_id, run_cli, user_project
 from harness import interpreter
-from test_artifacts import SCRIPTED_MODEL
 from test_checks_catch_breakage import compared, compared_broken
 
 pytestmark = pytest.mark.usefixtures("torch_python")

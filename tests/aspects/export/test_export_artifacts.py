@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from artifact_family import SCRIPTED_MODEL
 from conftest import load_report, results_by_id, run_cli, user_project
 from harness import interpreter
 from test_checks_catch_breakage import compared, compared_broken, outcomes
@@ -74,24 +75,6 @@ def test_a_model_that_no_longer_exports_fails_export_naming_the_op(tmp_path: Pat
     assert reason.startswith("the torch.export program cannot be built: torch.export.export: RuntimeError: Could not "
                              "export: unsupported operator aten.gelu.default"), reason
     assert "; it built on baseline " in reason and "(passed on baseline" in reason
-
-
-SCRIPTED_MODEL = '''import torch
-from torch import nn
-
-
-class Head(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.proj = nn.Linear(16, 8)
-
-    def forward(self, x):
-        return nn.functional.gelu(self.proj(x)).sum(-1)
-
-
-def build():
-    return Head(), (torch.randn(4, 16),)
-'''
 
 
 def head_workload(folder: Path, keys: str) -> None:

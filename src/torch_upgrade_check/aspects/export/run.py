@@ -1,7 +1,7 @@
 """Deployment artifacts: the workload as a team ships it, built, saved, loaded in a fresh process and run.
 
 Upgrades broke artifacts more often than eager models: a program one version saved that the next would not
-load, a model that exported (or scripted) on one version and raised on the next. Two aspects, one flow:
+load, a model that exported (or scripted) on one version and raised on the next. Three aspects, one flow:
 
 - `export`: `torch.export.export(model, inputs)` (with the factory's `dynamic_shapes` where it returns them; its
   `dynamic_inputs`, inputs of other sizes, are then run too, in this process and the fresh one), `torch.export.save`,
@@ -177,7 +177,7 @@ def _other_shapes(kind: str, device: str, inst: Instance, runnable: Callable[...
 def against_eager(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, results: dict[str, dict[str, Any]],
                   references: dict[str, dict[str, Any]], other: tuple[Any, ...] = ()) -> dict[str, Any]:
     """Each program's outputs (by program name) against the fp64 golden, with its eager outputs as the reference (the
-    compile rule): the metrics analysis.artifacts judges. Programs named ...OTHER ran on `other` inputs."""
+    compile rule): the metrics aspects.export.judge judges. Programs named ...OTHER ran on `other` inputs."""
     result = {f"{name}:{k}": v for name, outs in results.items() for k, v in outs.items()}
     reference = {f"{name}:{k}": v for name, outs in references.items() for k, v in outs.items()}
     gold, *gold_others = forward_golden(factory, inst, (other,) if other else ())

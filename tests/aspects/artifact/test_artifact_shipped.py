@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from artifact_family import SCRIPTED_MODEL
 from conftest import user_project
-from test_artifacts import SCRIPTED_MODEL
 from test_checks_catch_breakage import compared_broken
 
 pytestmark = pytest.mark.usefixtures("torch_python")

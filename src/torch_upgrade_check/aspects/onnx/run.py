@@ -28,8 +28,9 @@ from typing import Any
 
 import torch
 
+from torch_upgrade_check.aspects.export.run import against_eager
 from torch_upgrade_check.model import CheckSpec
-from torch_upgrade_check.worker import artifacts, crossversion, first_line, tensors
+from torch_upgrade_check.worker import crossversion, first_line, tensors
 from torch_upgrade_check.worker.instance import Instance, Skip, forward_only
 
 EXPORTERS = ("dynamo", "legacy")
@@ -91,7 +92,7 @@ def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: An
     if baseline:
         results["onnxruntime vs baseline's eager"] = outputs
         references["onnxruntime vs baseline's eager"] = baseline["eager"]
-    return {**metrics, "built": True, "load_errors": {}, **artifacts.against_eager(spec, factory, inst, results, references)}
+    return {**metrics, "built": True, "load_errors": {}, **against_eager(spec, factory, inst, results, references)}
 
 
 def _export(model: torch.nn.Module, args: tuple[Any, ...], path: Path, how: str) -> str:
