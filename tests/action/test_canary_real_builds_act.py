@@ -4,7 +4,8 @@ What is real: the wheels (torch 2.13.0 as pip finds it, and 2.14.1, PyPI's CUDA 
 installs by the action into the venv store (2.14.1 with its CUDA libraries, ~5.5 GB), the checks the workers run on
 them, the history pushed to a local bare repository and read back. What is relabelled: one copy of the 2.13.0 wheel
 is given the nightly version 2.14.0.dev<today> (tests/harness/real_channel.py: the wheel's name, dist-info, METADATA
-and torch/version.py's `__version__` alone; its libraries and git_version are 2.13.0's). Without it, night 1's
+and torch/version.py's `__version__` alone; its libraries and git_version are 2.13.0's), and for night 3 one copy of
+the 2.14.1 wheel 2.14.2.dev<today>, with the breakage harness added (2.14.1's files otherwise). Without it, night 1's
 `nightly` would resolve to the very build the team pins, and compare stops with exit 2 ("nothing would be compared"):
 a nightly is never the release a team pins, and the relabel keeps night 1 what it stands for, a nightly that is
 2.13.0 inside. 2.14.1 is served as it is: it orders above the dev build, so `nightly` picks it on night 2.
@@ -41,7 +42,13 @@ def test_the_canary_judges_a_real_upgrade_and_records_the_build_change(act: str,
     """Night 1: the channel's newest build is 2.13.0 inside (relabelled a nightly): passes, one record, no alarm.
     Night 2: the channel has 2.14.1, the real CUDA build, run on this CPU: the numerics and cross-version checks pass
     on the real upgrade (a healthy upgrade does not cry wolf), the record names 2.14.1's own version and commit, and
-    the history's summary says the candidate's build changed."""
+    the history's summary says the candidate's build changed.
+    Night 3: the channel has 2.14.1 broken as the breakage harness breaks torch (`linear-1e-3`: a .pth in a relabelled
+    copy, 2.14.2.dev<today>, puts tests/harness/site's sitecustomize first): both checks fail, the history alarms
+    (last good 2.14.1, first bad 2.14.2.dev), and the bisection, with no build between them in the channel, judges
+    the bad build against the good one and names it the first bad build, in the summary and the record. (It was
+    handed 2.14.1+cu130, torch.__version__ of a wheel versioned 2.14.1, and ran nothing, before the workflow passed
+    public versions.)"""
     from harness import SITE
     from harness.real_channel import broken_files, real_wheel, relabel, write_channel
 
