@@ -69,6 +69,7 @@ class History:
     notes: list[str] = field(default_factory=list)  # a new runner identity, records left out, ...
     base_flip_rate: float = 0.0  # flips per pair of successive runs, over every check of the series
     flip_counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    build: str = ""  # the candidate build the newest run judged, and whether it is the run before's (build_line)
 
     def base_rate_without(self, check: str) -> float:
         """The base rate of the other checks: a flaky check must not raise the bar it is measured against."""
@@ -100,6 +101,26 @@ def build_label(torch: dict[str, Any]) -> str:
     return str(torch.get("version") or torch.get("label") or "unknown torch")
 
 
+def _build(record: dict[str, Any]) -> str:
+    cand = (record.get("torch") or {}).get("candidate") or {}
+    version = str(cand.get("version") or cand.get("label") or "an unnamed torch")
+    return f"{version} (git {str(cand['git'])[:12]})" if cand.get("git") else version
+
+
+def build_line(mine: Sequence[dict[str, Any]]) -> str:
+    """Which candidate build the newest run judged, and whether it is another build than the run before on this
+    runner (version and commit): a series that steps on a changed build points at the build, not the runner."""
+    if not mine:
+        return ""
+    now = _build(mine[-1])
+    if len(mine) == 1:
+        return f"candidate build {now}: the first run on this runner"
+    before = _build(mine[-2])
+    if before == now:
+        return f"candidate build {now}: the same as the run before"
+    return f"candidate build changed: {now}, was {before} the run before"
+
+
 def analyse(records: Sequence[dict[str, Any]]) -> History:
     """Findings for the newest record's runner: its series, their steps, first failures, flaky checks and host
     failures (a failure the other runners' newest runs of the same torch do not share)."""
@@ -110,6 +131,7 @@ def analyse(records: Sequence[dict[str, Any]]) -> History:
     history = History(runner=runner_name(newest))
     mine = [(i, r) for i, r in enumerate(records) if runner_key(r.get("identity") or {}) == key]
     history.runs = len(mine)
+    history.build = build_line([r for _, r in mine])
     if len(mine) == 1 and len(records) > 1:
         before = records[-2].get("identity") or {}
         history.notes.append(f"new runner identity: {history.runner} (was {runner_name(before)}); its series "

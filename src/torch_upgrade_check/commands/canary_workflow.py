@@ -151,6 +151,12 @@ jobs:
           "$tool" history --store "$dir/store" --markdown "$dir/trend.md" --charts "$dir/charts" \\
             --alarm-output "$dir/alarm.txt"
           cat "$dir/alarm.txt" >> "$GITHUB_OUTPUT"
+          # what bisect installs: the public versions. A build's torch.__version__ (what the history keeps) may carry a
+          # local label its index's wheel does not (PyPI's CUDA 2.14.1 says 2.14.1+cu130), and `==` on the public
+          # version matches the wheel with or without one (PEP 440)
+          while IFS='=' read -r key value; do
+            case "$key" in last-good|first-bad) echo "$key-public=${value%%+*}" >> "$GITHUB_OUTPUT" ;; esac
+          done < "$dir/alarm.txt"
 
       # A step (or a first failure) in the history: find the first bad build between the last good one and the first
       # bad one, on this runner, with the checks that fail there (the action's bisect). Its answer joins the record.
@@ -162,10 +168,10 @@ jobs:
         continue-on-error: true
         uses: OWNER/torch-upgrade-check@v1
         with:
-          candidate-torch-version: ${{ steps.history.outputs.first-bad }}
-          baseline-torch-version: ${{ steps.history.outputs.last-good }}
+          candidate-torch-version: ${{ steps.history.outputs.first-bad-public }}
+          baseline-torch-version: ${{ steps.history.outputs.last-good-public }}
           bisect: 'true'
-          bisect-good: ${{ steps.history.outputs.last-good }}
+          bisect-good: ${{ steps.history.outputs.last-good-public }}
           requirements: requirements.txt
           checks: ${{ inputs.checks }}
           index-url: ${{ inputs.index-url }}

@@ -15,6 +15,8 @@ def render_markdown(history: History, charts: dict[str, str], *, charts_missing:
     """A heading, one line per finding (a step, a first failure, a flaky or host-only check) and its chart's link."""
     out = [f"### History: {escape_md(history.runner or 'no runs yet')}", "",
            f"{history.runs} run(s) of this runner in the history."]
+    if history.build:
+        out += ["", escape_md(history.build[0].upper() + history.build[1:]) + "."]
     lines = summary_lines(history)
     if not lines:
         out += ["", "No check changed: no step, no new failure."]
@@ -42,6 +44,7 @@ def to_document(history: History, problems: list[str]) -> dict[str, Any]:
     alarm = history.alarm
     return {"kind": JSON_KIND, "schema_version": JSON_VERSION, "runner": history.runner, "runs": history.runs,
             "alarm": alarm is not None, "base_flip_rate": history.base_flip_rate, "notes": history.notes,
+            "build": history.build,
             "findings": [_finding(f) for f in history.findings], "problems": problems}
 
 
