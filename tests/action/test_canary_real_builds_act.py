@@ -15,6 +15,7 @@ installs both sides from the `index-url` it is given.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from datetime import datetime, timezone
@@ -38,7 +39,7 @@ def channel_env(tmp: Path) -> dict[str, str]:
 
 
 def test_the_canary_judges_a_real_upgrade_and_records_the_build_change(act: str, repo: Path, tmp_path: Path,  # noqa: F811
-                                                                       torch_python: str) -> None:
+                                                                       torch_python: str, request: pytest.FixtureRequest) -> None:
     """Night 1: the channel's newest build is 2.13.0 inside (relabelled a nightly): passes, one record, no alarm.
     Night 2: the channel has 2.14.1, the real CUDA build, run on this CPU: the numerics and cross-version checks pass
     on the real upgrade (a healthy upgrade does not cry wolf), the record names 2.14.1's own version and commit, and
@@ -53,6 +54,8 @@ def test_the_canary_judges_a_real_upgrade_and_records_the_build_change(act: str,
     from harness.real_channel import broken_files, real_wheel, relabel, write_channel
 
     started = time.monotonic()
+    request.addfinalizer(lambda: [shutil.rmtree(tmp_path / big, ignore_errors=True)  # the venv store (xdg) and the
+                                  for big in ("xdg", "night-3", "wheels", "relabelled", "channel")])  # wheels: GBs
     today = datetime.now(timezone.utc).strftime("%Y%m%d")  # the tool refuses a nightly days old
     pinned = real_wheel(torch_python, "2.13.0", tmp_path / "wheels")
     upgrade = real_wheel(torch_python, "2.14.1", tmp_path / "wheels")
@@ -66,6 +69,7 @@ def test_the_canary_judges_a_real_upgrade_and_records_the_build_change(act: str,
         url = write_channel(tmp_path / "channel", [pinned, *wheels])
         caller = caller_repo(tmp_path / f"caller-{n}", {"requirements.txt": "torch==2.13.0\n"})
         inputs = {"candidate": "nightly", "runners": runners, "checks": CHECKS, "index-url": url}
+        shutil.rmtree(tmp_path / f"night-{n - 1}", ignore_errors=True)  # its act run's files
         return run_act_event(act, caller, "workflow_dispatch", {"inputs": inputs}, CANARY, tmp=tmp_path / f"night-{n}",
                              repo=repo, env=env, variables={"TORCH_CANARY_REMOTE": str(remote)}, timeout_s=2400)
 
