@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from torch_upgrade_check.aspects.cross_version.judge import Metrics
 from torch_upgrade_check.model import CheckResult
 from torch_upgrade_check.report import ATTENTION, FAILING, number, visible
 from torch_upgrade_check.report.columns import CORRECTNESS, DEFAULT_PRIMARY
@@ -45,11 +46,10 @@ def comparison_tables(results: Sequence[CheckResult], run: str, where: str) -> t
             continue
         lines = []
         for r in rows:
-            m = r.metrics
-            cells = [md(visible(r.id)), outcome_cell(r), metric(m.get("max_abs_diff_vs_baseline")),
-                     _count_of(m.get("mismatched_vs_baseline"), m.get("numel")),
-                     metric(m.get("bitwise_equal_to_baseline")), _rmse_pair(m), _divergent(m.get("first_divergent_module")),
-                     reason_cell(r)]
+            m = Metrics.from_dict(r.metrics)
+            cells = [md(visible(r.id)), outcome_cell(r), metric(m.max_abs_diff_vs_baseline),
+                     _count_of(m.mismatched_vs_baseline, m.numel), metric(m.bitwise_equal_to_baseline), _rmse_pair(m),
+                     _divergent(m.first_divergent_module), reason_cell(r)]
             lines.append(failing_row(row_line(cells), r, run, failing=r.outcome in FAILING))
         heading = (f"#### Cross-version correctness{where}: {tally(rows)}\n\n{about}" if part == 0 else
                    f"##### Cross-version correctness ({tally(rows)})\n\n" + ("" if shown else about))
@@ -59,7 +59,7 @@ def comparison_tables(results: Sequence[CheckResult], run: str, where: str) -> t
 
 
 def _cross_order(r: CheckResult) -> tuple[int, float, str]:
-    diff = number(r.metrics.get("max_abs_diff_vs_baseline"))
+    diff = number(Metrics.from_dict(r.metrics).max_abs_diff_vs_baseline)
     worst = -math.inf if diff is None else (math.inf if math.isnan(diff) else diff)
     return RANK[r.outcome], -worst, r.id
 
@@ -71,9 +71,9 @@ def _count_of(count: Any, numel: Any) -> str:
     return f"{int(n):,}" + (f" of {int(total):,}" if total is not None and math.isfinite(total) else "")
 
 
-def _rmse_pair(m: dict[str, Any]) -> str:
+def _rmse_pair(m: Metrics) -> str:
     """The worst tensor's RMSE against the fp64 golden, the candidate's beside the baseline's."""
-    tensors = [t for t in m.get("per_tensor") or [] if isinstance(t, dict)]
+    tensors = [t for t in m.per_tensor or [] if isinstance(t, dict)]
     if not tensors:
         return ""
     worst = max(tensors, key=lambda t: (number(t.get("rmse")) or 0.0) / (number(t.get("scale")) or 1.0))
