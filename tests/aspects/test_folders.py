@@ -19,7 +19,7 @@ FOLDERED = [a for a in TABLE if a.folder]
 WORKER_SIDE = (Runs.WORKER, Runs.TORCHRUN)  # rows whose checks run in a worker (the others have no run.py)
 # the generic layers: they reach an aspect's code through aspects.part, never by its name
 GENERIC = ("worker/checks.py", "analysis/verdicts.py", "report/checks.py", "report/comparison.py", "report/summary.py",
-           "report/junit.py", "orchestrate/measure.py")
+           "report/junit.py", "orchestrate/measure.py", "analysis/sides.py", "report/unjudged.py")
 
 
 @pytest.mark.parametrize("aspect", FOLDERED, ids=lambda a: a.name)
