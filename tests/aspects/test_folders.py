@@ -20,7 +20,7 @@ FOLDERED = [a for a in TABLE if a.folder]
 WORKER_SIDE = (Runs.WORKER, Runs.TORCHRUN)  # rows whose checks run in a worker (the others have no run.py)
 # the generic layers: they reach an aspect's code through aspects.part, never by its name
 GENERIC = ("worker/checks.py", "analysis/verdicts.py", "report/checks.py", "report/comparison.py", "report/summary.py",
-           "report/junit.py", "orchestrate/measure.py")
+           "report/junit.py", "orchestrate/measure.py", "analysis/sides.py", "report/unjudged.py")
 
 
 # each row's side besides judge.py and render.py: the worker's run.py, the host's host.py (a check the orchestrator
@@ -71,7 +71,8 @@ def test_an_aspect_without_a_folder_has_no_parts_and_a_wrong_role_is_refused() -
 # The optional hooks a judge.py may define, which the generic layers look up by name, and the parameters each takes:
 # a helper of the same name with other parameters would be called as a hook (an fsdp2 helper once was, exit 3).
 HOOKS = {"details": ("m",), "judge_in_compare": ("before", "after", "baseline", "candidate", "fail_on"),
-         "judged_in_compare_though_skipped": ("before", "after"), "packages_the_team_changed": ("m",)}
+         "judged_in_compare_though_skipped": ("before", "after"), "packages_the_team_changed": ("m",),
+         "skip_a_pass_on_the_cpu": ("said",), "saved_for_the_candidate": ("m",), "first_divergence": ("r",)}
 
 
 @pytest.mark.parametrize("aspect", FOLDERED, ids=lambda a: a.name)

@@ -246,9 +246,7 @@ def test_cuda_flex_gradients_are_compared_and_cross_backend_runs(tmp_path: Path,
         assert names == {"output", "grad:input0", "grad:input1", "grad:input2"} and "uncompared" not in r["metrics"]
     assert "gradients judged against the fp64 golden alone" in by_id["flex_attention_alibi[float32]/cross-backend"]["reason"]
     assert by_id["flex_attention_alibi[float32]/determinism"]["outcome"] == "passed"
-    broken = str(interpreter(torch_python, tmp_path / "broken", emulate="cuda", breaks=["flex-grad-5pct"]))
-    proc, by_id = run(broken, tmp_path / "out2", "cuda", "flex_attention_alibi[float32]/numerics")
-    assert proc.returncode == 1 and "grad:input" in by_id["flex_attention_alibi[float32]/numerics"]["reason"]
+    # flex-grad-5pct failing this numerics check: tests/aspects/numerics/test_numerics_breakage.py
 
 
 @pytest.mark.fast  # in the fast tier: one of the few e2e tests that together run every module

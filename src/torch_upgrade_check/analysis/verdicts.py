@@ -1,17 +1,14 @@
 """Observation -> CheckResult: the pass/fail rules of every aspect, with one-line reasons (pure).
 
 Rules (thresholds are recorded on each result):
-- numerics, cross-backend, cross-version: closeness to the fp64 CPU golden, tensor by tensor
-  (analysis.closeness has the rule); cross-version's golden is the baseline's, and its own fp64 golden
-  differing from the baseline's beyond float64's tolerances fails it too.
 - latency, compiled-latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
 - compile-time: cold compiles (a fresh Inductor cache each) timed; passes (compare judges it A/B, as latency).
 - memory: recorded; passes when measured.
-- sdpa-backends: every backend that runs, on every case, by the numerics rule.
 - an aspect with a folder (aspects/<folder>/, its row's `folder`): its judge.py's rule, on its typed Metrics
   (dataloader; the training family: checkpoint, training-curve, amp; determinism, deterministic-backward; the
   distributed ones: fsdp2, ddp; warnings; the compile family: compile, compile-mode; compile-cache; the artifact
-  family: export, jit, aoti, onnx, artifact).
+  family: export, jit, aoti, onnx, artifact; the closeness-judged numerics, cross-backend, cross-version,
+  sdpa-backends).
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from torch_upgrade_check.analysis import closeness, stats
+from torch_upgrade_check.analysis import stats
 from torch_upgrade_check.analysis.closeness import as_float, short
 from torch_upgrade_check.aspects import part
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
@@ -35,17 +32,15 @@ def decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, fl
 
 def on_the_cpu(r: CheckResult) -> CheckResult:
     """A check on MPS whose ops fell back to the CPU (the worker's `mps_cpu_fallback_ops`, from torch's own
-    fallback warnings) says which; a cross-backend check that passed so is skipped: part of what it compared
-    was the CPU with itself, which cannot pass as MPS. A mismatch it found still fails."""
+    fallback warnings) says which; one of an aspect whose judge.py has `skip_a_pass_on_the_cpu` (cross-backend) that
+    passed so is skipped, for the reason it gives. A mismatch it found still fails."""
     ops = r.metrics.get("mps_cpu_fallback_ops") or []
     if not ops or r.outcome in (Outcome.SKIPPED, Outcome.ERROR):
         return r
     said = f"ran on the CPU (PYTORCH_ENABLE_MPS_FALLBACK=1): {', '.join(ops)}"
-    if r.aspect == "cross-backend" and r.outcome is Outcome.PASSED:
-        return replace(r, outcome=Outcome.SKIPPED,
-                       reason=f"not an MPS result: {said}, so the comparison with the CPU is partly the CPU with "
-                              "itself; unset PYTORCH_ENABLE_MPS_FALLBACK to compare MPS's kernels (an op MPS lacks "
-                              "then raises, naming it)")
+    skip = getattr(part(r.aspect, "judge"), "skip_a_pass_on_the_cpu", None)  # an aspect a CPU's pass cannot pass
+    if skip is not None and r.outcome is Outcome.PASSED:
+        return replace(r, outcome=Outcome.SKIPPED, reason=skip(said))
     return replace(r, reason=f"{r.reason}; {said}")
 
 
@@ -63,12 +58,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
     if judge is not None:  # the aspect's own rule, on its typed metrics
         outcome, reason, thresholds, derived = judge.judge(judge.Metrics.from_dict(m), spec)
         m.update(derived)
-    elif spec.aspect in ("numerics", "cross-backend", "cross-version"):
-        outcome, reason, thresholds = closeness.judge(m, spec.aspect, spec.dtype)
-        changed = closeness.fp64_change(m) if spec.aspect == "cross-version" else ""
-        if changed:
-            reason = f"{changed}; {reason}" if outcome is Outcome.PASSED else f"{reason}; {changed}"
-            outcome = Outcome.FAILED
     elif spec.aspect in ("latency", "compiled-latency"):
         outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
         if spec.aspect == "compiled-latency" and m.get("compile_s") is not None:
@@ -79,8 +68,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
         outcome, thresholds = (Outcome.PASSED if samples else Outcome.FAILED), {}
         reason = (f"cold compile median {format_ms(m['median_ms'])} ({len(samples)} compiles, a fresh Inductor cache "
                   f"each)" if samples else "no compile was timed")
-    elif spec.aspect == "sdpa-backends":
-        outcome, reason, thresholds = _sdpa_backends(m, spec.dtype)
     elif spec.aspect == "memory":
         outcome, thresholds = Outcome.PASSED, {}
         reason = f"peak {format_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
@@ -93,32 +80,6 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
     if not details and isinstance(m.get("vs_baseline"), Mapping):  # fsdp2, ddp: the steps unlike the baseline's
         details = _mismatch_details(m["vs_baseline"])
     return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds, details=details, **base)
-
-
-def _sdpa_backends(m: dict[str, Any], dtype: str) -> tuple[Outcome, str, dict[str, Any]]:
-    """Each backend on each case by the numerics rule; any wrong one fails, named with its case."""
-    checked, thresholds = m.get("checked") or {}, {}
-    wrong = []
-    for key, sub in checked.items():
-        outcome, why, thresholds = closeness.judge({**sub, "rtol": m.get("rtol"), "atol": m.get("atol")}, "numerics", dtype)
-        if outcome is not Outcome.PASSED:
-            wrong.append(f"{key}: {why}")
-    backends = sorted({key.split("/")[0] for key in checked})
-    absent = sorted({key.split("/")[0] for key in m.get("not_offered") or {}} - set(backends))
-    partly = sorted({key.split("/")[0] for key in m.get("not_offered") or {}} & set(backends))
-    defaults = ", ".join(f"{case}: {name}" for case, name in (m.get("default_backend") or {}).items())
-    where = (f"; not offered here: {', '.join(absent)}" if absent else "") + (
-        f"; not for every case: {', '.join(partly)}" if partly else "") + (f"; the default picks {defaults}" if defaults else "") + (
-        f" ({m['default_note']})" if m.get("default_note") else "")
-    if not checked:
-        return Outcome.FAILED, f"no SDPA backend ran{where}", thresholds
-    if wrong:
-        return (Outcome.FAILED, f"{len(wrong)} of {len(checked)} backend cases differ from the fp64 golden; first: "
-                                f"{wrong[0]}{where}", thresholds)
-    return Outcome.PASSED, (f"{', '.join(backends)} within tolerance on {len(m.get('cases') or {})} cases, forward and "
-                            f"backward{where}"), thresholds
-
-
 
 
 def _latency(spec: CheckSpec, m: dict[str, Any], limits: Mapping[str, float]) -> tuple[Outcome, str, dict[str, Any]]:

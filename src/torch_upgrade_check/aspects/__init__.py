@@ -130,16 +130,18 @@ class Aspect:
     # no factory): the worker neither asks the device for the check's dtype nor builds an instance; its run.py's
     # run(spec, device) loads the file itself
     builds_workload: bool = True
+    against_cpu: bool = False  # compares an accelerator with the CPU: on the CPU it is skipped, saying so (cross-backend)
 
 
 _W, _C, _FK = Runs.WORKER, InCompare, FailKind  # short, for the table
 STACK_OPT_IN = "a stack (--requirements, --extras, a lock file, or the config's), or --only naming it"
 TABLE: tuple[Aspect, ...] = (
-    Aspect("numerics", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.8, 3.6), sized=True, forwards=50),
+    Aspect("numerics", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.8, 3.6), sized=True, forwards=50, folder="numerics"),
     Aspect("cross-backend", _W, _C.ALONE, _FK.CORRECTNESS,
-           Cost(None, None, "needs an accelerator: not measured here (skipped on a CPU)"), sized=True, forwards=50),
+           Cost(None, None, "needs an accelerator: not measured here (skipped on a CPU)"), sized=True, forwards=50,
+           folder="cross_backend", against_cpu=True),
     Aspect("cross-version", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.2, 14, "compare only; the first of a worker the most"),
-           compare_only=True, forwards=50),
+           compare_only=True, forwards=50, folder="cross_version"),
     Aspect("compile", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(7.3, 28, "Inductor compiles of the forward and the training step; FlexAttention's take the most"),
            family="compile", forwards=50, compiles=1, folder="compile"),
@@ -164,7 +166,8 @@ TABLE: tuple[Aspect, ...] = (
            folder="checkpoint"),
     Aspect("training-curve", _W, _C.SAVED, _FK.CORRECTNESS, Cost(15, 21, "50 steps, twice"), family="training", forwards=400,
            folder="training_curve"),
-    Aspect("sdpa-backends", _W, _C.ALONE, _FK.CORRECTNESS, Cost(3.0, 3.5), sized=True, forwards=50),
+    Aspect("sdpa-backends", _W, _C.ALONE, _FK.CORRECTNESS, Cost(3.0, 3.5), sized=True, forwards=50,
+           folder="sdpa_backends"),
     Aspect("amp", _W, _C.SAVED, _FK.CORRECTNESS, Cost(2.2, 4.1), family="training", dtypes=Dtypes.FLOAT32,
            sized=True, forwards=100, folder="amp"),
     Aspect("dataloader", _W, _C.SAVED, _FK.CORRECTNESS,
@@ -220,6 +223,7 @@ STACK_ASPECTS = tuple(a.name for a in TABLE if a.compare is InCompare.STACK)
 TRAINING_ASPECTS = tuple(a.name for a in TABLE if a.family == "training")
 SAVED_ASPECTS = tuple(a.name for a in TABLE if a.compare is InCompare.SAVED)
 PER_SIDE_ASPECTS = tuple(a for a in SAVED_ASPECTS if not ASPECT[a].compare_only)  # cross-version is planned apart
+APART_ASPECTS = tuple(a for a in SAVED_ASPECTS if ASPECT[a].compare_only)  # the candidate's only: cross-version
 LAST = tuple(a.name for a in TABLE if a.last)
 FLOAT32_ONLY = tuple(a.name for a in TABLE if a.dtypes is Dtypes.FLOAT32)
 FIRST_DTYPE_ONLY = tuple(a.name for a in TABLE if a.dtypes is Dtypes.FIRST)

@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 
 from torch_upgrade_check import __version__
+from torch_upgrade_check.aspects import APART_ASPECTS
 from torch_upgrade_check.aspects.api import host as apiscan
 from torch_upgrade_check.commands import argv, stack_checks
 from torch_upgrade_check.commands.common import PROG, finish, fleet_memory, fleet_result, infra, say, with_device_limits
@@ -36,7 +37,7 @@ def execute(s: RunSettings) -> int:
                                   label=probe.environment.get("torch_version", ""))
     device = choice.device
     settings = with_device_limits(settings, s.cfg, device)
-    specs = session.plan(settings, device, aspects=[a for a in ASPECTS if a != "cross-version"])
+    specs = session.plan(settings, device, aspects=[a for a in ASPECTS if a not in APART_ASPECTS])
     env = {**session.environment(probe), "device_choice": choice.record(s.device)}
     report = replace(report, device=device, label=env.get("torch_version", "?"), environment=env)
     head = argv.run_head(python)

@@ -12,6 +12,7 @@ from typing import Any
 
 from torch_upgrade_check import __version__, suite
 from torch_upgrade_check.analysis.verdicts import decide
+from torch_upgrade_check.aspects import ASPECT
 from torch_upgrade_check.errors import UsageError
 from torch_upgrade_check.model import DEVICES, CheckResult, CheckSpec, Observation, Outcome, Report, Status
 from torch_upgrade_check.orchestrate import budget as budgets
@@ -96,9 +97,9 @@ def require_checks(specs: Sequence[CheckSpec], settings: Settings, decided: Sequ
 
 
 def planned_skip(spec: CheckSpec, requested: str, probes: dict[str, tuple[bool, str]]) -> str:
-    if spec.aspect == "cross-backend" and spec.device == "cpu":
+    if spec.aspect in ASPECT and ASPECT[spec.aspect].against_cpu and spec.device == "cpu":
         if requested == "cpu":
-            return "cross-backend compares an accelerator with the CPU, and --device cpu was asked"
+            return f"{spec.aspect} compares an accelerator with the CPU, and --device cpu was asked"
         why = "; ".join(probes[d][1] for d in ("cuda", "mps") if d in probes)
         return f"no accelerator to compare with the CPU ({why})"
     return ""

@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torch_upgrade_check.aspects import AB_ASPECTS, FAIL_KINDS, ab_of
+from torch_upgrade_check.aspects import AB_ASPECTS, APART_ASPECTS, ASPECTS, FAIL_KINDS, ab_of
 from torch_upgrade_check.aspects import part as aspect_part
 from torch_upgrade_check.model import ABState, CheckResult, Report, Side
 from torch_upgrade_check.report import (
@@ -50,7 +50,6 @@ from torch_upgrade_check.report.markdown import (
     reason_cell,
     row_line,
     table_header,
-    tally,
 )
 
 # Rows of the environment diff: (label, environment key, dotted for nested); torch always shows, the others
@@ -113,8 +112,11 @@ def comparison_tables(candidate: tuple[Report, str], baseline: tuple[Report, str
     for aspect in AB_ASPECTS:
         shown, other = _ab_tables(aspect, (report, name), before, where)
         attention, rest = attention + shown, rest + other
-    shown, other = _cross_version_tables(report, name, where)
-    attention, rest = attention + shown, rest + other
+    for aspect in ASPECTS:  # an aspect's own tables (cross-version's: the candidate's outputs beside the baseline's)
+        own = _own_comparison(aspect)
+        if own is not None:
+            shown, other = own([r for r in report.results if r.aspect == aspect], name, where)
+            attention, rest = attention + shown, rest + other
     environment: list[Table] = []
     if before is not None:
         rest += _one_sided_table(report, before)
@@ -260,68 +262,10 @@ def _explained(r: CheckResult) -> str:
     return f"{icon} {md(text)}"
 
 
-def _cross_version_tables(report: Report, run: str, where: str) -> tuple[list[Table], list[Table]]:
-    results = sorted((r for r in report.results if r.aspect == "cross-version"), key=_cross_order)
-    if not results:
-        return [], []
-    headers = ["check", "outcome", "max abs diff vs baseline", "mismatched vs baseline", "bitwise equal",
-               "RMSE vs fp64 (candidate / baseline)", "first divergent module", "reason"]
-    about = ("The candidate's outputs against the baseline's on the same inputs and weights; its error against the "
-             "fp64 golden is judged relative to the baseline's.\n\n")
-    parts: tuple[list[Table], list[Table]] = ([], [])
-    shown = [r for r in results if r.outcome in ATTENTION]
-    for part, rows in ((0, shown), (1, [r for r in results if r.outcome not in ATTENTION])):
-        if not rows:
-            continue
-        lines = []
-        for r in rows:
-            m = r.metrics
-            cells = [md(visible(r.id)), outcome_cell(r), metric(m.get("max_abs_diff_vs_baseline")),
-                     _count_of(m.get("mismatched_vs_baseline"), m.get("numel")),
-                     metric(m.get("bitwise_equal_to_baseline")), _rmse_pair(m), _divergent(m.get("first_divergent_module")),
-                     reason_cell(r)]
-            lines.append(failing_row(row_line(cells), r, run, failing=r.outcome in FAILING))
-        heading = (f"#### Cross-version correctness{where}: {tally(rows)}\n\n{about}" if part == 0 else
-                   f"##### Cross-version correctness ({tally(rows)})\n\n" + ("" if shown else about))
-        parts[part].append(Table(heading, table_header(headers), tuple(lines), tier=0 if part == 0 else 1,
-                                 kind="correctness"))
-    return parts
-
-
-def _cross_order(r: CheckResult) -> tuple[int, float, str]:
-    diff = number(r.metrics.get("max_abs_diff_vs_baseline"))
-    worst = -math.inf if diff is None else (math.inf if math.isnan(diff) else diff)
-    return RANK[r.outcome], -worst, r.id
-
-
-def _count_of(count: Any, numel: Any) -> str:
-    n, total = number(count), number(numel)
-    if n is None or not math.isfinite(n):
-        return metric(count)
-    return f"{int(n):,}" + (f" of {int(total):,}" if total is not None and math.isfinite(total) else "")
-
-
-def _rmse_pair(m: dict[str, Any]) -> str:
-    """The worst tensor's RMSE against the fp64 golden, the candidate's beside the baseline's."""
-    tensors = [t for t in m.get("per_tensor") or [] if isinstance(t, dict)]
-    if not tensors:
-        return ""
-    worst = max(tensors, key=lambda t: (number(t.get("rmse")) or 0.0) / (number(t.get("scale")) or 1.0))
-    cand, base = metric(worst.get("rmse")), metric(worst.get("ref_rmse"))
-    return f"{cand or '—'} / {base or '—'} ({md(str(worst.get('name', '')))})"
-
-
-def _divergent(first: Any) -> str:
-    if not isinstance(first, dict) or not first.get("module"):
-        return ""
-    err = metric(first.get("max_abs_err"))
-    return f"{md(first['module'])}" + (f" (max abs err {err})" if err else "")
-
-
 def _one_sided_table(candidate: Report, baseline: Report) -> list[Table]:
     """Checks that ran in one version only (cross-version checks are the candidate's by nature): listed, not dropped."""
-    before = {r.id: r for r in baseline.results if r.aspect != "cross-version"}
-    after = {r.id: r for r in candidate.results if r.aspect != "cross-version"}
+    before = {r.id: r for r in baseline.results if r.aspect not in APART_ASPECTS}
+    after = {r.id: r for r in candidate.results if r.aspect not in APART_ASPECTS}
     only = sorted(set(before) ^ set(after), key=lambda i: (i not in after, i))
     if not only:
         return []
@@ -409,4 +353,9 @@ def _sdpa_choices(baseline: Report, candidate: Report) -> list[tuple[str, Any, A
 def is_shown_here(report: Report, r: CheckResult) -> bool:
     """A candidate's cross-version, latency and memory results are shown by its comparison (baseline beside
     candidate), not again among the per-aspect tables."""
-    return report.role == Side.CANDIDATE and (r.aspect == "cross-version" or r.aspect in AB_ASPECTS)
+    return report.role == Side.CANDIDATE and (r.aspect in AB_ASPECTS or _own_comparison(r.aspect) is not None)
+
+
+def _own_comparison(aspect: str) -> Callable[[Sequence[CheckResult], str, str], tuple[list[Table], list[Table]]] | None:
+    """An aspect's own tables of the comparison (its render.py's `comparison_tables`: cross-version's), or None."""
+    return getattr(aspect_part(aspect, "render"), "comparison_tables", None)

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torch_upgrade_check.aspects import AB_ASPECTS, ASPECTS
+from torch_upgrade_check.aspects import AB_ASPECTS, APART_ASPECTS, ASPECTS
 from torch_upgrade_check.model import ABState, CheckResult, Outcome, Report, Verdict
 from torch_upgrade_check.report import (
     CHANGES,
@@ -209,7 +209,7 @@ def _baseline_broke(baseline: Report, name: str, deciding_reports: Sequence[Repo
         return []
     ids = {r.id for r in broke}
     unjudged = sum(1 for report in deciding_reports if report.device == baseline.device for r in report.results
-                   if r.aspect == "cross-version" and r.outcome is Outcome.SKIPPED and r.id in ids)
+                   if r.aspect in APART_ASPECTS and r.outcome is Outcome.SKIPPED and r.id in ids)
     reasons = Counter(f"{r.id}: {one_line(r.reason)}" if r.workload == "stack" else one_line(r.reason) for r in broke)
     why = "; ".join(md(clip(reason, 200)) + (f" ({n})" if n > 1 else "")
                     for reason, n in reasons.most_common(_SKIP_REASONS))

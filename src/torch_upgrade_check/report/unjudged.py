@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from torch_upgrade_check.aspects import SAVED_ASPECTS
+from torch_upgrade_check.aspects import APART_ASPECTS, SAVED_ASPECTS
 from torch_upgrade_check.model import CheckResult, Outcome, Report
 from torch_upgrade_check.report.comparison import pairs
 
@@ -39,6 +39,7 @@ def not_judged_note(found: Sequence[CheckResult]) -> str:
     count = len(found)
     if not count:
         return ""
-    kind = "cross-version" if all(r.aspect == "cross-version" for r in found) else "baseline-judged"
+    aspects = {r.aspect for r in found}  # one aspect judged only against the baseline's saves is named (cross-version)
+    kind = found[0].aspect if len(aspects) == 1 and aspects <= set(APART_ASPECTS) else "baseline-judged"
     checks = f"1 {kind} check" if count == 1 else f"{count} {kind} checks"
     return f"{checks} not judged: the baseline failed {'it' if count == 1 else 'them'}"

@@ -18,13 +18,9 @@ from torch_upgrade_check.aspects import ASPECT, Runs, part
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker import (
     compiling,
-    crossversion,
     devices,
     opprofile,
     optiming,
-    rounding,
-    sdpa_backends,
-    tensors,
 )
 from torch_upgrade_check.worker.compiling import fresh_cache as _fresh_inductor_cache
 from torch_upgrade_check.worker.compiling import graphs_compiled
@@ -33,12 +29,8 @@ from torch_upgrade_check.worker.instance import (
     Instance,
     Skip,
     build,
-    copy_to,
     forward_backward,
-    golden,
-    not_checked,
     resolve_factory,
-    tolerances,
 )
 
 
@@ -97,45 +89,6 @@ def _instance(spec: CheckSpec, factory: Callable[..., Any], device: devices.Devi
     return inst
 
 
-def numerics(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
-    rtol, atol = tolerances(spec, inst)
-    reference = _simulated_tf32(factory, inst) if spec.dtype == "tf32" else None
-    gold = golden(factory, inst)
-    metrics = tensors.compare(forward_backward(inst), gold, reference=reference, rtol=rtol, atol=atol, dtype=spec.dtype)
-    if metrics["mismatched_count"] and reference is None:  # the yardstick costs a golden: only where it is read
-        dtype = DTYPES[spec.dtype]
-        try:
-            tensors.add_model_error(metrics, gold, golden(factory, inst, within=lambda: rounding.perturbed(dtype)))
-            metrics["model_unit"] = rounding.UNIT[spec.dtype]
-        except Exception as e:  # an allowance only (FlexAttention will not compile under a dispatch mode): rtol/atol stand
-            metrics["no_yardstick"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-    return {**metrics, "rtol": rtol, "atol": atol, "not_checked": not_checked(inst), **_sdpa_choice(spec, inst)}
-
-
-def _simulated_tf32(factory: Callable[..., Any], inst: Instance) -> dict[str, torch.Tensor]:
-    """The same computation on the CPU with TF32 rounding simulated: the noise floor TF32 results are held to."""
-    cpu = build(factory, "cpu", torch.float32)
-    copy_to(inst, cpu, torch.float32)
-    if cpu.loss is None and inst.loss is not None:
-        cpu.loss = inst.loss
-    with tensors.simulated_tf32():
-        return forward_backward(cpu, use_reference=True)  # a reference (math attention) is plain matmuls
-
-
-def cross_backend(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
-    if device.name == "cpu":
-        raise Skip("cross-backend compares an accelerator with the CPU; the device under test is the CPU")
-    rtol, atol = tolerances(spec, inst)
-    cpu = build(factory, "cpu", DTYPES[spec.dtype])
-    copy_to(inst, cpu, DTYPES[spec.dtype])
-    with devices.get("cpu").precision(spec.dtype):
-        reference = forward_backward(cpu)
-    metrics = tensors.compare(forward_backward(inst), golden(factory, inst), reference=reference, rtol=rtol,
-                              atol=atol, dtype=spec.dtype)
-    no_ref = {}
-    if "gradients" in cpu.skip and inst.loss is not None:
-        no_ref["gradients"] = f"judged against the fp64 golden alone: the CPU has none to compare ({cpu.skip['gradients']})"
-    return {**metrics, "rtol": rtol, "atol": atol, "not_checked": not_checked(inst), "no_reference": no_ref}
 
 
 def compile_time(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: devices.Device) -> dict[str, Any]:
@@ -289,24 +242,12 @@ def memory_(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device
             "host_memory_api": host.api}
 
 
-def _sdpa_choice(spec: CheckSpec, inst: Instance) -> dict[str, Any]:
-    """For attention workloads: which SDPA backend torch's default dispatch picks for these inputs here."""
-    if not getattr(inst.model, "uses_sdpa", False):
-        return {}
-    q, k, v = inst.inputs[:3]
-    return {"sdpa_backend": sdpa_backends.default_choice(q, k, v, None, causal=True)}
-
-
 ASPECTS: dict[str, Callable[[CheckSpec, Callable[..., Any], Instance, devices.Device], dict[str, Any]]] = {
-    "numerics": numerics,
-    "cross-backend": cross_backend,
     "compile-time": compile_time,
-    "cross-version": crossversion.run,
     "latency": latency,
     "op-latency": lambda spec, factory, inst, device: optiming.run(spec, inst, device),
     "compiled-latency": compiled_latency,
     "memory": memory_,
-    "sdpa-backends": sdpa_backends.run,
 }
 
 
