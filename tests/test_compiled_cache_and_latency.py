@@ -217,5 +217,5 @@ def test_compiled_latency_is_judged_as_latency_and_its_compile_stays_out_of_the_
     measure.measure_batch(track, Worker(), Worker(), timeout_s=60.0)  # type: ignore[arg-type]
     batch = track.batches[0]
     assert track.compile_seconds == 60.0 and batch.warm_seconds == pytest.approx(0.1)
-    assert batch.seconds == pytest.approx(0.05 * 2 * measure.LATENCY_ROUNDS)
+    assert batch.seconds == pytest.approx(0.05 * 2 * measure.first_rounds("compiled-latency"))
     assert track.plan() > 0  # the next pair fits

@@ -52,7 +52,8 @@ def test_an_aspect_without_a_folder_has_no_parts_and_a_wrong_role_is_refused() -
 
 # The optional hooks a judge.py may define, which the generic layers look up by name, and the parameters each takes:
 # a helper of the same name with other parameters would be called as a hook (an fsdp2 helper once was, exit 3).
-HOOKS = {"details": ("m",), "judge_in_compare": ("before", "after", "baseline", "candidate", "fail_on")}
+HOOKS = {"details": ("m",), "judge_in_compare": ("before", "after", "baseline", "candidate", "fail_on"),
+         "judge_within_limits": ("m", "spec", "max_latency_ms")}
 
 
 @pytest.mark.parametrize("aspect", FOLDERED, ids=lambda a: a.name)

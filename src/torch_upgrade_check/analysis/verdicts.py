@@ -7,17 +7,15 @@ Rules (thresholds are recorded on each result):
   also fail when torch.compile compiled no graph (a model that ran eagerly compared eager with eager), does not
   compile, or raises at one of the workload's dynamic sizes; in compare also by the cross-version rule against the
   baseline's compiled outputs.
-- latency, compiled-latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
 - compile-cache: a fresh process compiling from the cold compile's Inductor caches neither crashes nor gives other
   outputs (analysis.compilecache has the rule).
-- compile-time: cold compiles (a fresh Inductor cache each) timed; passes (compare judges it A/B, as latency).
-- memory: recorded; passes when measured.
 - sdpa-backends: every backend that runs, on every case, by the numerics rule.
 - export, jit: the program built, saved and reloaded in a fresh process (in compare also the baseline's
   saved program), every output by the compile rule against eager's (analysis.artifacts).
 - an aspect with a folder (aspects/<folder>/, its row's `folder`): its judge.py's rule, on its typed Metrics
   (dataloader; the training family: checkpoint, training-curve, amp; determinism, deterministic-backward; the
-  distributed ones: fsdp2, ddp; warnings).
+  distributed ones: fsdp2, ddp; warnings; the measured ones: latency, compiled-latency, memory, compile-time). A
+  judge.py with `judge_within_limits` is given the team's --max-latency-ms limits too.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled, stats
+from torch_upgrade_check.analysis import artifacts, closeness, compilecache, compiled
 from torch_upgrade_check.analysis.closeness import as_float, short
 from torch_upgrade_check.aspects import ARTIFACT_ASPECTS, COMPILE_ASPECTS, part
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
@@ -66,8 +64,11 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
                            **base)
     m = dict(obs.metrics)
     judge = part(spec.aspect, "judge")
-    if judge is not None:  # the aspect's own rule, on its typed metrics
-        outcome, reason, thresholds, derived = judge.judge(judge.Metrics.from_dict(m), spec)
+    if judge is not None:  # the aspect's own rule, on its typed metrics (and the team's latency limits, if it asks)
+        limited = getattr(judge, "judge_within_limits", None)
+        typed = judge.Metrics.from_dict(m)
+        outcome, reason, thresholds, derived = (limited(typed, spec, max_latency_ms or {}) if limited is not None
+                                                else judge.judge(typed, spec))
         m.update(derived)
     elif spec.aspect in ("numerics", "cross-backend", "cross-version"):
         outcome, reason, thresholds = closeness.judge(m, spec.aspect, spec.dtype)
@@ -78,27 +79,12 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
     elif spec.aspect in COMPILE_ASPECTS:
         outcome, reason, thresholds = compiled.judge(m, spec.dtype,
                                                      allow_graph_breaks=bool(spec.params.get("allow_graph_breaks")))
-    elif spec.aspect in ("latency", "compiled-latency"):
-        outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
-        if spec.aspect == "compiled-latency" and m.get("compile_s") is not None:
-            reason += f"; compiled in {format_ms(float(m['compile_s']) * 1000.0)} (not timed)"
     elif spec.aspect == "compile-cache":
         outcome, reason, thresholds = compilecache.judge(m)
-    elif spec.aspect == "compile-time":
-        samples = [float(x) for x in m.get("samples_ms", [])]
-        m["median_ms"], m["iqr_ms"] = stats.median(samples), stats.iqr(samples)
-        outcome, thresholds = (Outcome.PASSED if samples else Outcome.FAILED), {}
-        reason = (f"cold compile median {format_ms(m['median_ms'])} ({len(samples)} compiles, a fresh Inductor cache "
-                  f"each)" if samples else "no compile was timed")
     elif spec.aspect in ARTIFACT_ASPECTS:
         outcome, reason, thresholds = artifacts.judge(m, spec.aspect, spec.dtype)
     elif spec.aspect == "sdpa-backends":
         outcome, reason, thresholds = _sdpa_backends(m, spec.dtype)
-    elif spec.aspect == "memory":
-        outcome, thresholds = Outcome.PASSED, {}
-        reason = f"peak {format_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
-        if "host_peak_bytes" in m:
-            reason += f"; host RAM +{format_bytes(m['host_peak_bytes'])} (peak resident set growth)"
     else:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
     own = getattr(judge, "details", None)  # an aspect whose details are its own (its judge.py says)
@@ -134,21 +120,6 @@ def _sdpa_backends(m: dict[str, Any], dtype: str) -> tuple[Outcome, str, dict[st
                             f"backward{where}"), thresholds
 
 
-
-
-def _latency(spec: CheckSpec, m: dict[str, Any], limits: Mapping[str, float]) -> tuple[Outcome, str, dict[str, Any]]:
-    samples = [float(x) for x in m.get("samples_ms", [])]
-    med, spread = stats.median(samples), stats.iqr(samples)
-    m["median_ms"], m["iqr_ms"] = med, spread
-    limit = latency_limit(spec, limits)
-    text = f"median {format_ms(med)} (IQR {format_ms(spread)}, {len(samples)} samples)"
-    if not samples:
-        return Outcome.FAILED, "no latency samples were taken", {}
-    if limit is None:
-        return Outcome.PASSED, text, {}
-    ok = med <= limit
-    reason = f"{text} {'≤' if ok else '>'} limit {format_ms(limit)}"
-    return (Outcome.PASSED if ok else Outcome.FAILED), reason, {"max_latency_ms": limit}
 
 
 def latency_limit(spec: CheckSpec, limits: Mapping[str, float]) -> float | None:

@@ -48,24 +48,14 @@ _SCALES = {"ms": (TIME_UNITS, 1.0), "s": (TIME_UNITS, 1e3), "bytes": (BYTE_UNITS
 
 
 _COLUMNS = {
-    "latency": (Column("median", "median_ms", "ms"), Column("IQR", "iqr_ms", "ms"),
-                Column("samples", "samples_ms", "count"), Column("threads", "threads")),
-    "compiled-latency": (Column("median", "median_ms", "ms"), Column("IQR", "iqr_ms", "ms"),
-                         Column("samples", "samples_ms", "count"), Column("compile", "compile_s", "s")),
     "compile-cache": (Column("cold compile", "cold_compile_s", "s"), Column("warm compile", "warm_compile_s", "s"),
                       Column("rule", "rule"), Column("differing tensors", "differing_tensors")),
-    "memory": (Column("peak", "peak_bytes", "bytes"), Column("API", "memory_api")),
     "compile": (Column("compile", "compile_time_s", "s"), *_CORRECTNESS),
     "compile-mode": (Column("compile", "compile_time_s", "s"), *_CORRECTNESS),
-    "compile-time": (Column("median", "median_ms", "ms"), Column("IQR", "iqr_ms", "ms"),
-                     Column("compiles", "samples_ms", "count")),
 }
 # The value a table sorts by (largest first, after the outcome) and a matrix cell shows; max abs err by default.
-_PRIMARY = {"latency": Column("median", "median_ms", "ms"), "compiled-latency": Column("median", "median_ms", "ms"),
-            "compile-cache": Column("warm compile", "warm_compile_s", "s"),
-            "memory": Column("peak", "peak_bytes", "bytes"),
-            "compile": Column("compile", "compile_time_s", "s"), "compile-mode": Column("compile", "compile_time_s", "s"),
-            "compile-time": Column("median", "median_ms", "ms")}
+_PRIMARY = {"compile-cache": Column("warm compile", "warm_compile_s", "s"),
+            "compile": Column("compile", "compile_time_s", "s"), "compile-mode": Column("compile", "compile_time_s", "s")}
 
 
 def columns_of(aspect: str) -> tuple[Column, ...]:
