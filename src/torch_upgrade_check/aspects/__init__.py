@@ -156,7 +156,8 @@ TABLE: tuple[Aspect, ...] = (
            folder="latency"),
     Aspect("op-latency", _W, _C.OPS, _FK.LATENCY,
            Cost(0.9, 10, "compare only: the recorded ops timed on both sides, in 2 fresh process pairs the checks "
-                         "share; the one that records first the most"), compare_only=True, forwards=200),
+                         "share; the one that records first the most"), compare_only=True, forwards=200,
+           folder="op_latency"),
     Aspect("memory", _W, _C.AB, _FK.MEMORY, Cost(0.3, 0.8),  # peak memory is usually exact: identical rounds
            ab=AB("bytes", "peak memory", Threshold.MEMORY, 3, least_rounds=3, noisy_least_rounds=8), forwards=10,
            folder="memory"),
