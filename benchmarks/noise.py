@@ -57,7 +57,7 @@ def main() -> int:
                        "pair_estimates": estimates, "inner": t.inner}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "noise.json").write_text(json.dumps({"pairs": args.pairs, "rounds": measure.LATENCY_ROUNDS,
+    (out / "noise.json").write_text(json.dumps({"pairs": args.pairs, "rounds": measure.first_rounds("latency"),
                                                  "threads": pair.threads, "cpus": pair.cpus, "checks": rows}, indent=2))
     print("| check | round SD (within a pair) | pair SD | per-pair offset SD | largest pair offset |")
     print("| --- | --- | --- | --- | --- |")

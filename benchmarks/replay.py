@@ -216,7 +216,6 @@ def apply(settings: Sequence[str]) -> list[str]:
         said.append(f"{name}={getattr(ab, name)}")
     ab.LOOKS = ab.MAX_PAIRS - ab.MIN_PAIRS + 1
     measure.MAX_BATCHES = ab.MAX_PAIRS
-    measure.LEAST_ROUNDS["latency"] = ab.CONFIRM_LEAST
     return said
 
 

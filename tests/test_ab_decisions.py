@@ -15,10 +15,12 @@ import pytest
 from torch_upgrade_check.analysis import ab, abjudge, stats
 from torch_upgrade_check.analysis.abjudge import explain
 from torch_upgrade_check.analysis.verdicts import format_bytes, format_ms
+from torch_upgrade_check.aspects import ab_of
 from torch_upgrade_check.model import CheckSpec, Outcome
 from torch_upgrade_check.orchestrate import measure
 
 ALPHA = ab.run_alpha(24)  # a whole-suite run: 24 A/B checks share the budget
+MEMORY = ab_of("memory")  # how compare sizes a memory check's pairs
 
 
 def test_signed_rank_p_is_exact() -> None:
@@ -338,13 +340,13 @@ def test_a_noisy_memory_series_can_fail() -> None:
     batches: list[ab.Batch] = []
     d = None
     for i in range(ab.MAX_PAIRS):
-        rounds = ab.rounds_for(batches, 0.20, 65536, first=measure.MEMORY_ROUNDS, least=measure.NOISY_MEMORY_ROUNDS)
+        rounds = ab.rounds_for(batches, 0.20, 65536, first=MEMORY.first_rounds, least=MEMORY.noisy_least_rounds)
         base = tuple(mib * math.exp(rng.gauss(0, 0.08)) for _ in range(rounds))
         batches.append(ab.Batch(base, tuple(1.4 * mib * math.exp(rng.gauss(0, 0.08)) for _ in range(rounds))))
         d = ab.decide(batches, 0.20, alpha=ALPHA, final=i == ab.MAX_PAIRS - 1, floor=65536, increase="growth")
         if d.state != "pending":
             break
-    assert d is not None and d.state == "regression" and len(batches[1].baseline) >= measure.NOISY_MEMORY_ROUNDS
+    assert d is not None and d.state == "regression" and len(batches[1].baseline) >= MEMORY.noisy_least_rounds
     assert explain(d, 0.20, format_bytes, "peak memory").startswith("regression: peak memory 1.3")
 
 
@@ -409,7 +411,7 @@ def test_pairs_are_planned_within_the_budget() -> None:
     assert 2 <= t.plan() <= math.floor((15 / 2 - 1) / 0.2)  # capped by the budget, not by the noise
     compile_pair = ab.Batch((5000.0,) * 4, (7500.0,) * 2 + (7600.0,) * 2, seconds=52.0, warm_seconds=13.0)
     t = track("compile-time", [compile_pair], threshold=0.25)
-    assert t.plan() == measure.LEAST_ROUNDS["compile-time"]
+    assert t.plan() == ab_of("compile-time").least_rounds
 
 
 @pytest.mark.parametrize(("round_s", "budget"), [(0.4, 200.0), (13.0, 260.0), (25.0, 500.0), (60.0, 600.0)])

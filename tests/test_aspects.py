@@ -34,7 +34,7 @@ def test_the_ab_aspects_are_measured_judged_and_shown_in_threshold_order() -> No
     assert aspects.AB_ASPECTS == ("latency", "compiled-latency", "memory", "compile-time")
     assert list(Thresholds(0.1, 0.2, 0.3).by_aspect().items()) == [("latency", 0.1), ("compiled-latency", 0.1),
                                                                   ("memory", 0.2), ("compile-time", 0.3)]
-    assert set(measure.LEAST_ROUNDS) == set(aspects.AB_ASPECTS)
+    assert all(measure.first_rounds(name) >= 2 for name in aspects.AB_ASPECTS)  # an ABBA cycle at least
     for name in aspects.AB_ASPECTS:
         figure = aspects.ab_of(name)
         memory = figure.threshold is Threshold.MEMORY

@@ -1,14 +1,8 @@
 """Observation -> CheckResult: the pass/fail rules of every aspect, with one-line reasons (pure).
 
-Rules (thresholds are recorded on each result):
-- latency, compiled-latency: passes unless a --max-latency-ms limit for the workload is exceeded by the median.
-- compile-time: cold compiles (a fresh Inductor cache each) timed; passes (compare judges it A/B, as latency).
-- memory: recorded; passes when measured.
-- an aspect with a folder (aspects/<folder>/, its row's `folder`): its judge.py's rule, on its typed Metrics
-  (dataloader; the training family: checkpoint, training-curve, amp; determinism, deterministic-backward; the
-  distributed ones: fsdp2, ddp; warnings; the compile family: compile, compile-mode; compile-cache; the artifact
-  family: export, jit, aoti, onnx, artifact; the closeness-judged numerics, cross-backend, cross-version,
-  sdpa-backends).
+Every aspect's rule is its folder's judge.py (aspects/<folder>/, its row's `folder`), on its typed Metrics; a judge.py
+with `judge_within_limits` is given the team's --max-latency-ms limits too, and one with `details` writes the
+result's details. Thresholds are recorded on each result.
 """
 
 from __future__ import annotations
@@ -19,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from torch_upgrade_check.analysis import stats
 from torch_upgrade_check.analysis.closeness import as_float, short
 from torch_upgrade_check.aspects import part
 from torch_upgrade_check.model import CheckResult, CheckSpec, Observation, Outcome, Status
@@ -55,46 +48,19 @@ def _decide(spec: CheckSpec, obs: Observation, *, max_latency_ms: Mapping[str, f
                            **base)
     m = dict(obs.metrics)
     judge = part(spec.aspect, "judge")
-    if judge is not None:  # the aspect's own rule, on its typed metrics
-        outcome, reason, thresholds, derived = judge.judge(judge.Metrics.from_dict(m), spec)
-        m.update(derived)
-    elif spec.aspect in ("latency", "compiled-latency"):
-        outcome, reason, thresholds = _latency(spec, m, max_latency_ms or {})
-        if spec.aspect == "compiled-latency" and m.get("compile_s") is not None:
-            reason += f"; compiled in {format_ms(float(m['compile_s']) * 1000.0)} (not timed)"
-    elif spec.aspect == "compile-time":
-        samples = [float(x) for x in m.get("samples_ms", [])]
-        m["median_ms"], m["iqr_ms"] = stats.median(samples), stats.iqr(samples)
-        outcome, thresholds = (Outcome.PASSED if samples else Outcome.FAILED), {}
-        reason = (f"cold compile median {format_ms(m['median_ms'])} ({len(samples)} compiles, a fresh Inductor cache "
-                  f"each)" if samples else "no compile was timed")
-    elif spec.aspect == "memory":
-        outcome, thresholds = Outcome.PASSED, {}
-        reason = f"peak {format_bytes(m.get('peak_bytes', 0))} ({m.get('memory_api', '?')})"
-        if "host_peak_bytes" in m:
-            reason += f"; host RAM +{format_bytes(m['host_peak_bytes'])} (peak resident set growth)"
-    else:
+    if judge is None:
         return CheckResult(outcome=Outcome.ERROR, reason=f"no rule for aspect {spec.aspect!r}", metrics=m, **base)
+    # the aspect's own rule, on its typed metrics (and the team's latency limits, if it asks for them)
+    limited = getattr(judge, "judge_within_limits", None)
+    typed = judge.Metrics.from_dict(m)
+    outcome, reason, thresholds, derived = (limited(typed, spec, max_latency_ms or {}) if limited is not None
+                                            else judge.judge(typed, spec))
+    m.update(derived)
     own = getattr(judge, "details", None)  # an aspect whose details are its own (its judge.py says)
     details = own(judge.Metrics.from_dict(m)) if own is not None else _mismatch_details(m)
     if not details and isinstance(m.get("vs_baseline"), Mapping):  # fsdp2, ddp: the steps unlike the baseline's
         details = _mismatch_details(m["vs_baseline"])
     return CheckResult(outcome=outcome, reason=reason, metrics=m, thresholds=thresholds, details=details, **base)
-
-
-def _latency(spec: CheckSpec, m: dict[str, Any], limits: Mapping[str, float]) -> tuple[Outcome, str, dict[str, Any]]:
-    samples = [float(x) for x in m.get("samples_ms", [])]
-    med, spread = stats.median(samples), stats.iqr(samples)
-    m["median_ms"], m["iqr_ms"] = med, spread
-    limit = latency_limit(spec, limits)
-    text = f"median {format_ms(med)} (IQR {format_ms(spread)}, {len(samples)} samples)"
-    if not samples:
-        return Outcome.FAILED, "no latency samples were taken", {}
-    if limit is None:
-        return Outcome.PASSED, text, {}
-    ok = med <= limit
-    reason = f"{text} {'≤' if ok else '>'} limit {format_ms(limit)}"
-    return (Outcome.PASSED if ok else Outcome.FAILED), reason, {"max_latency_ms": limit}
 
 
 def latency_limit(spec: CheckSpec, limits: Mapping[str, float]) -> float | None:

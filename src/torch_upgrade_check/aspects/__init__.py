@@ -87,11 +87,19 @@ class Cost(NamedTuple):
 
 @dataclass(frozen=True)
 class AB:
-    """An A/B aspect's figure: its unit ("ms" or "bytes"), what a reason calls it, and its threshold."""
+    """An A/B aspect's figure: its unit ("ms" or "bytes"), what a reason calls it, and its threshold; and how
+    orchestrate.measure sizes its pairs: ABBA rounds a side in its first pair, the fewest in a confirmation pair (0:
+    analysis.ab.CONFIRM_LEAST, the statistics' own), and the fewest once a series was not exact (0: as least)."""
 
     unit: str
     words: str
     threshold: Threshold
+    first_rounds: int
+    least_rounds: int = 0
+    noisy_least_rounds: int = 0
+    # a sample is a whole cold compile: the check's budget is sized from what its rounds cost, and its pairs' warm-up
+    # rounds (a new process's first compile) are reported apart, never counted in it
+    cold_compiles: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,7 +132,7 @@ class Aspect:
     forwards: float = 0.0
     compiles: float = 0.0
     # the package under aspects/ that holds its run.py, judge.py and render.py (Python's spelling of the name; the
-    # aspects of one family may share one). "": not moved there yet, the generic layers' own tables still hold it
+    # aspects of one family may share one; tests/aspects/test_folders.py holds every row to having one)
     folder: str = ""
     # False: its check loads a file the team ships, not the workload's model (the file has its own dtypes, and maybe
     # no factory): the worker neither asks the device for the check's dtype nor builds an instance; its run.py's
@@ -152,11 +160,15 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("determinism", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.2, 0.3), forwards=20, folder="determinism"),
     Aspect("deterministic-backward", _W, _C.ALONE, _FK.CORRECTNESS, Cost(None, None, "CUDA only: not measured here"),
            forwards=20, folder="deterministic_backward"),
-    Aspect("latency", _W, _C.AB, _FK.LATENCY, Cost(2.1, 6.0), ab=AB("ms", "latency", Threshold.LATENCY), forwards=100),
+    Aspect("latency", _W, _C.AB, _FK.LATENCY, Cost(2.1, 6.0), ab=AB("ms", "latency", Threshold.LATENCY, 24), forwards=100,
+           folder="latency"),
     Aspect("op-latency", _W, _C.OPS, _FK.LATENCY,
            Cost(0.9, 10, "compare only: the recorded ops timed on both sides, in 2 fresh process pairs the checks "
-                         "share; the one that records first the most"), compare_only=True, forwards=200),
-    Aspect("memory", _W, _C.AB, _FK.MEMORY, Cost(0.3, 0.8), ab=AB("bytes", "peak memory", Threshold.MEMORY), forwards=10),
+                         "share; the one that records first the most"), compare_only=True, forwards=200,
+           folder="op_latency"),
+    Aspect("memory", _W, _C.AB, _FK.MEMORY, Cost(0.3, 0.8),  # peak memory is usually exact: identical rounds
+           ab=AB("bytes", "peak memory", Threshold.MEMORY, 3, least_rounds=3, noisy_least_rounds=8), forwards=10,
+           folder="memory"),
     Aspect("fsdp2", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS, Cost(46, 46, "torchrun and 2 processes (gloo)"), forwards=200,
            folder="fsdp2"),
     Aspect("ddp", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS,
@@ -174,8 +186,9 @@ TABLE: tuple[Aspect, ...] = (
            Cost(10, 24, "6 DataLoaders of 2 workers: fork, spawn, forkserver, persistent workers off and on "
                         "(spawned workers import torch)"), dtypes=Dtypes.FIRST, folder="dataloader"),
     Aspect("compile-time", _W, _C.AB, _FK.LATENCY, Cost(62, 62, "3 cold compiles of a small MLP, and a warm-up"),
-           opt_in="--compile-time, or a workload's aspects", ab=AB("ms", "cold compile time", Threshold.COMPILE_TIME),
-           forwards=10, compiles=2),
+           opt_in="--compile-time, or a workload's aspects",
+           ab=AB("ms", "cold compile time", Threshold.COMPILE_TIME, 6, least_rounds=2, cold_compiles=True),
+           forwards=10, compiles=2, folder="compile_time"),
     Aspect("compile-cache", _W, _C.ALONE, _FK.CORRECTNESS,
            Cost(5.5, 27, "a cold compile and a second process's warm one: matmul's 5 s, a small MLP's C++ "
                          "kernels 12-27 s (2026-12-04, other jobs running)"),
@@ -183,7 +196,8 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("compiled-latency", _W, _C.AB, _FK.LATENCY,
            Cost(2.0, 5.4, "one compile a worker (not timed), then as latency (2026-12-04, other jobs running)"),
            opt_in="a workload's aspects (the built-in mlp has it)",
-           ab=AB("ms", "compiled latency", Threshold.LATENCY), forwards=100, compiles=0.5),
+           ab=AB("ms", "compiled latency", Threshold.LATENCY, 24), forwards=100, compiles=0.5,
+           folder="compiled_latency"),
     Aspect("warnings", _W, _C.ALONE, _FK.WARNINGS, Cost(0.3, 0.5), last=True, forwards=10, folder="warnings"),
     Aspect("resolve", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
            Cost(None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
@@ -235,7 +249,7 @@ ROLES = ("run", "judge", "render", "host")
 
 def part(aspect: str, role: str) -> ModuleType | None:
     """The module `role` of `aspect`'s folder, imported now (the worker's run.py imports torch: only the worker asks
-    for it); None where the aspect has no folder yet."""
+    for it); None for a name the table does not hold (an aspect of another version's report)."""
     if role not in ROLES:
         raise ValueError(f"an aspect's folder holds {', '.join(ROLES)}, not {role!r}")
     folder = ASPECT[aspect].folder if aspect in ASPECT else ""

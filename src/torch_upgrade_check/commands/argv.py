@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from torch_upgrade_check import suite
+from torch_upgrade_check.aspects import AB_ASPECTS, LATENCY_LIKE, ab_of
 from torch_upgrade_check.commands.common import PROG
 from torch_upgrade_check.commands.settings import BisectSettings, CompareSettings, Install, RunSettings
 from torch_upgrade_check.model import CheckSpec
@@ -40,8 +41,8 @@ NOT_FORWARDED = {
                                "shared (the config's key still applies)",
     "no_attribution": "every step passes it: a step needs its verdict, not where a slower forward's time went",
 }
-REGRESSION_FLAG = {"latency": "max_latency_regression", "compiled-latency": "max_latency_regression",
-                   "memory": "max_memory_regression", "compile-time": "max_compile_time_regression"}
+# an A/B aspect's --max-<threshold>-regression, by the threshold its row names
+REGRESSION_FLAG = {a: f"max_{ab_of(a).threshold.value.replace('-', '_')}_regression" for a in AB_ASPECTS}
 
 
 def option(dest: str) -> str:
@@ -63,7 +64,7 @@ def repro_command(s: RunSettings, head: Sequence[str], device: str, spec: CheckS
     cmd += ["--config", s.config] if s.config else []
     for name, typed in (("rtol", s.rtol), ("atol", s.atol), ("threads", s.threads), ("timeout", s.timeout)):
         cmd += [option(name), str(typed)] if typed is not None else []
-    if spec.aspect in ("latency", "compiled-latency"):
+    if spec.aspect in LATENCY_LIKE:
         cmd += repeated("max_latency_ms", s.max_latency_ms)
     if spec.aspect == "compile-time" and s.compile_time:
         cmd += ["--compile-time"]

@@ -12,8 +12,8 @@ on fewer, without intervals, and says so. Each side profiles `calls` forwards, e
 baseline's forward (MAX_CALLS at most), after WARMUP plain ones. A round that fails (a crash, a timeout) ends the
 attribution with what the earlier rounds gave and the error; the check's verdict is the A/B's, never changed here.
 
-Which aspects: PROFILED, the A/B aspects that time a forward (aspects.LATENCY_LIKE; worker.opprofile.FORWARDS holds
-the forward each one times: a new one joins it).
+Which aspects: PROFILED, the A/B aspects that time a forward (aspects.LATENCY_LIKE; each one's run.py gives the
+forward it times as `forward`, which worker.opprofile profiles).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from torch_upgrade_check.aspects import LATENCY_LIKE
 from torch_upgrade_check.model import ABState, CheckResult, CheckSpec, Side, Status
 from torch_upgrade_check.orchestrate.measure import Pair
 
-PROFILED = LATENCY_LIKE  # a forward, eager or compiled: worker.opprofile.FORWARDS profiles it
+PROFILED = LATENCY_LIKE  # a forward, eager or compiled: its run.forward, which worker.opprofile profiles
 CHANGES = (ABState.REGRESSION, ABState.UNDECIDED)  # the A/B states whose change is attributed
 ROUNDS = 4  # fresh pairs: an op whose 4 rounds a side all read slower has p = 1/70
 FEWEST = attribution.FEWEST

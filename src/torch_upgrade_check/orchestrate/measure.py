@@ -34,18 +34,15 @@ from pathlib import Path
 
 from torch_upgrade_check.analysis import ab, hostbusy, stats
 from torch_upgrade_check.analysis.abjudge import HOST_FLOOR_BYTES, MEMORY_FLOOR_BYTES
-from torch_upgrade_check.aspects import LATENCY_LIKE, TIMED
+from torch_upgrade_check.aspects import AB_ASPECTS, LATENCY_LIKE, TIMED, ab_of
 from torch_upgrade_check.model import ABState, CheckSpec, Observation, Status
 from torch_upgrade_check.orchestrate import hostload
 from torch_upgrade_check.orchestrate.live import LiveWorker
 
-LATENCY_ROUNDS, LATENCY_SAMPLES = 24, 1  # the first batch: ABBA rounds, samples per side per round
+# a first batch's ABBA rounds, and a confirmation pair's fewest, are each aspect's (aspects.AB: first_rounds, fewer
+# when the budget's quarter cannot hold them; least_rounds); a latency round times this many samples a side
+LATENCY_SAMPLES = 1
 MAX_ROUNDS = 96  # later batches size their rounds from the noise of the earlier ones, up to this
-COMPILE_ROUNDS = 6  # cold compiles a side in a first batch (fewer when the budget's quarter cannot hold them)
-MEMORY_ROUNDS = 3  # peak memory is usually exact: identical rounds
-NOISY_MEMORY_ROUNDS = 8  # a memory series that was not exact gets at least this many in later pairs
-LEAST_ROUNDS = {"latency": ab.CONFIRM_LEAST, "compiled-latency": ab.CONFIRM_LEAST, "compile-time": 2,
-                "memory": MEMORY_ROUNDS}  # a confirmation pair's
 FEWEST_ROUNDS = 2  # a later pair cut short by the budget still measures one whole ABBA cycle
 FIRST_FEWEST_ROUNDS = 4  # the first pair two: its rounds are where the round noise is first learnt
 WARMUP_ROUNDS = 1  # per check per batch, discarded: caches, allocator and thread pools settle in a new process
@@ -107,15 +104,14 @@ class Pair:
     threads: int | None
     python_path: tuple[str, ...] = ()
     cpus: tuple[int, ...] = ()
-    warm: tuple[str, ...] = ()  # what each worker readies before it is pinned ("memory": the CPU profiler)
+    warm: tuple[str, ...] = ()  # what each worker readies before it is pinned (worker.__main__: the CPU profiler)
     # each side's Inductor cache across its pairs (a folder per side below it; None: torch's default). A cold
     # compile is timed in a fresh cache all the same; only a new process's once-a-process work (the compiler's
     # ISA probes: ~15 s of g++ a process here) is then built once a side instead of once a pair.
     cache_dir: Path | None = None
     cpus_why: str = ""  # why those CPUs (pinned_cpus), for the log
 
-    def launch(self, batch: int | str, aspects: Collection[str] = ("latency", "memory", "compile-time")
-               ) -> tuple[LiveWorker, LiveWorker]:
+    def launch(self, batch: int | str, aspects: Collection[str] = AB_ASPECTS) -> tuple[LiveWorker, LiveWorker]:
         """Start both workers now (they import torch side by side); `start` then measures with them. They ready
         what the batch's `aspects` need of `warm`."""
         env = {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
@@ -182,7 +178,7 @@ class Track:
         process pays once for its first compile (7-23 s a process on the quiet 2-core machine, 27-270 s on a busy
         one before each side kept its Inductor cache across pairs, where later cold compiles took 0.1-30 s), which
         would leave the budget no room for rounds; it is reported apart."""
-        return self.spec.aspect != "compile-time"
+        return not ab_of(self.spec.aspect).cold_compiles
 
     @property
     def seconds(self) -> float:
@@ -190,7 +186,7 @@ class Track:
 
     @property
     def floor(self) -> float:
-        return MEMORY_FLOOR_BYTES if self.spec.aspect == "memory" else 0.0
+        return 0.0 if self.spec.aspect in TIMED else MEMORY_FLOOR_BYTES
 
     @property
     def budget(self) -> float:
@@ -200,7 +196,7 @@ class Track:
         LATENCY_BUDGET_MOST times --ab-budget."""
         rounds = sum(len(b.baseline) for b in self.batches)
         per_round = sum(b.seconds for b in self.batches) / rounds if rounds else 0.0
-        if self.spec.aspect == "compile-time":
+        if ab_of(self.spec.aspect).cold_compiles:
             return min(self.budget_s * COMPILE_BUDGET_MOST,
                        max(self.budget_s * COMPILE_BUDGET_FACTOR, COMPILE_BUDGET_ROUNDS * per_round))
         if self.spec.aspect not in LATENCY_LIKE or not self.batches:
@@ -224,9 +220,10 @@ class Track:
 
     def plan(self) -> int:
         """Rounds for the next pair (0: none fits in the budget left)."""
-        aspect = self.spec.aspect
+        figure = ab_of(self.spec.aspect)
         exact = all(b.exact for b in (*self.batches, *self.host_batches))  # host RAM noisy: more rounds too
-        least = LEAST_ROUNDS[aspect] if aspect != "memory" or exact else NOISY_MEMORY_ROUNDS
+        least = figure.noisy_least_rounds if figure.noisy_least_rounds and not exact else (
+            figure.least_rounds or ab.CONFIRM_LEAST)
         wanted = ab.rounds_for(self.batches, self.threshold, self.floor, least=least, most=MAX_ROUNDS)
         rounds = sum(len(b.baseline) for b in self.batches)
         per_round = sum(b.seconds for b in self.batches) / max(1, rounds)
@@ -292,8 +289,7 @@ def measure(
 
 
 def first_rounds(aspect: str) -> int:
-    return {"latency": LATENCY_ROUNDS, "compiled-latency": LATENCY_ROUNDS, "compile-time": COMPILE_ROUNDS}.get(
-        aspect, MEMORY_ROUNDS)
+    return ab_of(aspect).first_rounds
 
 
 def measure_batch(t: Track, baseline: LiveWorker, candidate: LiveWorker, timeout_s: float,

@@ -1,6 +1,7 @@
 """compare's op-latency check: the aten ops of one recorded forward and backward (the baseline's, at the team's
-shapes: worker.opreplay), each timed on both sides (worker.optiming) and judged op by op (analysis.optiming), so a
-single op's regression is named even where the model-level latency passes. It warns (`suspicious`); it never fails.
+shapes: worker.opreplay), each timed on both sides (the aspect's run.py, aspects/op_latency/) and judged op by op
+(analysis.optiming), so a single op's regression is named even where the model-level latency passes. It warns
+(`suspicious`); it never fails.
 An op the baseline timed that the candidate could not (it raised there, or is no op of the candidate's torch) is
 named and warns too, never a pass on what was not compared; it does not fail, since the replay calls the baseline's
 recorded op with the baseline's arguments, which a candidate that renamed an op or changed its schema refuses while
@@ -11,7 +12,7 @@ pinned CPUs and environment), every op-latency check in each. In the first pair 
 cross-version's recording is there) and calibrates each op's calls a sample (half a millisecond of its own time);
 the MAX_TIMED ops that take the most of the recorded step (calls times time) are kept. Each pair then measures a
 warm-up round (discarded) and ROUNDS rounds, ABBA, an op's figure a side a round being the fastest of 3 samples
-(worker.optiming). Bounded: about 1.5 ms an op a side a round, so a round of MAX_TIMED ops about 75 ms a side.
+(its run.py). Bounded: about 1.5 ms an op a side a round, so a round of MAX_TIMED ops about 75 ms a side.
 """
 
 from __future__ import annotations

@@ -47,33 +47,17 @@ _TIERS = {"attention": 0, "rest": 1, "informs": 3}  # rows kept in this order wh
 _SCALES = {"ms": (TIME_UNITS, 1.0), "s": (TIME_UNITS, 1e3), "bytes": (BYTE_UNITS, 1.0)}  # kind -> units, to ms/B
 
 
-_COLUMNS = {
-    "latency": (Column("median", "median_ms", "ms"), Column("IQR", "iqr_ms", "ms"),
-                Column("samples", "samples_ms", "count"), Column("threads", "threads")),
-    "compiled-latency": (Column("median", "median_ms", "ms"), Column("IQR", "iqr_ms", "ms"),
-                         Column("samples", "samples_ms", "count"), Column("compile", "compile_s", "s")),
-    "memory": (Column("peak", "peak_bytes", "bytes"), Column("API", "memory_api")),
-    "compile-time": (Column("median", "median_ms", "ms"), Column("IQR", "iqr_ms", "ms"),
-                     Column("compiles", "samples_ms", "count")),
-}
-# The value a table sorts by (largest first, after the outcome) and a matrix cell shows; max abs err by default.
-_PRIMARY = {"latency": Column("median", "median_ms", "ms"), "compiled-latency": Column("median", "median_ms", "ms"),
-            "memory": Column("peak", "peak_bytes", "bytes"),
-            "compile-time": Column("median", "median_ms", "ms")}
-
-
 def columns_of(aspect: str) -> tuple[Column, ...]:
-    """An aspect's measured columns: its render.COLUMNS where it has a folder, else this module's table."""
+    """An aspect's measured columns: its render.COLUMNS (an aspect this tool does not know, from another version's
+    report, gets the correctness columns)."""
     render = part(aspect, "render")
-    return tuple(render.COLUMNS) if render is not None else _COLUMNS.get(aspect, _CORRECTNESS)
+    return tuple(render.COLUMNS) if render is not None else _CORRECTNESS
 
 
 def primary_of(aspect: str) -> Column:
-    """The column an aspect's table sorts by and a matrix cell shows."""
+    """The column an aspect's table sorts by (largest first, after the outcome) and a matrix cell shows."""
     render = part(aspect, "render")
-    if render is not None:
-        return render.PRIMARY
-    return _PRIMARY.get(aspect, _DEFAULT_PRIMARY)
+    return render.PRIMARY if render is not None else _DEFAULT_PRIMARY
 
 
 def in_part(r: CheckResult, part: str) -> bool:

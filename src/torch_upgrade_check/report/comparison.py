@@ -1,7 +1,7 @@
 """Baseline vs candidate -> the "What changed" tables of the job summary (pure).
 
 A comparison is a candidate report (role "candidate") and the baseline report of the same device. The
-candidate's latency and memory results carry the A/B metrics (change, ratio, ci_low, ci_high, p_value,
+candidate's A/B results (latency, memory, ...) carry the A/B metrics (change, ratio, ci_low, ci_high, p_value,
 baseline_median, candidate_median, batches (fresh process pairs), agreeing_batches, rounds, more_rounds,
 threshold) and a one-line reason, its cross-version results the closeness to the baseline's outputs; the
 baseline report itself is needed only for the checks it alone ran and its environment.
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from torch_upgrade_check.aspects import AB_ASPECTS, APART_ASPECTS, ASPECTS, FAIL_KINDS, ab_of
+from torch_upgrade_check.aspects import AB_ASPECTS, APART_ASPECTS, ASPECTS, FAIL_KINDS, TIMED, ab_of
 from torch_upgrade_check.aspects import part as aspect_part
 from torch_upgrade_check.model import ABState, CheckResult, Report, Side
 from torch_upgrade_check.report import (
@@ -60,11 +60,6 @@ ENV_DIFF = (("torch", "torch_version"), ("torch git", "torch_git"), ("CUDA runti
             "cuda_device.fp32_precision_default"), ("macOS", "macos"), ("MPS built", "mps_built"),
             ("MPS usable", "probes.mps.available"), ("Python", "python"), ("CPU threads", "threads"),
             ("OMP_WAIT_POLICY", "omp_wait_policy"), ("torch.compile settings (environment)", "compile_env"))
-_TITLES = {"latency": "Latency", "compiled-latency": "Compiled latency", "memory": "Peak memory",
-           "compile-time": "Cold compile time"}
-# where a single run keeps its median
-_MEDIAN_KEYS = {"latency": "median_ms", "compiled-latency": "median_ms", "memory": "peak_bytes",
-                "compile-time": "median_ms"}
 _TORCH_ROWS = ("torch", "torch git")  # what always changes in a comparison; anything else is news
 _UNCHANGED_TIER = 2  # unchanged rows are kept after every other row of the report but the baseline's
 
@@ -144,7 +139,7 @@ def _ab_tables(aspect: str, candidate: tuple[Report, str], baseline: Report | No
     if not results:
         return [], []
     before = {r.id: r for r in baseline.results} if baseline else {}
-    kind = ab_of(aspect).unit
+    kind, title = ab_of(aspect).unit, aspect_part(aspect, "render").TITLE  # its render.py's
     entries = [(r, _median(r, "baseline", before.get(r.id)), _median(r, "candidate", r))
                for r in sorted(results, key=_ab_order)]
     # Medians are in ms (latency) or bytes (memory), the base of TIME_UNITS and BYTE_UNITS.
@@ -154,7 +149,8 @@ def _ab_tables(aspect: str, candidate: tuple[Report, str], baseline: Report | No
     limit = f" (threshold +{sig(threshold.pop() * 100)}%)" if len(threshold) == 1 else ""
     shown, other = [], []
     for r, base, cand in entries:
-        cells = [md(visible(r.id)), _scaled(base, factor), _scaled(cand, factor), _ratio_cell(r.metrics), _pairs_cell(r)]
+        cells = [md(visible(r.id)), *("—" if v is None else metric(v, factor) for v in (base, cand)),
+                 _ratio_cell(r.metrics), _pairs_cell(r)]
         if _needs_attention(r):
             line = row_line([*cells, _explained(r)])
             row = failing_row(line, r, run, failing=r.outcome in FAILING)
@@ -164,11 +160,11 @@ def _ab_tables(aspect: str, candidate: tuple[Report, str], baseline: Report | No
             other.append((r, Row(row_line([*cells, _verdict_cell(r)]), False)))
     tables: tuple[list[Table], list[Table]] = ([], [])
     if shown:
-        heading = f"#### {_TITLES[aspect]}{where}{limit}: {_abtally(r for r, _ in shown)}\n\n"
+        heading = f"#### {title}{where}{limit}: {_abtally(r for r, _ in shown)}\n\n"
         tables[0].append(Table(heading, table_header(headers), tuple(row for _, row in shown),
                                kind=FAIL_KINDS.get(aspect, "correctness")))
     if other:
-        heading = f"##### {_TITLES[aspect]}{limit}: {_abtally(r for r, _ in other)}\n\n"
+        heading = f"##### {title}{limit}: {_abtally(r for r, _ in other)}\n\n"
         tables[1].append(Table(heading, table_header(headers), tuple(row for _, row in other), tier=_UNCHANGED_TIER))
     return tables
 
@@ -202,14 +198,10 @@ def _ab_order(r: CheckResult) -> tuple[int, float, str]:
 
 
 def _median(r: CheckResult | None, side: str, single: CheckResult | None) -> float | None:
-    """The comparison's median of one side, else what that side's own run measured."""
+    """The comparison's median of one side, else what that side's own run measured (its render.py's MEDIAN)."""
     if r is not None and number(r.metrics.get(f"{side}_median")) is not None:
         return number(r.metrics.get(f"{side}_median"))
-    return number(single.metrics.get(_MEDIAN_KEYS[single.aspect])) if single is not None else None
-
-
-def _scaled(value: float | None, factor: float) -> str:
-    return "—" if value is None else metric(value, factor)
+    return number(single.metrics.get(aspect_part(single.aspect, "render").MEDIAN.key)) if single is not None else None
 
 
 def _ratio_cell(m: dict[str, Any]) -> str:
@@ -244,7 +236,7 @@ def _within(r: CheckResult) -> str:
     ratio, threshold = number(r.metrics.get("ratio")), number(r.metrics.get("threshold"))
     if _change(r) != ABState.UNCHANGED or r.metrics.get("significant") is not True or ratio is None or threshold is None:
         return ""
-    up, down = ("more", "less") if r.aspect == "memory" else ("slower", "faster")
+    up, down = ("slower", "faster") if r.aspect in TIMED else ("more", "less")
     return f"{up if ratio > 1 else down}, within the {threshold:.0%} threshold"
 
 

@@ -153,7 +153,7 @@ def _sides(baseline: str, candidate: str) -> str:
 
 
 def _failure_kind(r: CheckResult) -> tuple[str, str]:
-    """("latency", "regression") for a failed A/B comparison, ("correctness", "failure") and so on otherwise."""
+    """(its aspect, "regression") for a failed A/B comparison, ("correctness", "failure") and so on otherwise."""
     group = "correctness" if r.aspect in CORRECTNESS_ASPECTS else one_line(r.aspect)
     return group, "regression" if r.aspect in AB_ASPECTS and r.metrics.get("change") == ABState.REGRESSION else "failure"
 

@@ -50,7 +50,7 @@ class Instance:
     # what the training job loads through a DataLoader (the dataloader aspect): a map-style Dataset and its collate_fn
     dataset: Any = None
     collate: Callable[[list[Any]], Any] | None = None
-    # the device's allocated bytes just before it was built, alone there (checks.memory_'s zero); None: not read
+    # the device's allocated bytes just before it was built, alone there (memory's run.py: its zero); None: not read
     allocated_before: int | None = None
     # what checks that run it compiled keep for their later rounds (compiled-latency: the compiled model), by check
     compiled: dict[str, Any] = field(default_factory=dict)

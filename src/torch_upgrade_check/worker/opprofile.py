@@ -7,18 +7,18 @@ activity too, where the profiler offers it, and then an op's time is the device 
 CPU time is the launch). `calls` forwards are profiled after `warmup` plain ones and one profiled call that is
 discarded (the profiler's first use in a process is slow), the device synchronised around them.
 
-Which forward: FORWARDS maps each A/B aspect whose forward can be profiled to the callable it times, so a new timed
-aspect (a compiled forward) adds its own entry.
+Which forward: the one the aspect's run.py gives as `forward(spec, inst)` (a callable of one call), so a new timed
+aspect (a compiled forward) brings its own.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from torch_upgrade_check.aspects import part
 from torch_upgrade_check.model import CheckSpec
 from torch_upgrade_check.worker.instance import Instance
 
@@ -32,41 +32,14 @@ DTYPE_NAMES = {"float": "float32", "double": "float64", "c10::Half": "float16", 
 NOT_TENSORS = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "None"}
 
 
-def _eager(spec: CheckSpec, inst: Instance) -> Callable[[], Any]:
-    if isinstance(inst.model, torch.nn.Module):
-        inst.model.eval()
-    return lambda: inst.model(*inst.inputs)
-
-
-def _compiled(spec: CheckSpec, inst: Instance) -> Callable[[], Any]:
-    """The model compiled as checks.compiled_latency compiles it (the workload's compile options): its first call,
-    a warm-up one, compiles. Inductor's fused kernels are no aten ops: their time is the self time of the profiler's
-    range around the compiled region ("Torch-Compiled Region: 0/0"), beside the extern kernels (aten::mm, aten::addmm)
-    the compiled graph calls."""
-    import torch._dynamo
-
-    from torch_upgrade_check.worker import compiling
-
-    if isinstance(inst.model, torch.nn.Module):
-        inst.model.eval()
-    torch._dynamo.reset()
-    model = compiling.compiled(spec, inst)
-    return lambda: model(*inst.inputs)
-
-
-# aspect -> the forward its A/B times (as checks.latency and checks.compiled_latency call it), built from the
-# workload's check and instance
-FORWARDS: dict[str, Callable[[CheckSpec, Instance], Callable[[], Any]]] = {"latency": _eager,
-                                                                         "compiled-latency": _compiled}
-
-
 def run(spec: CheckSpec, inst: Instance, device: Any) -> dict[str, Any]:
     """The profile of `calls` forwards: {"profile": {"calls", "wall_ms", "time", "ops", "other_ms"}}."""
-    if spec.aspect not in FORWARDS:
+    timed = getattr(part(spec.aspect, "run"), "forward", None)
+    if timed is None:
         raise ValueError(f"no profiled forward for the {spec.aspect} aspect")
     params = spec.params
     calls, warmup = max(1, int(params.get("calls") or 1)), int(params.get("warmup", 3))
-    forward = FORWARDS[spec.aspect](spec, inst)
+    forward = timed(spec, inst)
     activities = [torch.profiler.ProfilerActivity.CPU]
     on_device = spec.device == "cuda" and torch.profiler.ProfilerActivity.CUDA in torch.profiler.supported_activities()
     if on_device:

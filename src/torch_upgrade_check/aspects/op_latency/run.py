@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ MAX_INNER = 100_000
 _LOADED: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (file, device) -> its distinct ops, decoded once a process
 
 
-def run(spec: CheckSpec, inst: Instance, device: Any) -> dict[str, Any]:
+def run(spec: CheckSpec, factory: Callable[..., Any], inst: Instance, device: Any) -> dict[str, Any]:
     path = Path(spec.params["ops_file"])
     if spec.params.get("mode") == "record":
         if path.exists():
