@@ -138,6 +138,9 @@ class Aspect:
     # no factory): the worker neither asks the device for the check's dtype nor builds an instance; its run.py's
     # run(spec, device) loads the file itself
     builds_workload: bool = True
+    # False: a team's workload may not list it in `aspects:` (WORKLOAD_ASPECTS): the config plans it otherwise (it runs
+    # the built-in workloads' own code, never a team's factory; or, artifact, the config's `artifacts:`)
+    listed: bool = True
     against_cpu: bool = False  # compares an accelerator with the CPU: on the CPU it is skipped, saying so (cross-backend)
 
 
@@ -156,10 +159,10 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("compile-mode", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(0.1, 1.2, "mlp and matmul compiled again in the device's mode, after their compile check (measured "
                           "alone, 2026-12-04, Inductor's cache empty)"), family="compile", forwards=50, compiles=1,
-           folder="compile"),
+           folder="compile", listed=False),
     Aspect("determinism", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.2, 0.3), forwards=20, folder="determinism"),
     Aspect("deterministic-backward", _W, _C.ALONE, _FK.CORRECTNESS, Cost(None, None, "CUDA only: not measured here"),
-           forwards=20, folder="deterministic_backward"),
+           forwards=20, folder="deterministic_backward", listed=False),
     Aspect("latency", _W, _C.AB, _FK.LATENCY, Cost(2.1, 6.0), ab=AB("ms", "latency", Threshold.LATENCY, 24), forwards=100,
            folder="latency"),
     Aspect("op-latency", _W, _C.OPS, _FK.LATENCY,
@@ -179,7 +182,7 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("training-curve", _W, _C.SAVED, _FK.CORRECTNESS, Cost(15, 21, "50 steps, twice"), family="training", forwards=400,
            folder="training_curve"),
     Aspect("sdpa-backends", _W, _C.ALONE, _FK.CORRECTNESS, Cost(3.0, 3.5), sized=True, forwards=50,
-           folder="sdpa_backends"),
+           folder="sdpa_backends", listed=False),
     Aspect("amp", _W, _C.SAVED, _FK.CORRECTNESS, Cost(2.2, 4.1), family="training", dtypes=Dtypes.FLOAT32,
            sized=True, forwards=100, folder="amp"),
     Aspect("dataloader", _W, _C.SAVED, _FK.CORRECTNESS,
@@ -223,7 +226,7 @@ TABLE: tuple[Aspect, ...] = (
            Cost(9.4, 9.4, "dynamo=True, the first of a worker (imports of the exporter); the legacy exporter 0.1 s"),
            opt_in="a workload's aspects or its onnx:", family="artifact", forwards=20, compiles=0.3, folder="onnx"),
     Aspect("artifact", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.1, 0.2, "a checkpoint or a .pt2 program already imported"),
-           opt_in="the config's artifacts:", family="artifact", folder="artifact", builds_workload=False),
+           opt_in="the config's artifacts:", family="artifact", folder="artifact", builds_workload=False, listed=False),
     Aspect("fleet-memory", Runs.REPORT, _C.REPORT, _FK.MEMORY, None, opt_in="--fleet (or the config's fleet:) with a "
                                                                             "memory", folder="fleet_memory"),
 )
@@ -271,11 +274,9 @@ LATENCY_LIKE = tuple(a for a in AB_ASPECTS if ab_of(a).threshold is Threshold.LA
 
 # What a team's workload may list (the config's `aspects:`, the schema's enum): the aspects a worker runs on the
 # workload's own model (not under torchrun: fsdp2 and ddp train the built-in transformer_block; not compare's op
-# timing), less those the config plans otherwise: compile-mode, deterministic-backward and sdpa-backends
-# run the built-in workloads' own code (never a team's factory), artifact the config's `artifacts:`. Listed as the
+# timing), less those the config plans otherwise (a row's `listed=False`). Listed as the
 # messages and docs list them: the correctness checks planned by default, then the figures measured and the opt-ins,
 # then the artifacts a team ships (each group in TABLE's order).
-NOT_LISTED = ("compile-mode", "deterministic-backward", "sdpa-backends", "artifact")
 WORKLOAD_ASPECTS = tuple(a.name for a in sorted(
-    (a for a in TABLE if a.runs is Runs.WORKER and a.compare is not InCompare.OPS and a.name not in NOT_LISTED),
+    (a for a in TABLE if a.runs is Runs.WORKER and a.compare is not InCompare.OPS and a.listed),
     key=lambda a: (a.family == "artifact", a.kind is not FailKind.CORRECTNESS or bool(a.opt_in))))
