@@ -237,7 +237,8 @@ def history_step_only(report: Path, source: Path, history_env: dict[str, str] | 
                       '"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$SOURCE"\n'
                       'echo "report=$REPORT_JSON" >> "$GITHUB_OUTPUT"\n'}
     workflow = {"name": "torch canary, its history steps", "on": {"workflow_dispatch": {}}, "permissions": {},
-                "jobs": {"canary": {"name": "canary on ubuntu-latest", "runs-on": "ubuntu-latest",
+                "jobs": {"canary": {"name": "canary on ubuntu-latest", "runs-on": job["runs-on"],
+                                    "strategy": job["strategy"],  # the canary's matrix: its names use it
                                     "permissions": {"contents": "read"}, "steps": [install, *steps]}}}
     return json.dumps(workflow, indent=2)
 
@@ -286,6 +287,8 @@ def test_a_latency_step_alarms_with_its_trend_line_and_chart(act: str, repo: Pat
     assert "Trend charts (PNG): [download](file://" in summary, summary
     assert "change points not computed" not in summary, summary
     (png,) = (tmp_path / "run" / "artifacts").rglob("mlp-float32-latency.png")  # the chart, uploaded
+    # named by the runner's labels: act leaves strategy.job-index empty, which named it `torch-canary-charts-`
+    assert png.parent.name == "torch-canary-charts-ubuntu-latest", png
     assert png.read_bytes().startswith(b"\x89PNG")
 
 

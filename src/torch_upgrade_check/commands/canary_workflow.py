@@ -153,9 +153,12 @@ jobs:
           cat "$dir/alarm.txt" >> "$GITHUB_OUTPUT"
           # what bisect installs: the public versions. A build's torch.__version__ (what the history keeps) may carry a
           # local label its index's wheel does not (PyPI's CUDA 2.14.1 says 2.14.1+cu130), and `==` on the public
-          # version matches the wheel with or without one (PEP 440)
-          while IFS='=' read -r key value; do
-            case "$key" in last-good|first-bad) echo "$key-public=${value%%+*}" >> "$GITHUB_OUTPUT" ;; esac
+          # version matches the wheel with or without one (PEP 440). alarm.txt is GITHUB_OUTPUT's multi-line form
+          # (name<<delimiter, the value's line, delimiter): a version is the one line after its name's
+          name=''
+          while IFS= read -r line; do
+            if [ -n "$name" ]; then echo "$name-public=${line%%+*}" >> "$GITHUB_OUTPUT"; name=''; continue; fi
+            case "$line" in last-good\\<\\<*|first-bad\\<\\<*) name="${line%%<<*}" ;; esac
           done < "$dir/alarm.txt"
 
       # A step (or a first failure) in the history: find the first bad build between the last good one and the first
@@ -196,7 +199,9 @@ jobs:
         if: ${{ !cancelled() && steps.history.outcome == 'success' }}
         uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0
         with:
-          name: torch-canary-charts-${{ strategy.job-index }}
+          # the runner's labels, then its job index where there is one (act leaves it empty): never a name
+          # ending in '-', and under act each runner of the matrix its own
+          name: torch-canary-charts-${{ join(startsWith(toJSON(matrix.runner), '{') && matrix.runner.labels || matrix.runner, '-') }}${{ format('{0}', strategy.job-index) != '' && format('-{0}', strategy.job-index) || '' }}
           path: ${{ runner.temp }}/torch-canary/charts
           if-no-files-found: ignore
           overwrite: true
@@ -231,7 +236,8 @@ jobs:
         if: ${{ !cancelled() && steps.history.outcome == 'success' }}
         uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0
         with:
-          name: torch-canary-record-${{ strategy.job-index }}
+          # named as the charts are (the publish job downloads torch-canary-record-*)
+          name: torch-canary-record-${{ join(startsWith(toJSON(matrix.runner), '{') && matrix.runner.labels || matrix.runner, '-') }}${{ format('{0}', strategy.job-index) != '' && format('-{0}', strategy.job-index) || '' }}
           path: ${{ runner.temp }}/torch-canary/record
           if-no-files-found: ignore
           overwrite: true
