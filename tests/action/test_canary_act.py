@@ -276,7 +276,8 @@ def test_a_latency_step_alarms_with_its_trend_line_and_chart(act: str, repo: Pat
     run = stepped_history_run(act, repo, tmp_path)
     assert run.job("canary on") == "success", run.explain()
     history = run.step_outputs("canary on", "Read the history and add this run to it")
-    assert history == {"alarm": "true", "last-good": nightly(11), "first-bad": nightly(12),  # as recorded
+    assert history == {"artifact-suffix": "ubuntu-latest",  # its artifacts' names: the runner's labels (act: no index)
+                       "alarm": "true", "last-good": nightly(11), "first-bad": nightly(12),  # as recorded
                        "last-good-public": nightly(11).split("+")[0],  # what bisect installs: the public versions
                        "first-bad-public": nightly(12).split("+")[0]}, run.explain()
     assert not any("history extra" in message for _, _, message in run.annotations("canary on")), run.annotations()

@@ -100,9 +100,15 @@ jobs:
           REMOTE: ${{ vars.TORCH_CANARY_REMOTE || format('{0}/{1}', github.server_url, github.repository) }}
           SERVER_URL: ${{ github.server_url }}
           TOKEN: ${{ github.token }}
+          LABELS: ${{ join(startsWith(toJSON(matrix.runner), '{') && matrix.runner.labels || matrix.runner, '-') }}
+          JOB_INDEX: ${{ strategy.job-index }}
         shell: bash
         run: |
           set -eu
+          # this runner's artifacts' names: its labels, then its job index where there is one (act leaves it empty,
+          # which named them `torch-canary-charts-`, one name for every runner), in the characters a name may have
+          suffix=$(printf '%s%s' "$LABELS" "${JOB_INDEX:+-$JOB_INDEX}" | tr -c 'A-Za-z0-9._-' '_')
+          echo "artifact-suffix=${suffix:-runner}" >> "$GITHUB_OUTPUT"
           tool="$RUNNER_TEMP/torch-upgrade-check/venv/bin/torch-upgrade-check"  # the action's own install
           dir="$RUNNER_TEMP/torch-canary"
           rm -rf -- "$dir" && mkdir -p "$dir/git" "$dir/store" "$dir/record" "$dir/charts"
@@ -199,9 +205,7 @@ jobs:
         if: ${{ !cancelled() && steps.history.outcome == 'success' }}
         uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0
         with:
-          # the runner's labels, then its job index where there is one (act leaves it empty): never a name
-          # ending in '-', and under act each runner of the matrix its own
-          name: torch-canary-charts-${{ join(startsWith(toJSON(matrix.runner), '{') && matrix.runner.labels || matrix.runner, '-') }}${{ format('{0}', strategy.job-index) != '' && format('-{0}', strategy.job-index) || '' }}
+          name: torch-canary-charts-${{ steps.history.outputs.artifact-suffix }}
           path: ${{ runner.temp }}/torch-canary/charts
           if-no-files-found: ignore
           overwrite: true
@@ -237,7 +241,7 @@ jobs:
         uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0
         with:
           # named as the charts are (the publish job downloads torch-canary-record-*)
-          name: torch-canary-record-${{ join(startsWith(toJSON(matrix.runner), '{') && matrix.runner.labels || matrix.runner, '-') }}${{ format('{0}', strategy.job-index) != '' && format('-{0}', strategy.job-index) || '' }}
+          name: torch-canary-record-${{ steps.history.outputs.artifact-suffix }}
           path: ${{ runner.temp }}/torch-canary/record
           if-no-files-found: ignore
           overwrite: true
