@@ -133,7 +133,8 @@ jobs:
             failure:nightly|failure:test|failure:latest)
               if build=$("$py" -c "$same_torch" "$REPORT" 2> /dev/null); then
                 rm -rf -- "$dir/record"
-                line="no new build: the newest \\`$CANDIDATE\\` is torch $build, the torch this branch pins; nothing compared or recorded"
+                line="no new build: the newest \\`$CANDIDATE\\` is torch $build, the torch this branch pins"
+                line="$line; nothing compared or recorded"
                 echo "::notice title=torch canary::${line//\\`/}"
                 printf '%s\\n' "No new build tonight: ${line#no new build: }." > "$dir/trend.md"
                 printf '%s\\n' "alarm=false" "no-new-build=true" >> "$GITHUB_OUTPUT"
