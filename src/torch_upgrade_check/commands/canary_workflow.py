@@ -104,6 +104,7 @@ jobs:
           JOB_INDEX: ${{ strategy.job-index }}
           COMPARE_OUTCOME: ${{ steps.tuc.outcome }}
           CANDIDATE: ${{ inputs.candidate || 'nightly' }}
+          BASELINE: ${{ inputs.baseline || 'auto' }}
         shell: bash
         run: |
           set -eu
@@ -123,7 +124,8 @@ jobs:
           py="$(dirname -- "$tool")/python"
           # A channel (nightly, test, latest) whose newest build is the very torch this branch pins: compare stops,
           # exit 2, "nothing would be compared" (for a pull request, the team's input). Here it is a night with no new
-          # build: said so, nothing recorded (the series go on unbroken), and the job does not fail for it.
+          # build: said so, nothing recorded (the series go on unbroken), and the job does not fail for it. (The same
+          # channel on both sides is an A/A the team asked for: compare runs it, and its failure stays a failure.)
           same_torch='import json, sys
           labels = {r.get("label") for r in json.load(open(sys.argv[1], encoding="utf-8")).get("reports", [])}
           one = labels.pop() if len(labels) == 1 else None
@@ -131,7 +133,7 @@ jobs:
           sys.exit(0 if one and one != "?" else 1)'
           case "$COMPARE_OUTCOME:$CANDIDATE" in
             failure:nightly|failure:test|failure:latest)
-              if build=$("$py" -c "$same_torch" "$REPORT" 2> /dev/null); then
+              if [ "$BASELINE" != "$CANDIDATE" ] && build=$("$py" -c "$same_torch" "$REPORT" 2> /dev/null); then
                 rm -rf -- "$dir/record"
                 line="no new build: the newest \\`$CANDIDATE\\` is torch $build, the torch this branch pins"
                 line="$line; nothing compared or recorded"
