@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmp = sub.add_parser("compare", help="run the suite under a baseline and a candidate torch and say what changed")
     cmp.add_argument("--candidate", metavar="SPEC",
-                     help="candidate torch: a version (2.13.0), a range ('>=2.13,<2.14'), nightly, test, current, or auto "
+                     help="candidate torch: a version (2.13.0), a range ('>=2.13,<2.14'), nightly, test, latest (the "
+                          "newest release on the index), current, or auto "
                           "(the torch pin of the --requirements files, at --head-ref)")
     cmp.add_argument("--baseline", metavar="SPEC",
                      help="baseline torch, same forms; auto reads it at --base-ref (default: none: candidate only)")

@@ -28,6 +28,7 @@ from history_cases import IDENTITY, comparison, correctness, history_records, la
 
 from torch_upgrade_check.history import record as rec
 from torch_upgrade_check.history import store
+from torch_upgrade_check.model import Outcome
 
 pytestmark = [pytest.mark.act, pytest.mark.slow]
 
@@ -220,14 +221,17 @@ def test_the_canary_end_to_end_alarms_bisects_and_keeps_the_answer(act: str, rep
         "found", versions[4], versions[3]), two["bisect"]
 
 
-def history_step_only(report: Path, source: Path, history_env: dict[str, str] | None = None) -> str:
-    """The canary job's history, charts and summary steps exactly as workflows/torch-canary.yml has them, after a
-    stand-in for the compare step that installs the tool as the action does (a venv at the action's path, the tool
-    without extras) and names a report made by the test. JSON is YAML: the workflow is written as JSON."""
+def history_step_only(report: Path, source: Path, history_env: dict[str, str] | None = None, *,
+                      compare_exit: int = 0) -> str:
+    """The canary job's history, charts, summary, record and last steps exactly as workflows/torch-canary.yml has
+    them, after a stand-in for the compare step that installs the tool as the action does (a venv at the action's
+    path, the tool without extras), names a report made by the test and exits `compare_exit` (continuing on error,
+    as the compare step does). JSON is YAML: the workflow is written as JSON."""
     doc = yaml.safe_load(CANARY.read_text())
     job = doc["jobs"]["canary"]
     kept = {"history", "charts"}
-    steps = [s for s in job["steps"] if s.get("id") in kept or s.get("name") == "Write the trend into the job summary"]
+    named = {"Write the trend into the job summary", "Upload this run's record", "Fail when the candidate failed"}
+    steps = [s for s in job["steps"] if s.get("id") in kept or s.get("name") in named]
     for step in steps:
         if step.get("id") == "history" and history_env:  # the history step's own environment, added to
             step["env"] = {**step["env"], **history_env}
@@ -235,9 +239,11 @@ def history_step_only(report: Path, source: Path, history_env: dict[str, str] | 
                "env": {"SOURCE": str(source), "REPORT_JSON": str(report), "PY": sys.executable},
                "run": 'set -eu\nvenv="$RUNNER_TEMP/torch-upgrade-check/venv"\nrm -rf -- "$venv"\n"$PY" -m venv "$venv"\n'
                       '"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$SOURCE"\n'
-                      'echo "report=$REPORT_JSON" >> "$GITHUB_OUTPUT"\n'}
+                      f'echo "report=$REPORT_JSON" >> "$GITHUB_OUTPUT"\nexit {compare_exit}\n',
+               "continue-on-error": True}
     workflow = {"name": "torch canary, its history steps", "on": {"workflow_dispatch": {}}, "permissions": {},
-                "jobs": {"canary": {"name": "canary on ubuntu-latest", "runs-on": "ubuntu-latest",
+                "jobs": {"canary": {"name": "canary on ubuntu-latest", "runs-on": job["runs-on"],
+                                    "strategy": job["strategy"],  # the canary's matrix: its names use it
                                     "permissions": {"contents": "read"}, "steps": [install, *steps]}}}
     return json.dumps(workflow, indent=2)
 
@@ -275,7 +281,8 @@ def test_a_latency_step_alarms_with_its_trend_line_and_chart(act: str, repo: Pat
     run = stepped_history_run(act, repo, tmp_path)
     assert run.job("canary on") == "success", run.explain()
     history = run.step_outputs("canary on", "Read the history and add this run to it")
-    assert history == {"alarm": "true", "last-good": nightly(11), "first-bad": nightly(12),  # as recorded
+    assert history == {"artifact-suffix": "ubuntu-latest",  # its artifacts' names: the runner's labels (act: no index)
+                       "alarm": "true", "last-good": nightly(11), "first-bad": nightly(12),  # as recorded
                        "last-good-public": nightly(11).split("+")[0],  # what bisect installs: the public versions
                        "first-bad-public": nightly(12).split("+")[0]}, run.explain()
     assert not any("history extra" in message for _, _, message in run.annotations("canary on")), run.annotations()
@@ -286,6 +293,8 @@ def test_a_latency_step_alarms_with_its_trend_line_and_chart(act: str, repo: Pat
     assert "Trend charts (PNG): [download](file://" in summary, summary
     assert "change points not computed" not in summary, summary
     (png,) = (tmp_path / "run" / "artifacts").rglob("mlp-float32-latency.png")  # the chart, uploaded
+    # named by the runner's labels: act leaves strategy.job-index empty, which named it `torch-canary-charts-`
+    assert png.parent.name == "torch-canary-charts-ubuntu-latest", png
     assert png.read_bytes().startswith(b"\x89PNG")
 
 
@@ -304,3 +313,41 @@ def test_without_an_index_the_history_step_warns_and_still_reports(act: str, rep
     assert run.step_outputs("canary on", "Read the history and add this run to it").get("alarm") == "false"
     summary = "\n".join(run.summaries("canary on"))
     assert "change points not computed" in summary, summary
+
+
+def test_a_night_with_no_new_build_is_a_notice_not_a_failure(act: str, repo: Path, tmp_path: Path) -> None:
+    """The nightly channel's newest build is the very torch the branch pins: compare stops with exit 2 ("nothing
+    would be compared"), its report's two sides the same torch. The canary says "no new build" in a notice and the
+    summary, records nothing (no record artifact: the series go on unbroken) and the job passes; before, the job
+    failed every such night as if the team's input were wrong."""
+    report = tmp_path / "report.json"
+    report.write_text(comparison("2.14.0+cpu", "2.14.0+cpu"))  # compare's report when it stops: both sides' torch
+    workflow = tmp_path / "history-steps.yml"
+    workflow.write_text(history_step_only(report, repo, compare_exit=2))
+    caller = caller_repo(tmp_path / "caller", {})
+    env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", **pip_sources()}
+    run = run_act_event(act, caller, "workflow_dispatch", {"inputs": {}}, workflow, tmp=tmp_path / "run", repo=repo,
+                        env=env, variables={"TORCH_CANARY_REMOTE": str(tmp_path / "never-read.git")})
+    assert run.job("canary on") == "success", run.explain()
+    history = run.step_outputs("canary on", "Read the history and add this run to it")
+    assert history.get("no-new-build") == "true" and history.get("alarm") == "false", history
+    notices = [message for level, _, message in run.annotations("canary on") if level == "notice"]
+    assert any("no new build: the newest nightly is torch 2.14.0+cpu" in m for m in notices), run.annotations()
+    assert "No new build tonight" in "\n".join(run.summaries("canary on"))
+    assert not list((tmp_path / "run" / "artifacts").glob("torch-canary-record-*")), "a night with no build recorded"
+
+
+def test_a_failed_compare_of_two_builds_still_fails_the_job(act: str, repo: Path, tmp_path: Path) -> None:
+    """The counter-case: a compare that failed with two different torches is a real failure; the job fails."""
+    report = tmp_path / "report.json"
+    report.write_text(comparison("2.14.0+cpu", nightly(14), correctness("mlp", Outcome.FAILED)))
+    workflow = tmp_path / "history-steps.yml"
+    workflow.write_text(history_step_only(report, repo, compare_exit=1))
+    caller = caller_repo(tmp_path / "caller", {})
+    env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", **pip_sources()}
+    remote = bare_remote(tmp_path / "history.git")
+    run = run_act_event(act, caller, "workflow_dispatch", {"inputs": {}}, workflow, tmp=tmp_path / "run", repo=repo,
+                        env=env, variables={"TORCH_CANARY_REMOTE": str(remote)})
+    assert run.job("canary on") == "failure", run.explain()
+    assert "no-new-build" not in run.step_outputs("canary on", "Read the history and add this run to it")
+    assert list((tmp_path / "run" / "artifacts").glob("torch-canary-record-*")), "the failure is recorded"

@@ -6,7 +6,8 @@ them, the history pushed to a local bare repository and read back. What is relab
 is given the nightly version 2.14.0.dev<today> (tests/harness/real_channel.py: the wheel's name, dist-info, METADATA
 and torch/version.py's `__version__` alone; its libraries and git_version are 2.13.0's), and for night 3 one copy of
 the 2.14.1 wheel 2.14.2.dev<today>, with the breakage harness added (2.14.1's files otherwise). Without it, night 1's
-`nightly` would resolve to the very build the team pins, and compare stops with exit 2 ("nothing would be compared"):
+`nightly` would resolve to the very build the team pins, and compare stops with exit 2 ("nothing would be compared";
+the canary records nothing that night, no new build):
 a nightly is never the release a team pins, and the relabel keeps night 1 what it stands for, a nightly that is
 2.13.0 inside. 2.14.1 is served as it is: it orders above the dev build, so `nightly` picks it on night 2.
 The channel is one index (as a team's mirror of PyTorch's may be) holding the pinned 2.13.0 as well, since the action

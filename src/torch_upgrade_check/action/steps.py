@@ -52,10 +52,10 @@ def upload_plan(environ: Mapping[str, str]) -> dict[str, str]:
 def cache_key(values: Mapping[str, str], *, python_version: str, system: str, machine: str, today: str) -> str:
     """The key of the torch venvs in GitHub's cache: everything that decides what gets installed (as given; the
     versions they resolve to are in the venvs' own records), the Python, the OS and architecture, and for a
-    nightly, a release candidate or a range the day, so a cached one is never older than a day."""
+    nightly, a release candidate, `latest` or a range the day, so a cached one is never older than a day."""
     asked = {name: values[name] for name in CACHE_INPUTS}
     digest = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
-    moving = any(parse_spec(values[n], n).kind in ("nightly", "test", "range")
+    moving = any(parse_spec(values[n], n).kind in ("nightly", "test", "latest", "range")
                  for n in ("candidate-torch-version", "baseline-torch-version") if values[n])
     return (f"torch-upgrade-check-venvs-v1-{system}-{machine}-py{python_version}-{digest}"
             + (f"-{today}" if moving else ""))

@@ -100,9 +100,18 @@ jobs:
           REMOTE: ${{ vars.TORCH_CANARY_REMOTE || format('{0}/{1}', github.server_url, github.repository) }}
           SERVER_URL: ${{ github.server_url }}
           TOKEN: ${{ github.token }}
+          LABELS: ${{ join(startsWith(toJSON(matrix.runner), '{') && matrix.runner.labels || matrix.runner, '-') }}
+          JOB_INDEX: ${{ strategy.job-index }}
+          COMPARE_OUTCOME: ${{ steps.tuc.outcome }}
+          CANDIDATE: ${{ inputs.candidate || 'nightly' }}
+          BASELINE: ${{ inputs.baseline || 'auto' }}
         shell: bash
         run: |
           set -eu
+          # this runner's artifacts' names: its labels, then its job index where there is one (act leaves it empty,
+          # which named them `torch-canary-charts-`, one name for every runner), in the characters a name may have
+          suffix=$(printf '%s%s' "$LABELS" "${JOB_INDEX:+-$JOB_INDEX}" | tr -c 'A-Za-z0-9._-' '_')
+          echo "artifact-suffix=${suffix:-runner}" >> "$GITHUB_OUTPUT"
           tool="$RUNNER_TEMP/torch-upgrade-check/venv/bin/torch-upgrade-check"  # the action's own install
           dir="$RUNNER_TEMP/torch-canary"
           rm -rf -- "$dir" && mkdir -p "$dir/git" "$dir/store" "$dir/record" "$dir/charts"
@@ -112,6 +121,28 @@ jobs:
             echo "alarm=false" >> "$GITHUB_OUTPUT"
             exit 0
           fi
+          py="$(dirname -- "$tool")/python"
+          # A channel (nightly, test, latest) whose newest build is the very torch this branch pins: compare stops,
+          # exit 2, "nothing would be compared" (for a pull request, the team's input). Here it is a night with no new
+          # build: said so, nothing recorded (the series go on unbroken), and the job does not fail for it. (The same
+          # channel on both sides is an A/A the team asked for: compare runs it, and its failure stays a failure.)
+          same_torch='import json, sys
+          labels = {r.get("label") for r in json.load(open(sys.argv[1], encoding="utf-8")).get("reports", [])}
+          one = labels.pop() if len(labels) == 1 else None
+          print(one or "")
+          sys.exit(0 if one and one != "?" else 1)'
+          case "$COMPARE_OUTCOME:$CANDIDATE" in
+            failure:nightly|failure:test|failure:latest)
+              if [ "$BASELINE" != "$CANDIDATE" ] && build=$("$py" -c "$same_torch" "$REPORT" 2> /dev/null); then
+                rm -rf -- "$dir/record"
+                line="no new build: the newest \\`$CANDIDATE\\` is torch $build, the torch this branch pins"
+                line="$line; nothing compared or recorded"
+                echo "::notice title=torch canary::${line//\\`/}"
+                printf '%s\\n' "No new build tonight: ${line#no new build: }." > "$dir/trend.md"
+                printf '%s\\n' "alarm=false" "no-new-build=true" >> "$GITHUB_OUTPUT"
+                exit 0
+              fi ;;
+          esac
           if [ -n "$TOKEN" ]; then  # read access for a private repository, through this step's environment only
             basic=$(printf 'x-access-token:%s' "$TOKEN" | base64 | tr -d '\\n')
             echo "::add-mask::$basic"
@@ -122,7 +153,6 @@ jobs:
           # leaves out: add it to that venv, its requirements read from the installed tool's own metadata (so they
           # are pyproject's), with uv or pip as the action installed. Without it (no index) the history still alarms
           # on first failures, and its summary says what it left out.
-          py="$(dirname -- "$tool")/python"
           if ! "$py" -c 'import ruptures, matplotlib' 2> /dev/null; then
             extra=()  # read line by line: bash 3.2 (macOS runners) too
             while IFS= read -r spec; do extra+=("$spec"); done < <("$py" -c 'import importlib.metadata as m
@@ -153,9 +183,12 @@ jobs:
           cat "$dir/alarm.txt" >> "$GITHUB_OUTPUT"
           # what bisect installs: the public versions. A build's torch.__version__ (what the history keeps) may carry a
           # local label its index's wheel does not (PyPI's CUDA 2.14.1 says 2.14.1+cu130), and `==` on the public
-          # version matches the wheel with or without one (PEP 440)
-          while IFS='=' read -r key value; do
-            case "$key" in last-good|first-bad) echo "$key-public=${value%%+*}" >> "$GITHUB_OUTPUT" ;; esac
+          # version matches the wheel with or without one (PEP 440). alarm.txt is GITHUB_OUTPUT's multi-line form
+          # (name<<delimiter, the value's line, delimiter): a version is the one line after its name's
+          name=''
+          while IFS= read -r line; do
+            if [ -n "$name" ]; then echo "$name-public=${line%%+*}" >> "$GITHUB_OUTPUT"; name=''; continue; fi
+            case "$line" in last-good\\<\\<*|first-bad\\<\\<*) name="${line%%<<*}" ;; esac
           done < "$dir/alarm.txt"
 
       # A step (or a first failure) in the history: find the first bad build between the last good one and the first
@@ -196,7 +229,7 @@ jobs:
         if: ${{ !cancelled() && steps.history.outcome == 'success' }}
         uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0
         with:
-          name: torch-canary-charts-${{ strategy.job-index }}
+          name: torch-canary-charts-${{ steps.history.outputs.artifact-suffix }}
           path: ${{ runner.temp }}/torch-canary/charts
           if-no-files-found: ignore
           overwrite: true
@@ -231,13 +264,14 @@ jobs:
         if: ${{ !cancelled() && steps.history.outcome == 'success' }}
         uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0
         with:
-          name: torch-canary-record-${{ strategy.job-index }}
+          # named as the charts are (the publish job downloads torch-canary-record-*)
+          name: torch-canary-record-${{ steps.history.outputs.artifact-suffix }}
           path: ${{ runner.temp }}/torch-canary/record
           if-no-files-found: ignore
           overwrite: true
 
       - name: Fail when the candidate failed
-        if: ${{ !cancelled() && steps.tuc.outcome != 'success' }}
+        if: ${{ !cancelled() && steps.tuc.outcome != 'success' && steps.history.outputs.no-new-build != 'true' }}
         env:
           VERDICT: ${{ steps.tuc.outputs.verdict }}
         shell: bash

@@ -335,7 +335,8 @@ def _compare(args: argparse.Namespace, argv: Sequence[str]) -> CompareSettings:
         if text and python:
             problems.append(f"give --{role} or --{role}-python, not both")
         if role == "candidate" and not text and not python:
-            problems.append("compare needs --candidate SPEC (like 2.13.0, nightly, test, current) or --candidate-python PATH")
+            problems.append("compare needs --candidate SPEC (like 2.13.0, nightly, test, latest, current) or "
+                            "--candidate-python PATH")
         specs[role] = values.collect(problems, provision.parse_spec, text, f"--{role}") if text and text != "auto" else None
     values.collect(problems, provision.check_backend, args.torch_backend)
     ratios: dict[str, float | None] = {}

@@ -8,6 +8,7 @@ Index per platform and backend (`index_for`), the same for pip and uv:
 - `pypi`: the installer's configured index, whatever the platform.
 - `cpu`, `cu126`, `cu128`, `cu130`, `rocm6.4`, ...: that PyTorch index.
 `nightly` and `test` (release candidates) use the matching PyTorch channel with pre-releases on.
+`latest` is the newest release on the index (the stable channel, pre-releases off), resolved as the others are.
 
 PyTorch's index replaces the configured one for torch (pip `--index-url`, uv `--index` with uv's
 first-index rule), never an `--extra-index-url` beside PyPI: pip takes the highest version found on any
@@ -44,14 +45,14 @@ VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([.-]?(a|b|rc|dev|post)\d+)*(\+[\w.]+
 RANGE_RE = re.compile(r"^(\s*(==|!=|<=|>=|<|>|~=)\s*\d+(\.\d+)*(\.\*)?\s*,?)+$")
 NIGHTLY_MAX_AGE_DAYS = 7
 # How old a venv of a moving spec may get when the index cannot be asked what it would install now.
-MAX_AGE_DAYS = {"nightly": 1.0, "test": 3.0, "range": 7.0}
+MAX_AGE_DAYS = {"nightly": 1.0, "test": 3.0, "latest": 3.0, "range": 7.0}
 # CUDA builds PyTorch publishes, newest first, with the lowest driver CUDA version each needs.
 CUDA_BUILDS = (("cu130", (13, 0)), ("cu128", (12, 8)), ("cu126", (12, 6)), ("cu118", (11, 8)))
 
 
 @dataclass(frozen=True)
 class TorchSpec:
-    """What the user asked for: `kind` is version, range, nightly, test or current."""
+    """What the user asked for: `kind` is version, range, nightly, test, latest or current."""
 
     text: str
     kind: str
@@ -66,14 +67,14 @@ def parse_spec(text: str, flag: str) -> TorchSpec:
     s = text.strip()
     if s == "current":
         return TorchSpec(s, "current", "")
-    if s in ("nightly", "test"):
+    if s in ("nightly", "test", "latest"):  # latest: the newest release on the index (a moving spec, like a channel)
         return TorchSpec(s, s, "torch")
     if VERSION_RE.match(s):
         return TorchSpec(s, "version", f"torch=={s}")
     if RANGE_RE.match(s):
         return TorchSpec(s, "range", f"torch{s.replace(' ', '')}")
-    raise UsageError(f"{flag} must be a torch version like 2.13.0, a range like '>=2.12,<2.14', nightly, test "
-                     f"or current, got {text!r}")
+    raise UsageError(f"{flag} must be a torch version like 2.13.0, a range like '>=2.12,<2.14', nightly, test, "
+                     f"latest or current, got {text!r}")
 
 
 def check_backend(backend: str) -> str:
