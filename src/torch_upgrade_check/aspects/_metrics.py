@@ -73,6 +73,18 @@ class Closeness(Recorded):
     no_yardstick: str | None = None  # why the model's own rounding error could not be measured
 
 
+@dataclass(frozen=True)
+class Timed(Recorded):
+    """A timed check's samples (ms each, the mean of `inner_loops` calls; `once_ms` the first, untimed call), and the
+    median and IQR its rule derives from them. The Metrics of latency and compile-time subclass it."""
+
+    samples_ms: Sequence[float] | None = None
+    inner_loops: int | None = None
+    once_ms: float | None = None
+    median_ms: float | None = None
+    iqr_ms: float | None = None
+
+
 class Judged(NamedTuple):
     """What an aspect's judge decides: the outcome (model.Outcome), its one-line reason, the thresholds it applied,
     and figures the rule derived (added to the result's metrics after the worker's, in this order)."""
