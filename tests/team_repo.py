@@ -84,6 +84,18 @@ def commit(repo: Path, message: str, files: dict[str, str]) -> None:
     git(repo, "commit", "-qm", message)
 
 
+def branched(repo: Path, main: dict[str, str], branches: dict[str, dict[str, str]]) -> Path:
+    """A new repository at `repo`: `main`'s files committed on main, then each of `branches` a branch off main with
+    one commit of its files (a pull request's). Left on the last branch."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q")
+    commit(repo, "main's stack", main)
+    for name, files in branches.items():
+        git(repo, "checkout", "-qb", name, "main")
+        commit(repo, f"{name}'s change", files)
+    return repo
+
+
 def pins(torch: str, torchvision: str) -> dict[str, str]:
     return {"requirements.txt": f"torch=={torch}\n-r requirements-models.txt\n",
             "requirements-models.txt": f"torchvision=={torchvision}\ntimm==1.0.31\n"}

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from github_runner import read_github_output
 from history_cases import comparison, correctness, history_records, latency, write
 
 from torch_upgrade_check import cli
@@ -41,29 +42,14 @@ def test_append_reads_the_report_and_the_alarm_reaches_every_output(tmp_path: Pa
     assert records[-1]["identity"]["cpu"]  # this runner's identity
     assert capsys.readouterr().out == ""  # docs/cli.md: --markdown takes the lines stdout has without it
     # the newest run failed its latency check; the step two runs before it names the first bad nightly
-    assert github_outputs(out / "github_output") == {"alarm": "true", "last-good": "2.15.0.dev20261111+cpu",
-                                                     "first-bad": "2.15.0.dev20261112+cpu"}
+    assert read_github_output((out / "github_output").read_text()) == {
+        "alarm": "true", "last-good": "2.15.0.dev20261111+cpu", "first-bad": "2.15.0.dev20261112+cpu"}
     doc = json.loads((out / "h.json").read_text())
     assert doc["alarm"] is True and doc["runs"] == 14 and doc["findings"][0]["kind"] == "step"
     summary = (out / "summary.md").read_text()
     assert "latency 1\\.18x since nightly 2026\\-11\\-12" in summary  # Markdown-escaped
     png = out / "charts" / "mlp-float32-latency.png"
     assert png.read_bytes().startswith(b"\x89PNG") and "(mlp-float32-latency.png)" in summary
-
-
-def github_outputs(path: Path) -> dict[str, str]:
-    """A GitHub output file read as the runner reads it: `name=value` lines and `name<<DELIMITER` blocks."""
-    lines, found = path.read_text().splitlines(), {}
-    while lines:
-        line = lines.pop(0)
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, delimiter = line.split("<<", 1)
-            end = lines.index(delimiter)
-            found[name], lines = "\n".join(lines[:end]), lines[end + 1:]
-        else:
-            name, _, value = line.partition("=")
-            found[name] = value
-    return found
 
 
 def test_the_step_line_and_its_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,8 +59,8 @@ def test_the_step_line_and_its_chart(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert rc == 0
     assert capsys.readouterr().out.splitlines() == [
         "mlp[float32]/latency: latency 1.18x since nightly 2026-11-12 (last good nightly 2026-11-11)"]
-    assert github_outputs(tmp_path / "o") == {"alarm": "true", "last-good": "2.15.0.dev20261111+cpu",
-                                              "first-bad": "2.15.0.dev20261112+cpu"}
+    assert read_github_output((tmp_path / "o").read_text()) == {
+        "alarm": "true", "last-good": "2.15.0.dev20261111+cpu", "first-bad": "2.15.0.dev20261112+cpu"}
     assert (tmp_path / "c" / "mlp-float32-latency.png").is_file()
 
 
@@ -94,8 +80,9 @@ def test_the_alarm_outputs_are_written_by_github_py_appended_after_other_steps(t
     assert cli.main(["history", "--store", str(folder), "--alarm-output", str(out)]) == 0
     text = out.read_text()
     assert text.startswith("earlier=step\nalarm<<ghadelimiter_")  # github.format_outputs' form, appended
-    assert github_outputs(out) == {"earlier": "step", "alarm": "true", "last-good": "2.15.0.dev20261111+cpu",
-                                   "first-bad": "2.15.0.dev20261112+cpu"}
+    assert read_github_output(out.read_text()) == {"earlier": "step", "alarm": "true",
+                                                   "last-good": "2.15.0.dev20261111+cpu",
+                                                   "first-bad": "2.15.0.dev20261112+cpu"}
 
 
 @pytest.mark.parametrize("flag", ["--append", "--markdown", "--charts", "--html", "--json", "--alarm-output"])
@@ -123,7 +110,7 @@ def test_no_change_no_alarm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     folder = _store(tmp_path / "store", [1.0, 1.01, 0.99] * 4)
     assert cli.main(["history", "--store", str(folder), "--alarm-output", str(tmp_path / "o")]) == 0
     assert capsys.readouterr().out == "no check changed: no step, no new failure\n"
-    assert github_outputs(tmp_path / "o") == {"alarm": "false", "last-good": "", "first-bad": ""}
+    assert read_github_output((tmp_path / "o").read_text()) == {"alarm": "false", "last-good": "", "first-bad": ""}
 
 
 def test_a_torn_line_in_the_store_is_a_warning_not_a_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -189,7 +176,7 @@ def test_without_ruptures_first_failures_still_alarm_and_the_missing_steps_are_s
         "change points not computed: ruptures is not installed here; pip install 'torch-upgrade-check[history]' "
         "(first failures, flaky and host-only checks are still reported)",
         "mlp[float32]/correctness: failed since nightly 2026-11-13 (last good nightly 2026-11-12)"]
-    assert github_outputs(tmp_path / "o")["alarm"] == "true"
+    assert read_github_output((tmp_path / "o").read_text())["alarm"] == "true"
 
 
 def test_the_missing_charts_hint_names_the_extra_pyproject_declares_and_the_docs_document() -> None:

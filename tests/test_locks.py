@@ -13,7 +13,7 @@ import lock_projects
 import pytest
 from lock_projects import PYPROJECT, run, tool
 from packaging.markers import Marker
-from team_repo import commit, git
+from team_repo import branched, commit, git
 
 from torch_upgrade_check import stack
 from torch_upgrade_check.commands.settings import CompareSettings
@@ -192,13 +192,7 @@ def test_a_poetry_lock_bump_is_read_from_each_sides_lock(tmp_path: Path, monkeyp
 
 
 def _bump_repo(tmp_path: Path, main: dict[str, str], bump: dict[str, str]) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    commit(repo, "the stack", main)
-    git(repo, "checkout", "-qb", "bump")
-    commit(repo, "the pull request", bump)
-    return repo
+    return branched(tmp_path / "repo", main, {"bump": bump})
 
 
 def test_a_pull_request_that_leaves_torch_alone_compares_the_stacks_and_says_so(tmp_path: Path,

@@ -12,6 +12,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
+from github_runner import read_github_output
 
 from torch_upgrade_check import cli
 from torch_upgrade_check.commands import common, merge
@@ -63,15 +64,7 @@ class GitHub:
         monkeypatch.setenv("GITHUB_ACTIONS", "true")
 
     def outputs(self) -> dict[str, str]:
-        lines, out, i = self.output.read_text().split("\n"), {}, 0
-        while i < len(lines):
-            if "<<" in lines[i]:
-                name, delimiter = lines[i].split("<<", 1)
-                end = lines.index(delimiter, i + 1)
-                out[name] = "\n".join(lines[i + 1:end])
-                i = end
-            i += 1
-        return out
+        return read_github_output(self.output.read_text())
 
     def summary(self) -> str:
         return self.summary_file.read_text() if self.summary_file.exists() else ""

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 from stack_envs import OLD, build_env, build_extension
-from team_repo import commit, git
+from team_repo import branched, git
 
 from torch_upgrade_check.aspects.abi import host as abi
 from torch_upgrade_check.aspects.imports import host as imports
@@ -75,14 +75,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory, torch_python: str) -> dict[st
     stale = build_extension(root / "ext", "stale", OLD) if shutil.which("gcc") else None
     for name, (code, requires) in PACKAGES.items():
         wheel(wheels, name, code, requires, {stale.name: stale.read_bytes()} if stale and name == "tuc-new" else None)
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    commit(repo, "the team's stack", {"requirements.txt": "tuc-kept==1.0\ntuc-gone==1.0\n"})
-    git(repo, "checkout", "-qb", "adds")
-    commit(repo, "add tuc-new", {"requirements.txt": "tuc-kept==1.0\ntuc-gone==1.0\ntuc-new==1.0\n"})
-    git(repo, "checkout", "-qb", "drops", "main")
-    commit(repo, "drop tuc-gone", {"requirements.txt": "tuc-kept==1.0\n"})
+    repo = branched(root / "repo", {"requirements.txt": "tuc-kept==1.0\ntuc-gone==1.0\n"},
+                    {"adds": {"requirements.txt": "tuc-kept==1.0\ntuc-gone==1.0\ntuc-new==1.0\n"},
+                     "drops": {"requirements.txt": "tuc-kept==1.0\n"}})
     git(repo, "checkout", "-q", "main")
     return {"repo": repo,
             "main": venv_with(root / "main", wheels, ["tuc-kept==1.0", "tuc-gone==1.0"]),

@@ -67,28 +67,27 @@ def percent(value: object, key: str, *, got: str | None = None) -> float:
     return number
 
 
-def timeout(value: object, key: str, *, got: str | None = None) -> float:
-    """Seconds one check may take: a finite number > 0 (0 would stop every check before it starts)."""
+def _positive(value: object, must: str, got: str | None) -> float:
+    """A finite number > 0, else the one-line problem: `must` (`<key> must be ...`) and what was given."""
     number = _number(value)
     if not (number > 0 and math.isfinite(number)):
-        raise UsageError(f"{key} must be a positive number like 600 (seconds per check), got {_shown(value, got)}")
+        raise UsageError(f"{must}, got {_shown(value, got)}")
     return number
+
+
+def timeout(value: object, key: str, *, got: str | None = None) -> float:
+    """Seconds one check may take: a finite number > 0 (0 would stop every check before it starts)."""
+    return _positive(value, f"{key} must be a positive number like 600 (seconds per check)", got)
 
 
 def milliseconds(value: object, key: str, *, got: str | None = None) -> float:
     """A latency limit in milliseconds: a finite number > 0 (no forward pass takes 0 ms)."""
-    number = _number(value)
-    if not (number > 0 and math.isfinite(number)):
-        raise UsageError(f"{key} must be a positive number like 25, got {_shown(value, got)}")
-    return number
+    return _positive(value, f"{key} must be a positive number like 25", got)
 
 
 def gigabytes(value: object, key: str, *, got: str | None = None) -> float:
     """A disk size in GB (2**30 bytes): a finite number > 0."""
-    number = _number(value)
-    if not (number > 0 and math.isfinite(number)):
-        raise UsageError(f"{key} must be a positive number of GB like 20, got {_shown(value, got)}")
-    return number
+    return _positive(value, f"{key} must be a positive number of GB like 20", got)
 
 
 def latency_limit(item: str, key: str) -> tuple[str, float]:

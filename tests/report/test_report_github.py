@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from github_runner import read_github_output
 from report_cases import cases, oversized
 
 from torch_upgrade_check import github
@@ -15,25 +16,6 @@ from torch_upgrade_check.report.summary import render_summary
 
 CASES = cases()
 SRC = Path(__file__).resolve().parents[2] / "src" / "torch_upgrade_check"
-
-
-def parse_github_output(text: str) -> dict[str, str]:
-    """The runner's reading of GITHUB_OUTPUT: `name=value` lines and `name<<DELIMITER` blocks."""
-    lines, out, i = text.split("\n"), {}, 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if not line:
-            continue
-        eq, heredoc = line.find("="), line.find("<<")
-        if eq >= 0 and (heredoc < 0 or eq < heredoc):
-            out[line[:eq]] = line[eq + 1 :]
-            continue
-        name, delimiter = line[:heredoc], line[heredoc + 2 :]
-        end = lines.index(delimiter, i)
-        out[name] = "\n".join(lines[i:end])
-        i = end + 1
-    return out
 
 
 def _environ(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -51,7 +33,7 @@ def test_publish_on_github(tmp_path: Path) -> None:
     assert summary == render_summary(reports)
     assert (tmp_path / "out" / "junit.xml").read_text(encoding="utf-8").startswith("<?xml")
     assert Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8") == "previous step\n\n" + summary
-    assert parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text(encoding="utf-8")) == {"other": "1", **out}
+    assert read_github_output(Path(env["GITHUB_OUTPUT"]).read_text(encoding="utf-8")) == {"other": "1", **out}
     assert out["verdict"] == "failed" and out["failed"] == "2"
     assert out["junit"] == str((tmp_path / "out" / "junit.xml").resolve())
     assert out["report"] == str((tmp_path / "r.json").resolve())
@@ -90,7 +72,7 @@ def test_output_values_cannot_end_their_block(tmp_path: Path) -> None:
     values = {"a": "line 1\nghadelimiter_x\nother=2\n", "b": "", "c": "x<<y"}
     path = tmp_path / "out.txt"
     github.write_outputs(path, values)
-    assert parse_github_output(path.read_text(encoding="utf-8")) == values
+    assert read_github_output(path.read_text(encoding="utf-8")) == values
     assert re.fullmatch(r"a<<ghadelimiter_[0-9a-f-]{36}", path.read_text(encoding="utf-8").splitlines()[0])
     with pytest.raises(ValueError, match="cannot be written"):
         github.format_outputs({"bad\nname": "x"})
@@ -112,7 +94,7 @@ def test_report_package_is_pure_and_only_github_py_touches_github() -> None:
 def test_publish_a_comparison(tmp_path: Path) -> None:
     env, stream = _environ(tmp_path), io.StringIO()
     out = github.publish(CASES["comparison_regression"], tmp_path / "out", environ=env, stream=stream)
-    written = parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text(encoding="utf-8"))
+    written = read_github_output(Path(env["GITHUB_OUTPUT"]).read_text(encoding="utf-8"))
     assert written["verdict"] == "failed" and written["suspicious"] == "1" and written == {"other": "1", **out}
     kinds = [line.split(" ", 1)[0] for line in stream.getvalue().splitlines()]
     assert kinds == ["::error"] * 3 + ["::warning"]

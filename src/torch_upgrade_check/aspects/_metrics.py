@@ -6,7 +6,7 @@ record remembers the keys it was read from, in their order, and the ones its typ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
@@ -55,6 +55,34 @@ class Recorded:
     def has(self, key: str) -> bool:
         """Whether the worker wrote `key` (a field reads None both when it wrote null and when it wrote nothing)."""
         return key in self.keys_
+
+
+@dataclass(frozen=True)
+class Closeness(Recorded):
+    """The figures analysis.closeness judges a comparison of tensors by (worker: tensors.compare): the tolerances,
+    each tensor's figures, the outputs not compared, the largest error, and what had no check, reference or yardstick.
+    The Metrics of an aspect judged by that rule subclass it (numerics, compile, export)."""
+
+    rtol: float | None = None
+    atol: float | None = None
+    per_tensor: Sequence[Mapping[str, Any]] | None = None  # one tensor's figures each
+    uncompared: Sequence[str] | None = None
+    max_abs_err: float | str | None = None  # "nan", "inf" as report.json writes them
+    not_checked: Mapping[str, str] | None = None
+    no_reference: Mapping[str, str] | None = None  # cross-backend: what the CPU had no reference for
+    no_yardstick: str | None = None  # why the model's own rounding error could not be measured
+
+
+@dataclass(frozen=True)
+class Timed(Recorded):
+    """A timed check's samples (ms each, the mean of `inner_loops` calls; `once_ms` the first, untimed call), and the
+    median and IQR its rule derives from them. The Metrics of latency and compile-time subclass it."""
+
+    samples_ms: Sequence[float] | None = None
+    inner_loops: int | None = None
+    once_ms: float | None = None
+    median_ms: float | None = None
+    iqr_ms: float | None = None
 
 
 class Judged(NamedTuple):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torch_upgrade_check import stack, suite
+from torch_upgrade_check.aspects._stack import DTYPE, WORKLOAD
 from torch_upgrade_check.aspects.abi import host as abi
 from torch_upgrade_check.aspects.api import host as apiscan
 from torch_upgrade_check.aspects.imports import host as imports
@@ -32,7 +33,6 @@ from torch_upgrade_check.orchestrate.workers import InfrastructureError
 if TYPE_CHECKING:
     from torch_upgrade_check.commands.settings import CompareSettings, RunSettings
 
-WORKLOAD = "stack"  # the workload name of every stack check: stack[-]/resolve, stack[-]/imports, stack[-]/abi
 Sides = Mapping[str, tuple[provision.TorchSpec | None, str | None]]  # role -> (SPEC, prepared interpreter)
 
 
@@ -50,8 +50,8 @@ def wanted(s: CompareSettings, only: Sequence[str], aspect: str) -> bool:
 def planned_ids(s: CompareSettings, only: Sequence[str]) -> list[str]:
     """The stack checks `--list` shows: resolve with a stack, imports with a stack or when --only asks for it."""
     ids = []
-    if s.stack and selected(only, resolve.WORKLOAD, resolve.ASPECT):
-        ids.append(f"{resolve.WORKLOAD}[-]/{resolve.ASPECT}")
+    if s.stack and selected(only, WORKLOAD, resolve.ASPECT):
+        ids.append(f"{WORKLOAD}[-]/{resolve.ASPECT}")
     ids += [f"{WORKLOAD}[-]/{aspect}" for aspect in (imports.ASPECT, abi.ASPECT) if wanted(s, only, aspect)]
     if scan_roots(s, only):
         ids.append(f"{WORKLOAD}[-]/{apiscan.ASPECT}")
@@ -198,13 +198,13 @@ def resolve_stage(s: CompareSettings, only: Sequence[str], sides: Sides, base_py
     """Each side's resolve result ({} without a stack, or when --only leaves it out), each side resolving its own
     stack (s.stacks), and what blocks the run: a side whose stack does not resolve on its own."""
     stacks, stk = s.stacks, s.stack
-    if not (stk or any(stacks.values())) or not selected(only, resolve.WORKLOAD, resolve.ASPECT):
+    if not (stk or any(stacks.values())) or not selected(only, WORKLOAD, resolve.ASPECT):
         return {}, None
     device = early_device(s.device)
     todo, skipped = [], {}
     for role, (spec, prepared) in sides.items():
         if spec is None or prepared or spec.kind == "current":
-            skipped[role] = CheckResult(resolve.WORKLOAD, resolve.ASPECT, device, resolve.DTYPE, Outcome.SKIPPED,
+            skipped[role] = CheckResult(WORKLOAD, resolve.ASPECT, device, DTYPE, Outcome.SKIPPED,
                                         reason="a prepared interpreter (or current): nothing is installed into it",
                                         repro=repro)
             continue
@@ -251,7 +251,7 @@ def resolve_first(s: CompareSettings, only: Sequence[str], sides: Sides, base_py
     and what blocks the run, when a side's own stack cannot be installed (the caller ends with its exit code)."""
     device = early_device(s.device)
     results, blocked = resolve_stage(s, only, sides, base_python, out, say=say,
-                                     repro=repro(device, CheckSpec(resolve.WORKLOAD, resolve.ASPECT, device, resolve.DTYPE)))
+                                     repro=repro(device, CheckSpec(WORKLOAD, resolve.ASPECT, device, DTYPE)))
     reports = with_results(reports, results)
     cand = results.get("candidate")
     same = None if blocked is not None else nothing_compared(
@@ -287,7 +287,7 @@ def installed_stage(s: CompareSettings, only: Sequence[str], pythons: Mapping[st
             f"(its requirements drop {', '.join(sorted(set(removed.values())))}): reported, not failed")
     if wanted(s, only, imports.ASPECT):
         results = imports.check(pythons, device=device, timeout_s=min(timeout_s, imports.TIMEOUT_S),
-                                repro=repro(CheckSpec(WORKLOAD, imports.ASPECT, device, imports.DTYPE)),
+                                repro=repro(CheckSpec(WORKLOAD, imports.ASPECT, device, DTYPE)),
                                 baseline_label=labels.get("baseline", ""), say=say, listings=listings, removed=removed)
         for role, r in results.items():
             say(f"{role}: imports {r.outcome.value}: {r.reason[:300]}")
@@ -296,14 +296,14 @@ def installed_stage(s: CompareSettings, only: Sequence[str], pythons: Mapping[st
         envs = {role: abi.Environment({d: (str(v["version"]), list(v["libraries"])) for d, v in listings[role].items()})
                 for role in pythons}
         results = abi.check(envs, device=device, labels=labels, removed=removed,
-                            repro=repro(CheckSpec(WORKLOAD, abi.ASPECT, device, abi.DTYPE)))
+                            repro=repro(CheckSpec(WORKLOAD, abi.ASPECT, device, DTYPE)))
         for role, r in results.items():
             say(f"{role}: abi {r.outcome.value}: {r.reason[:300]}")
         reports = with_results(reports, results)
     roots = scan_roots(s, only)
     if roots:
         results = apiscan.check(pythons, roots, device=device, timeout_s=max(timeout_s, apiscan.TIMEOUT_S),
-                                repro=repro(CheckSpec(WORKLOAD, apiscan.ASPECT, device, apiscan.DTYPE)),
+                                repro=repro(CheckSpec(WORKLOAD, apiscan.ASPECT, device, DTYPE)),
                                 baseline_label=labels.get("baseline", ""), say=say)
         for role, r in results.items():
             say(f"{role}: api {r.outcome.value}: {r.reason[:300]}")

@@ -12,23 +12,11 @@ from pathlib import Path
 
 import pytest
 from conftest import load_report, results_by_id, run_cli
+from github_runner import read_github_output
 from harness import interpreter
 from test_checks_catch_breakage import compared
 
 pytestmark = pytest.mark.usefixtures("torch_python")
-
-
-def _github_outputs(path: Path) -> dict[str, str]:
-    """GITHUB_OUTPUT's `name<<delimiter` blocks, read back as GitHub does."""
-    lines, found, i = path.read_text().split("\n"), {}, 0
-    while i < len(lines):
-        if "<<" in lines[i]:
-            name, delimiter = lines[i].split("<<", 1)
-            end = lines.index(delimiter, i + 1)
-            found[name] = "\n".join(lines[i + 1:end])
-            i = end
-        i += 1
-    return found
 
 
 def test_a_baseline_that_fails_its_cross_version_save_leaves_the_run_passing_with_a_headline_warning(
@@ -52,7 +40,7 @@ def test_a_baseline_that_fails_its_cross_version_save_leaves_the_run_passing_wit
     head = (out / "summary.md").read_text().splitlines()[0]
     assert head.startswith("## ⚠️ passed") and "1 cross\\-version check not judged\\: the baseline failed it" in head, head
     assert "1 cross-version check not judged: the baseline failed it" in proc.stdout.strip().splitlines()[-1]
-    outputs = _github_outputs(github)
+    outputs = read_github_output(github.read_text())
     assert (outputs["verdict"], outputs["not-judged"], outputs["skipped"]) == ("passed", "1", "1"), outputs
 
 

@@ -172,14 +172,10 @@ def test_a_companion_with_no_release_for_the_candidate_names_its_newest_and_the_
 
 @pytest.mark.slow
 def test_a_typo_in_the_pull_requests_torch_pin_is_named_not_blamed_on_torchvision(tmp_path: Path) -> None:
-    from team_repo import commit, git
+    from team_repo import branched
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    commit(repo, "pin", {"requirements.txt": "torch==2.13.0\ntorchvision==0.28.0\n"})
-    git(repo, "checkout", "-qb", "typo")
-    commit(repo, "bump (a typo)", {"requirements.txt": "torch==2.13.7\ntorchvision==0.28.0\n"})
+    repo = branched(tmp_path / "repo", {"requirements.txt": "torch==2.13.0\ntorchvision==0.28.0\n"},
+                    {"typo": {"requirements.txt": "torch==2.13.7\ntorchvision==0.28.0\n"}})  # bump 2.13.0 -> 2.13.7
     proc = run_cli("compare", "--baseline", "auto", "--base-ref", "main", "--candidate", "auto", "--installer", "pip",
                    "--torch-backend", "pypi", "--requirements", "requirements.txt", "--venv-dir", str(tmp_path / "venvs"),
                    "--device", "cpu", "--out", str(tmp_path / "out"), cwd=repo)

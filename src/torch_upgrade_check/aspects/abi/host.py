@@ -33,7 +33,7 @@ from elftools.elf.elffile import ELFFile
 from packaging.utils import canonicalize_name
 
 from torch_upgrade_check.aspects.abi import host_macho as macho
-from torch_upgrade_check.aspects.abi.judge import ASPECT, DTYPE, WORKLOAD, Missing, Scan, judge_sides  # noqa: F401 (the check's names)
+from torch_upgrade_check.aspects.abi.judge import ASPECT, Missing, Scan, judge_sides  # noqa: F401 (the check's names)
 from torch_upgrade_check.model import CheckResult, Side
 
 # see lib_stem; ROCm's torch ships libc10_hip/libtorch_hip, Intel GPUs' libc10_xpu/libtorch_xpu, beside CUDA's

@@ -10,11 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch_upgrade_check.aspects._metrics import Recorded
+from torch_upgrade_check.aspects._stack import DTYPE, WORKLOAD
 from torch_upgrade_check.model import CheckResult, Outcome
 
 ASPECT = "abi"
-WORKLOAD = "stack"
-DTYPE = "-"
 LISTED = 5
 
 

@@ -34,13 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from torch_upgrade_check.analysis.closeness import plural_of
+from torch_upgrade_check.aspects._stack import DTYPE, WORKLOAD
 from torch_upgrade_check.aspects.api import host_guards as apiguards
 from torch_upgrade_check.aspects.api import host_lint as lint
 from torch_upgrade_check.aspects.api.host_lint import Advice, parse_torchfix, shown_path, with_advice  # noqa: F401 (the api check's API)
 from torch_upgrade_check.aspects.api.judge import (  # noqa: F401 (the check's names)
     ASPECT,
-    DTYPE,
-    WORKLOAD,
     Findings,
     Guards,
     Scanned,

@@ -12,11 +12,10 @@ from typing import Any
 
 from torch_upgrade_check.analysis.closeness import plural_of
 from torch_upgrade_check.aspects._metrics import Recorded
+from torch_upgrade_check.aspects._stack import DTYPE, WORKLOAD, listed
 from torch_upgrade_check.model import CheckResult, Outcome
 
 ASPECT = "api"
-WORKLOAD = "stack"
-DTYPE = "-"
 LISTED = 5
 SHOWN_USES = 3
 
@@ -60,10 +59,6 @@ def _uses(uses: Uses, name: str) -> str:
     where = uses.get(name, [])
     more = f" and {len(where) - SHOWN_USES} more" if len(where) > SHOWN_USES else ""
     return ", ".join(where[:SHOWN_USES]) + more
-
-
-def _shown(lines: list[str]) -> str:
-    return "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
 
 
 @dataclass(frozen=True)
@@ -129,7 +124,7 @@ def judge_sides(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device:
         absent = [n for n, a in cand["names"].items() if not a.get("exists")]
         lines = [missing(n, cand["names"]) for n in absent]
         reason = (f"{len(absent)} of {len(cand['names'])} torch names your code uses do not exist with torch "
-                  f"{cand.get('torch', '?')} (no baseline says whether they did before): {_shown(lines)}" if absent else
+                  f"{cand.get('torch', '?')} (no baseline says whether they did before): {listed(lines, LISTED)}" if absent else
                   f"all {len(cand['names'])} torch names your code uses exist")
         results["candidate"] = result(Outcome.SUSPICIOUS if absent else Outcome.PASSED, reason,
                                       {"uses": uses, "names": cand["names"], "missing": absent}, lines)
@@ -153,18 +148,18 @@ def judge_sides(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device:
     details = [*gone, *fallbacks, *warned, *narrowed,
                *(f"missing{since} too (your code's own, not judged): {n}" for n in neither)]
     also = (f"; {len(neither)} missing{since} too (your code's own names or typos, not judged): "
-            + _shown(neither)) if neither else ""
+            + listed(neither, LISTED)) if neither else ""
     verb = "exists" if len(fallbacks) == 1 else "exist"
     handled_by_team = (f"{plural_of(len(fallbacks), 'torch name')} your code uses {verb}{since} and not here, every "
-                       f"use guarded by your code (its fallback runs instead): {_shown(fallbacks)}")
+                       f"use guarded by your code (its fallback runs instead): {listed(fallbacks, LISTED)}")
     if gone:
         verb = "exists" if len(gone) == 1 else "exist"
-        reason = f"{plural_of(len(gone), 'torch name')} your code uses {verb}{since} and not here: {_shown(gone)}"
+        reason = f"{plural_of(len(gone), 'torch name')} your code uses {verb}{since} and not here: {listed(gone, LISTED)}"
         reason += f"; {handled_by_team}" if fallbacks else ""
         outcome = Outcome.FAILED
     elif fallbacks or warned or narrowed:
         reason = "; ".join([*([handled_by_team] if fallbacks else []),
-                            *([f"changed: {_shown([*warned, *narrowed])}"] if warned or narrowed else [])])
+                            *([f"changed: {listed([*warned, *narrowed], LISTED)}"] if warned or narrowed else [])])
         outcome = Outcome.SUSPICIOUS
     else:
         reason = f"every torch name your code uses{since} exists here ({len(cand['names']) - len(neither)} names)"

@@ -22,12 +22,12 @@ from typing import Any
 
 from torch_upgrade_check.analysis import closeness
 from torch_upgrade_check.analysis.closeness import plural_of as plural
-from torch_upgrade_check.aspects._metrics import Judged, Recorded
+from torch_upgrade_check.aspects._metrics import Closeness, Judged
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report
 
 
 @dataclass(frozen=True)
-class Metrics(Recorded):
+class Metrics(Closeness):
     """A compile check's metrics (worker: aspects.compile.run): how it was compiled, what Dynamo compiled and broke,
     the tensors against eager's (closeness reads them), and in compare against the baseline's compiled outputs."""
 
@@ -35,14 +35,6 @@ class Metrics(Recorded):
     compile_env: Mapping[str, str] | None = None
     compile_error: str | None = None
     compile_time_s: float | None = None
-    rtol: float | None = None
-    atol: float | None = None
-    per_tensor: Sequence[Mapping[str, Any]] | None = None
-    uncompared: Sequence[str] | None = None
-    max_abs_err: float | str | None = None  # "nan", "inf" as report.json writes them
-    not_checked: Mapping[str, str] | None = None
-    no_reference: Mapping[str, str] | None = None
-    no_yardstick: str | None = None
     fullgraph: bool | None = None
     fullgraph_error: str | None = None
     training_step: bool | None = None

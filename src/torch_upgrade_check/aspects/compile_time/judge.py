@@ -3,25 +3,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torch_upgrade_check.analysis import stats
 from torch_upgrade_check.analysis.verdicts import format_ms
-from torch_upgrade_check.aspects._metrics import Judged, Recorded
+from torch_upgrade_check.aspects._metrics import Judged, Timed
 from torch_upgrade_check.model import CheckSpec, Outcome
 
 
 @dataclass(frozen=True)
-class Metrics(Recorded):
+class Metrics(Timed):
     """The cold compiles' times (ms, each in a fresh Inductor cache), and the median and IQR the rule derives."""
 
-    samples_ms: Sequence[float] | None = None
-    once_ms: float | None = None
-    inner_loops: int | None = None
     cache: str | None = None
-    median_ms: float | None = None
-    iqr_ms: float | None = None
 
 
 def judge(m: Metrics, spec: CheckSpec) -> Judged:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from torch_upgrade_check.analysis import closeness
-from torch_upgrade_check.aspects._metrics import Judged, Recorded
+from torch_upgrade_check.aspects._metrics import Closeness, Judged
 from torch_upgrade_check.model import CheckSpec, Outcome
 
 OTHER = ", dynamic_inputs"  # aspects.export.run.OTHER: a program's run on the workload's inputs of other sizes
@@ -22,7 +21,7 @@ WHAT = {"export": "torch.export", "aoti": "AOTInductor"}  # jit's names how it w
 
 
 @dataclass(frozen=True)
-class Metrics(Recorded):
+class Metrics(Closeness):
     """A program's metrics (worker: aspects.export.run; onnx's adds its exporter's), with the compile rule's per
     tensor figures of each program's outputs (named "<program>:<output>") against the fp64 golden."""
 
@@ -36,12 +35,6 @@ class Metrics(Recorded):
     load_errors: Mapping[str, str] | None = None  # by program name
     programs: Sequence[str] | None = None  # "in-process", "reloaded", "baseline's program", ... + OTHER
     dynamic_shapes: bool | None = None
-    rtol: float | None = None
-    atol: float | None = None
-    per_tensor: Sequence[Mapping[str, Any]] | None = None
-    uncompared: Sequence[str] | None = None
-    max_abs_err: float | str | None = None  # "nan", "inf" as report.json writes them
-    not_checked: Mapping[str, str] | None = None
 
 
 def judge(m: Metrics, spec: CheckSpec) -> Judged:

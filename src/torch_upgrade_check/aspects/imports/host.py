@@ -30,7 +30,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from torch_upgrade_check.aspects.imports.judge import ASPECT, DTYPE, WORKLOAD, Imported, judge_sides  # noqa: F401 (the check's names)
+from torch_upgrade_check.aspects.imports.judge import ASPECT, Imported, judge_sides  # noqa: F401 (the check's names)
 from torch_upgrade_check.model import CheckResult
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 

@@ -13,11 +13,10 @@ from packaging.utils import canonicalize_name
 
 from torch_upgrade_check.analysis.closeness import plural_of
 from torch_upgrade_check.aspects._metrics import Recorded
+from torch_upgrade_check.aspects._stack import DTYPE, WORKLOAD, listed
 from torch_upgrade_check.model import CheckResult, Outcome
 
 ASPECT = "imports"
-WORKLOAD = "stack"
-DTYPE = "-"
 LISTED = 5
 
 
@@ -100,7 +99,8 @@ def _against_baseline(base: Mapping[str, Imported], cand: Mapping[str, Imported]
     since = f" with baseline {baseline_label}" if baseline_label else " with the baseline"
     also = f"; {len(still)} fail{since} too: " + "; ".join(_entry(i) for i in still[:LISTED]) if still else ""
     left = [_removed_entry(b, removed[canonicalize_name(b.distribution)]) for b in dropped]
-    out = f"; {len(left)} not installed here, removed by the team's pull request (not judged): {_shown(left)}" if left else ""
+    out = (f"; {len(left)} not installed here, removed by the team's pull request (not judged): {listed(left, LISTED)}"
+           if left else "")
     metrics = {"modules": table(cand), "broken": [i.module for i in broke], "gone": [b.module for b in gone],
                "also_on_baseline": [i.module for i in still], "new": [i.module for i in new],
                "removed_by_team": [b.module for b in dropped]}
@@ -109,10 +109,10 @@ def _against_baseline(base: Mapping[str, Imported], cand: Mapping[str, Imported]
                          *(f"also{since}: {_entry(i)}" for i in still)])
     failing = []
     if lines:
-        failing.append(f"{len(lines)} of {len(base)} modules that import{since} do not here: {_shown(lines)}")
+        failing.append(f"{len(lines)} of {len(base)} modules that import{since} do not here: {listed(lines, LISTED)}")
     if fresh:
         failing.append(f"{plural_of(len(fresh), 'module')} new in the candidate's stack (not installed{since}) "
-                       f"{'does' if len(fresh) == 1 else 'do'} not import: {_shown(fresh)}")
+                       f"{'does' if len(fresh) == 1 else 'do'} not import: {listed(fresh, LISTED)}")
     if failing:
         return result(Outcome.FAILED, "; ".join(failing) + also + out, metrics, details)
     return result(Outcome.PASSED, f"every module that imports{since} imports here "
@@ -123,7 +123,3 @@ def _removed_entry(b: Imported, root: str) -> str:
     """`tuc_gone (tuc-gone 1.0)`, or `idna (idna 3.10, with requests)` for a dependency that went with the removed."""
     went_with = f", with {root}" if root != canonicalize_name(b.distribution) else ""
     return f"{b.module} ({b.distribution} {b.version}{went_with})"
-
-
-def _shown(lines: list[str]) -> str:
-    return "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")

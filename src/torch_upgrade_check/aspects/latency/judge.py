@@ -3,26 +3,21 @@ for the workload where one names it; compiled-latency's rule is this one (aspect
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from torch_upgrade_check.analysis import stats
 from torch_upgrade_check.analysis.verdicts import format_ms, latency_limit
-from torch_upgrade_check.aspects._metrics import Judged, Recorded
+from torch_upgrade_check.aspects._metrics import Judged, Timed
 from torch_upgrade_check.model import CheckSpec, Outcome
 
 
 @dataclass(frozen=True)
-class Metrics(Recorded):
+class Metrics(Timed):
     """A forward's timed samples (ms a call, each the mean of `inner_loops` calls) and the threads it ran on; the
     median and IQR the rule derives from them (in compare, the A/B engine's figures beside them)."""
 
-    samples_ms: Sequence[float] | None = None
-    inner_loops: int | None = None
-    once_ms: float | None = None
     threads: int | None = None
-    median_ms: float | None = None
-    iqr_ms: float | None = None
 
 
 def judge(m: Metrics, spec: CheckSpec) -> Judged:

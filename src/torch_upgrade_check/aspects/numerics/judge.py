@@ -10,34 +10,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch_upgrade_check.analysis import closeness
-from torch_upgrade_check.aspects._metrics import Judged, Recorded
+from torch_upgrade_check.aspects._metrics import Closeness, Judged
 from torch_upgrade_check.model import CheckSpec
 
-# what analysis.closeness.judge reads of a check's metrics: each a field below
+# what analysis.closeness.judge reads of a check's metrics: each a field of its base, _metrics.Closeness
 CLOSENESS_KEYS = ("rtol", "atol", "per_tensor", "uncompared", "not_checked", "no_reference", "no_yardstick",
                   "max_abs_err")
 
 
 @dataclass(frozen=True)
-class Metrics(Recorded):
+class Metrics(Closeness):
     """A comparison with the fp64 golden, tensor by tensor (worker: tensors.compare), the tolerances it used and what
     it could not check."""
 
     numel: int | None = None
     tensors: int | None = None
-    max_abs_err: float | str | None = None  # "nan", "inf" as report.json writes them
     max_rel_err: float | str | None = None
     mismatched_count: int | None = None
     mismatched_share: float | None = None
     nan_count: int | None = None
-    per_tensor: Sequence[Mapping[str, Any]] | None = None  # one tensor's figures each (analysis.closeness reads them)
-    uncompared: Sequence[str] | None = None
     top_mismatches: Sequence[Mapping[str, Any]] | None = None
-    rtol: float | None = None
-    atol: float | None = None
-    not_checked: Mapping[str, str] | None = None
-    no_reference: Mapping[str, str] | None = None  # cross-backend: what the CPU had no reference for
-    no_yardstick: str | None = None  # why the model's own rounding error could not be measured
     model_unit: float | None = None
     sdpa_backend: str | None = None  # numerics of an attention workload: the backend the default dispatch picks
 

@@ -38,10 +38,9 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from torch_upgrade_check.aspects._stack import DTYPE, WORKLOAD
 from torch_upgrade_check.aspects.resolve.judge import (  # noqa: F401 (the check's names)
     ASPECT,
-    DTYPE,
-    WORKLOAD,
     Metrics,
     changes,
     pinned_by_team,

@@ -19,10 +19,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torch_upgrade_check.aspects._metrics import Recorded
+from torch_upgrade_check.aspects._stack import listed
 
 ASPECT = "resolve"
-WORKLOAD = "stack"
-DTYPE = "-"
 LISTED = 12  # changed packages named in the reason; all are in metrics and details
 
 
@@ -143,10 +142,6 @@ def split_changes(before: Mapping[str, str], after: Mapping[str, str], team: set
     return pinned, unasked
 
 
-def _listed(lines: Sequence[str]) -> str:
-    return "; ".join(lines[:LISTED]) + (f"; and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
-
-
 def resolved(torch: str, versions: Mapping[str, str], reference: Mapping[str, str] | None,
              team: set[str]) -> tuple[str, dict[str, Any], str]:
     """The candidate's stack resolved with its torch: the reason, metrics and details of its pass, with what resolves
@@ -156,9 +151,9 @@ def resolved(torch: str, versions: Mapping[str, str], reference: Mapping[str, st
     pinned, unasked = split_changes(reference, versions, team) if reference is not None else ([], [])
     also = ""
     if pinned:
-        also += f"; {len(pinned)} changed by the team's requirements: {_listed(pinned)}"
+        also += f"; {len(pinned)} changed by the team's requirements: {listed(pinned, LISTED)}"
     if unasked:
-        also += f"; {len(unasked)} changed by the resolver unasked: {_listed(unasked)}"
+        also += f"; {len(unasked)} changed by the resolver unasked: {listed(unasked, LISTED)}"
     if compared and not changed:
         also = "; every package resolves as with the baseline's torch"
     details = [*(f"{line} (the team's requirements)" for line in pinned),
