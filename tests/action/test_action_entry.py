@@ -146,7 +146,7 @@ def test_config_is_relative_to_the_working_directory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("inputs", "message"), [
     ({"candidate_torch_version": "2.x"}, "input 'candidate-torch-version' must be a torch version like 2.13.0"),
-    ({"baseline_torch_version": "latest"}, "input 'baseline-torch-version' must be a torch version"),
+    ({"baseline_torch_version": "newest"}, "input 'baseline-torch-version' must be a torch version"),
     ({"candidate_torch_version": "2.13.0", "torch_backend": "cuda12"}, "input 'torch-backend' must be auto, pypi, cpu"),
     ({"candidate_torch_version": "2.13.0", "index_url": "pypi.example.com"}, "input 'index-url' must be one URL"),
     ({"device": "tpu"}, "input 'device' must be one of auto, cpu, cuda, mps, got 'tpu'"),
