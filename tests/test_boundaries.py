@@ -1,5 +1,6 @@
 """The architecture holds: each file has a role and imports only from the roles below it, no import circle (between
-modules or folders), pure modules do no I/O, torch stays inside worker/."""
+modules or folders), pure modules do no I/O, torch stays inside the worker role (worker/ and the aspects' run.py
+files, which only the worker asks for)."""
 
 from __future__ import annotations
 
@@ -92,6 +93,8 @@ def test_the_cli_runs_without_junitparser() -> None:
 
 
 def test_torch_is_imported_only_in_worker() -> None:
+    """Only files whose role is worker import torch: worker/ and each aspect folder's worker files (run.py and its
+    helpers; judge.py, render.py and host*.py never)."""
     offenders = [
         str(p.relative_to(PKG))
         for p in PKG.rglob("*.py")

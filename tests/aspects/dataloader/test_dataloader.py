@@ -100,7 +100,7 @@ def test_on_emulated_cuda_batches_are_pinned_and_a_worker_that_inits_cuda_after_
             assert result["reason"].endswith("after the parent initialised cuda); pin_memory on, batches pinned")
             continue
         assert result["outcome"] == "failed", result["reason"]
-        assert [o for _, _, o in outcomes(result)] == ["died", "died", "equal", "equal", "equal", "equal"]
+        assert [o for _, _, o in outcomes(result)] == ["died", "died", "equal", "equal", "equal", "equal"], result["reason"]
         assert result["reason"].startswith("fork, persistent_workers=False, pin_memory on: a worker died: "
                                            "RuntimeError: DataLoader worker"), result["reason"]
         assert ("the worker's error: RuntimeError: Cannot re-initialize CUDA in forked subprocess" in result["reason"]

@@ -249,7 +249,7 @@ def _checked(dataset: Any, collate: Callable[[list[Any]], Any], loader: Loader, 
         try:
             found = _load(dataset, collate, loader, expected, timeout)
         except Exception as e:
-            found = {"error": _error_line(e), "outcome": _failure_kind(str(e))}
+            found = _failure(e)
     result["seconds"] = round(time.monotonic() - start, 3)
     if "error" in found:
         worker = _worker_error(tail.text)
@@ -316,6 +316,28 @@ def _error_line(e: BaseException) -> str:
     if cause is not None and first_line(cause) and first_line(cause) not in text:
         text += f" (from {type(cause).__name__}: {first_line(cause)})"
     return text[:400]
+
+
+def _failure(e: BaseException) -> dict[str, str]:
+    """The loader's error and its kind. A worker's death is told by DataLoader's SIGCHLD handler, which raises in this
+    process wherever it happens to be: inside Thread.start of a queue's feeder thread, threading's own clean-up then
+    raises a KeyError naming the thread, its context the worker's death (about 1 in 30 fork loaders whose workers die
+    at once). The error in the chain that says a worker died is the one reported, with what surfaced it."""
+    died = next((x for x in _chain(e) if _failure_kind(str(x)) == "died"), None)
+    if died is None or died is e:
+        return {"error": _error_line(e), "outcome": _failure_kind(str(e))}
+    surfaced = f"{type(e).__name__}: {first_line(e)}"[:120]
+    return {"error": f"{_error_line(died)} (surfaced as {surfaced})"[:400], "outcome": "died"}
+
+
+def _chain(e: BaseException) -> list[BaseException]:
+    """`e` and the errors it was raised from or while handling, nearest first (each once)."""
+    seen: list[BaseException] = []
+    at: BaseException | None = e
+    while at is not None and all(at is not x for x in seen):
+        seen.append(at)
+        at = at.__cause__ or at.__context__
+    return seen
 
 
 def _failure_kind(message: str) -> str:
