@@ -180,8 +180,7 @@ TABLE: tuple[Aspect, ...] = (
            folder="op_latency"),
     Aspect("memory", _W, _C.AB, _FK.MEMORY, Cost(0.3, 0.8),  # peak memory is usually exact: identical rounds
            ab=AB("bytes", "peak memory", Threshold.MEMORY, 3, least_rounds=3, noisy_least_rounds=8, cpu_profiler=True),
-           forwards=10,
-           folder="memory"),
+           forwards=10, folder="memory"),
     Aspect("fsdp2", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS, Cost(46, 46, "torchrun and 2 processes (gloo)"), forwards=200,
            folder="fsdp2"),
     Aspect("ddp", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS,
