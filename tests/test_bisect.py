@@ -216,6 +216,20 @@ def _subparser(name: str) -> argparse.ArgumentParser:
     return sub.choices[name]
 
 
+def test_a_slower_op_never_leaves_a_step_unsettled_another_suspicious_check_does() -> None:
+    """op-latency warns by design (its judge.py's WARNS_BY_DESIGN): its suspicious result is no reason to look again;
+    a suspicious latency, or an aspect this version does not know (another version's report), is."""
+    from torch_upgrade_check.commands.bisect import unsettled_of
+    from torch_upgrade_check.model import CheckResult, Outcome
+
+    def result(aspect: str, outcome: Outcome = Outcome.SUSPICIOUS) -> CheckResult:
+        return CheckResult("mlp", aspect, "cpu", "float32", outcome, reason="slower")
+
+    slower_op, latency, unknown = result("op-latency"), result("latency"), result("no-such-aspect")
+    assert unsettled_of([slower_op, latency, result("numerics", Outcome.PASSED), unknown]) == [latency, unknown]
+    assert unsettled_of([slower_op]) == []
+
+
 def test_every_compare_flag_is_forwarded_by_bisect_or_named_as_not() -> None:
     compare = {a.dest for a in _subparser("compare")._actions}
     forwarded = [*command_line.FORWARD_ONE, *command_line.FORWARD_MANY, *command_line.FORWARD_FLAGS]

@@ -175,6 +175,16 @@ def test_stat_is_read_as_the_kernel_writes_it(tmp_path: Path) -> None:
     assert hostload.idlest_cpus([0, 1, 2], 2, proc=tmp_path / "missing") == ((1, 2), {}, set())
 
 
+def test_the_ab_pairs_ready_the_cpu_profiler_where_a_memory_check_is_planned() -> None:
+    """compare's A/B pairs on the CPU warm what their AB rows ask (memory's cpu_profiler), once, named by the aspect:
+    the worker readies the CPU profiler for it before it pins itself (the test below)."""
+    from torch_upgrade_check.commands.compare import cpu_warm_up
+
+    memory, latency = (CheckSpec("mlp", a, "cpu", "float32") for a in ("memory", "latency"))
+    assert cpu_warm_up([latency, memory, CheckSpec("tiny", "memory", "cpu", "float32")]) == ("memory",)
+    assert cpu_warm_up([latency, CheckSpec("mlp", "compile-time", "cpu", "float32")]) == ()
+
+
 @linux
 def test_every_thread_of_an_ab_worker_is_pinned(tmp_path: Path, torch_python: str) -> None:
     """The worker pins itself after torch imported and the CPU profiler warmed (they are slow, and two workers on one

@@ -11,7 +11,7 @@ import pytest
 
 from torch_upgrade_check import cli
 from torch_upgrade_check.commands import settings
-from torch_upgrade_check.commands.argv import compare_repro, repro_command
+from torch_upgrade_check.commands.argv import compare_repro, fleet_memory_flags, repro_command
 from torch_upgrade_check.commands.common import PROG
 from torch_upgrade_check.model import CheckSpec
 
@@ -105,3 +105,29 @@ def test_run_repro_repeats_the_flags_as_typed() -> None:
     command = repro_command(args, ["run", "--python", sys.executable], "cpu", CheckSpec("mlp", "numerics", "cpu", "float32"))
     assert command.endswith("--only 'mlp[float32]/numerics' --rtol 1e-4 --atol 0 --threads 1")
     assert _parsed(command).python == sys.executable
+
+
+def test_compile_times_repro_repeats_compile_time_where_it_was_on() -> None:
+    """--only alone plans compile-time on no workload that does not list it: its repro says --compile-time again."""
+    spec = CheckSpec("mlp", "compile-time", "cpu", "float32")
+    on, off = _settings("compare", "--candidate", "2.13.0", "--compile-time"), _settings("compare", "--candidate", "2.13.0")
+    assert repro(on, "cpu", spec) == f"{PROG} compare --candidate 2.13.0 --device cpu --only 'mlp[float32]/compile-time' " \
+                                     "--compile-time"
+    assert repro(off, "cpu", spec) == f"{PROG} compare --candidate 2.13.0 --device cpu --only 'mlp[float32]/compile-time'"
+    assert "--compile-time" not in shlex.split(repro(on, "cpu", CheckSpec("mlp", "compile", "cpu", "float32")))
+    assert _parsed(repro(on, "cpu", spec)).compile_time
+
+
+def test_warnings_repro_repeats_fail_on_as_typed_where_it_names_warnings() -> None:
+    """Warnings fail only where --fail-on names them: the repro of a warnings check says so again; of another, not."""
+    spec = CheckSpec("mlp", "warnings", "cpu", "float32")
+    named = _settings("compare", "--candidate", "2.13.0", "--fail-on", "correctness, warnings")
+    assert repro(named, "cpu", spec) == f"{PROG} compare --candidate 2.13.0 --device cpu --only 'mlp[float32]/*' " \
+                                        "--fail-on 'correctness, warnings'"
+    assert "--fail-on" not in shlex.split(repro(_settings("compare", "--candidate", "2.13.0"), "cpu", spec))
+    assert "--fail-on" not in shlex.split(repro(named, "cpu", CheckSpec("mlp", "numerics", "cpu", "float32")))
+
+
+def test_fleet_memorys_repro_reruns_the_memory_checks_with_the_fleet_as_given() -> None:
+    s = _settings("compare", "--candidate", "2.13.0", "--fleet", "memory=24GiB", "--config", "cfg.yml")
+    assert fleet_memory_flags(s) == ["--only", "memory", "--config", "cfg.yml", "--fleet", "memory=24GiB"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from torch_upgrade_check import suite
 from torch_upgrade_check.aspects import ASPECT, WORKLOAD_ASPECTS
+from torch_upgrade_check.model import COMPILE_OPTIONS
 
 DEFAULT_PATH = Path("torch-upgrade-check.yml")
 SCHEMA_VERSION = 1
@@ -63,7 +64,7 @@ class CompileOptions:
     options: tuple[tuple[str, Any], ...] = ()
 
     def params(self) -> dict[str, Any]:
-        """What the worker reads (spec.params["compile"]): the keys given, JSON-ready."""
+        """What the worker reads (spec.params[model.COMPILE_OPTIONS]): the keys given, JSON-ready."""
         given = {"mode": self.mode, "dynamic": self.dynamic, "fullgraph": self.fullgraph, "backend": self.backend,
                  "options": dict(self.options)}
         return {k: v for k, v in given.items() if v not in (None, "", {})}
@@ -184,7 +185,7 @@ class Config:
         return {**({"allow_graph_breaks": True} if w.allow_graph_breaks else {}),
                 **({"steps": w.training_steps} if w.training_steps else {}),
                 **({"jit": w.jit} if w.jit else {}), **({"onnx": w.onnx} if w.onnx else {}),
-                **({"compile": w.compile.params()} if w.compile.params() else {})}
+                **({COMPILE_OPTIONS: w.compile.params()} if w.compile.params() else {})}
 
     def latency_limits(self, device: str) -> dict[str, float]:
         """workload name -> max median latency in ms on `device`, for analysis.verdicts.decide(max_latency_ms=...).

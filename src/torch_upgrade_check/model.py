@@ -21,6 +21,7 @@ DTYPES = ("float32", "float16", "bfloat16", "float64", "tf32")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # compile-mode's mode per device: CUDA graphs where there is CUDA, else autotuning without them
 COMPILE_MODE_OF = {"cuda": "reduce-overhead", "cpu": "max-autotune-no-cudagraphs", "mps": "max-autotune-no-cudagraphs"}
+COMPILE_OPTIONS = "compile"  # CheckSpec.params' key of a workload's `compile:` options (config writes, worker.compiling reads)
 # the environment variables that change what torch.compile does: each run records the ones set (report environment)
 COMPILE_ENV_PREFIXES = ("TORCH_COMPILE_", "TORCHINDUCTOR_", "TORCHDYNAMO_")
 

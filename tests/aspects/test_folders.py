@@ -20,7 +20,8 @@ FOLDERED = [a for a in TABLE if a.folder]
 WORKER_SIDE = (Runs.WORKER, Runs.TORCHRUN)  # rows whose checks run in a worker (the others have no run.py)
 # the generic layers: they reach an aspect's code through aspects.part, never by its name
 GENERIC = ("worker/checks.py", "analysis/verdicts.py", "report/checks.py", "report/comparison.py", "report/summary.py",
-           "report/junit.py", "orchestrate/measure.py", "analysis/sides.py", "report/unjudged.py")
+           "report/junit.py", "orchestrate/measure.py", "analysis/sides.py", "report/unjudged.py", "worker/compiling.py",
+           "commands/argv.py", "commands/compare.py", "commands/bisect.py")
 
 
 # each row's side besides judge.py and render.py: the worker's run.py, the host's host.py (a check the orchestrator
@@ -83,3 +84,20 @@ def test_a_judges_hooks_take_what_the_generic_layers_pass(aspect) -> None:
         hook = getattr(judge, name, None)
         if hook is not None:
             assert tuple(inspect.signature(hook).parameters) == params, f"{aspect.name}: judge.{name}"
+
+
+# The constants a judge.py may set, which the generic layers read by name, and their type: REPRO_SWITCH (its repro
+# repeats its row's switch where on) and REPRO_FAIL_ON (its repro repeats --fail-on where that names its kind:
+# commands/argv), WARNS_BY_DESIGN (its suspicious result never leaves a bisect step unsettled: commands/bisect).
+CONSTANTS = {"REPRO_SWITCH": bool, "REPRO_FAIL_ON": bool, "WARNS_BY_DESIGN": bool}
+
+
+@pytest.mark.parametrize("aspect", FOLDERED, ids=lambda a: a.name)
+def test_a_judges_constants_and_its_rows_switch_are_what_the_generic_layers_read(aspect) -> None:
+    from torch_upgrade_check.commands.settings import Shared
+
+    judge = part(aspect.name, "judge")
+    for name, kind in CONSTANTS.items():
+        assert isinstance(getattr(judge, name, kind()), kind), f"{aspect.name}: judge.{name}"
+    assert aspect.switch or not getattr(judge, "REPRO_SWITCH", False), "the switch its repro repeats is its row's"
+    assert aspect.switch in ("", *(f.name for f in dataclasses.fields(Shared))), "a switch is a settings field"

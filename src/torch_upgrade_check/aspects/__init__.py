@@ -100,6 +100,9 @@ class AB:
     # a sample is a whole cold compile: the check's budget is sized from what its rounds cost, and its pairs' warm-up
     # rounds (a new process's first compile) are reported apart, never counted in it
     cold_compiles: bool = False
+    # on the CPU its pairs' workers ready the CPU profiler, which peak memory reads there, before they are pinned
+    # (worker.__main__: two workers pinned to one CPU would pay its start in turn); the pair's `warm` names the aspect
+    cpu_profiler: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,12 @@ class Aspect:
     # the built-in workloads' own code, never a team's factory; or, artifact, the config's `artifacts:`)
     listed: bool = True
     against_cpu: bool = False  # compares an accelerator with the CPU: on the CPU it is skipped, saying so (cross-backend)
+    # compiled in the mode teams ship for speed on the device (model.COMPILE_MODE_OF) in place of the workload's mode
+    # and Inductor options (worker.compiling.options; compile-mode, which shares compile's folder)
+    device_mode: bool = False
+    # the settings' switch (a dest: compile_time for --compile-time) that adds it to every workload that can take it;
+    # bisect hands it on to every step (commands.argv.FORWARD_FLAGS)
+    switch: str = ""
 
 
 _W, _C, _FK = Runs.WORKER, InCompare, FailKind  # short, for the table
@@ -159,7 +168,7 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("compile-mode", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(0.1, 1.2, "mlp and matmul compiled again in the device's mode, after their compile check (measured "
                           "alone, 2026-12-04, Inductor's cache empty)"), family="compile", forwards=50, compiles=1,
-           folder="compile", listed=False),
+           folder="compile", listed=False, device_mode=True),
     Aspect("determinism", _W, _C.ALONE, _FK.CORRECTNESS, Cost(0.2, 0.3), forwards=20, folder="determinism"),
     Aspect("deterministic-backward", _W, _C.ALONE, _FK.CORRECTNESS, Cost(None, None, "CUDA only: not measured here"),
            forwards=20, folder="deterministic_backward", listed=False),
@@ -170,13 +179,13 @@ TABLE: tuple[Aspect, ...] = (
                          "share; the one that records first the most"), compare_only=True, forwards=200,
            folder="op_latency"),
     Aspect("memory", _W, _C.AB, _FK.MEMORY, Cost(0.3, 0.8),  # peak memory is usually exact: identical rounds
-           ab=AB("bytes", "peak memory", Threshold.MEMORY, 3, least_rounds=3, noisy_least_rounds=8), forwards=10,
-           folder="memory"),
+           ab=AB("bytes", "peak memory", Threshold.MEMORY, 3, least_rounds=3, noisy_least_rounds=8, cpu_profiler=True),
+           forwards=10, folder="memory"),
     Aspect("fsdp2", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS, Cost(46, 46, "torchrun and 2 processes (gloo)"), forwards=200,
            folder="fsdp2"),
     Aspect("ddp", Runs.TORCHRUN, _C.SAVED, _FK.CORRECTNESS,
            Cost(12, 12, "opt-in (--ddp): torchrun and 2 processes (gloo), 25 s of CPU"), opt_in="--ddp", forwards=200,
-           folder="ddp"),
+           folder="ddp", switch="ddp"),
     Aspect("checkpoint", _W, _C.SAVED, _FK.CORRECTNESS, Cost(0.7, 0.7), family="training", forwards=50,
            folder="checkpoint"),
     Aspect("training-curve", _W, _C.SAVED, _FK.CORRECTNESS, Cost(15, 21, "50 steps, twice"), family="training", forwards=400,
@@ -191,7 +200,7 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("compile-time", _W, _C.AB, _FK.LATENCY, Cost(62, 62, "3 cold compiles of a small MLP, and a warm-up"),
            opt_in="--compile-time, or a workload's aspects",
            ab=AB("ms", "cold compile time", Threshold.COMPILE_TIME, 6, least_rounds=2, cold_compiles=True),
-           forwards=10, compiles=2, folder="compile_time"),
+           forwards=10, compiles=2, folder="compile_time", switch="compile_time"),
     Aspect("compile-cache", _W, _C.ALONE, _FK.CORRECTNESS,
            Cost(5.5, 27, "a cold compile and a second process's warm one: matmul's 5 s, a small MLP's C++ "
                          "kernels 12-27 s (2026-12-04, other jobs running)"),

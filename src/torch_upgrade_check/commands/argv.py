@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from torch_upgrade_check import suite
-from torch_upgrade_check.aspects import AB_ASPECTS, LATENCY_LIKE, ab_of
+from torch_upgrade_check.aspects import AB_ASPECTS, ASPECT, LATENCY_LIKE, TABLE, ab_of, part
+from torch_upgrade_check.aspects.fleet_memory import judge as fleet_judge
 from torch_upgrade_check.commands.common import PROG
 from torch_upgrade_check.commands.settings import BisectSettings, CompareSettings, Install, RunSettings
 from torch_upgrade_check.model import CheckSpec
@@ -24,7 +25,7 @@ FORWARD_ONE = ("device", "timeout", "rtol", "atol", "config", "threads", "python
                "max_compile_time_regression", "ab_budget", "undecided")
 FORWARD_MANY = ("max_latency_ms", "workload", "python_path", "extra_index_url", "find_links", "extra_requirement",
                 "requirements", "extras")
-FORWARD_FLAGS = ("compile_time", "ddp")
+FORWARD_FLAGS = tuple(sorted(a.switch for a in TABLE if a.switch))  # the rows' switches, in their names' order
 # compare's flags that bisect does not hand on through those lists (it sets them per step, or refuses them), and
 # why; tests/test_bisect.py holds all four to compare's parser, so a new compare flag is forwarded or named here
 NOT_FORWARDED = {
@@ -66,15 +67,23 @@ def repro_command(s: RunSettings, head: Sequence[str], device: str, spec: CheckS
         cmd += [option(name), str(typed)] if typed is not None else []
     if spec.aspect in LATENCY_LIKE:
         cmd += repeated("max_latency_ms", s.max_latency_ms)
-    if spec.aspect == "compile-time" and s.compile_time:
-        cmd += ["--compile-time"]
-    if spec.aspect == "warnings" and "warnings" in s.fail_on_set:
-        cmd += ["--fail-on", s.fail_on]
+    cmd += own_flags(s, spec.aspect)
     regression = REGRESSION_FLAG.get(spec.aspect)
     typed = vars(s)[regression] if regression and isinstance(s, Install) else None  # compare only
     if regression and typed is not None:
         cmd += [option(regression), typed]
     return shlex.join(cmd)
+
+
+def own_flags(s: RunSettings, aspect: str) -> list[str]:
+    """The flags an aspect's judge.py says shaped its check: its row's switch where on (REPRO_SWITCH), and --fail-on
+    as typed where that names its kind (REPRO_FAIL_ON)."""
+    judge, row = part(aspect, "judge"), ASPECT.get(aspect)
+    if row is None:  # an aspect of another version's report
+        return []
+    switch = [option(row.switch)] if getattr(judge, "REPRO_SWITCH", False) and vars(s)[row.switch] else []
+    fail_on = ["--fail-on", s.fail_on] if getattr(judge, "REPRO_FAIL_ON", False) and row.kind.value in s.fail_on_set else []
+    return switch + fail_on
 
 
 def run_head(python: str) -> list[str]:
@@ -106,9 +115,14 @@ def compare_repro(s: CompareSettings, device: str, spec: CheckSpec) -> str:
 
 
 def fleet_flags(s: RunSettings, only: str = "environment") -> list[str]:
-    """The flags that run environment[-]/fleet again (the fleet as given, and nothing else); with only="memory",
-    the memory checks that environment[-]/fleet-memory judges."""
+    """The flags that run environment[-]/fleet again (the fleet as given, and nothing else); with `only` another
+    --only pattern (fleet_memory_flags)."""
     return ["--only", only, *(["--config", s.config] if s.config else []), *(["--fleet", s.fleet] if s.fleet else [])]
+
+
+def fleet_memory_flags(s: RunSettings) -> list[str]:
+    """The flags that run the checks environment[-]/fleet-memory judges again, with the fleet as given."""
+    return fleet_flags(s, fleet_judge.JUDGED)
 
 
 def _side(role: str, build: Build) -> list[str]:

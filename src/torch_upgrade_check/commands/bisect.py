@@ -21,7 +21,7 @@ from pathlib import Path
 
 from torch_upgrade_check import __version__, github, stack, values
 from torch_upgrade_check.analysis import bisect as search
-from torch_upgrade_check.aspects import AB_ASPECTS
+from torch_upgrade_check.aspects import AB_ASPECTS, part
 from torch_upgrade_check.commands import argv as command_line
 from torch_upgrade_check.commands.common import PROG, say
 from torch_upgrade_check.commands.settings import BisectSettings
@@ -186,13 +186,19 @@ def _compare(s: BisectSettings, good: listing.Build, build: listing.Build, i: in
             return (BisectStep(i, build.label, "skip", f"could not be judged: none of the selected checks ran (log: {log})",
                                date=date, git=git), base, [])
         return BisectStep(i, build.label, "bad", _reasons(failing), date=date, git=git, checks=tuple(failing)), base, []
-    # op-latency warns by design (a slower op it names is never a failure): it neither makes a step bad nor unsettled
-    unsettled = [r for r in cand.results if r.outcome is Outcome.SUSPICIOUS and r.aspect != "op-latency"]
+    unsettled = unsettled_of(cand.results)
     if unsettled:
         return (BisectStep(i, build.label, "skip", _reasons(unsettled), date=date, git=git, checks=tuple(unsettled)),
                 base, [r.id for r in unsettled])
     ran = [r for r in cand.results if r.outcome is not Outcome.SKIPPED]
     return BisectStep(i, build.label, "good", f"the {len(ran)} selected check(s) pass", date=date, git=git), base, []
+
+
+def unsettled_of(results: Sequence[CheckResult]) -> list[CheckResult]:
+    """The suspicious results that leave a step unsettled: all but those of an aspect whose judge.py says it warns by
+    design (WARNS_BY_DESIGN: op-latency's slower ops are never a failure, so never a reason to look again)."""
+    return [r for r in results if r.outcome is Outcome.SUSPICIOUS
+            and not getattr(part(r.aspect, "judge"), "WARNS_BY_DESIGN", False)]
 
 
 def _good_step(good: listing.Build, baseline: Report | None) -> BisectStep:

@@ -15,7 +15,7 @@ from pathlib import Path
 from torch_upgrade_check import __version__
 from torch_upgrade_check.analysis import abjudge
 from torch_upgrade_check.analysis.sides import judge_against_baseline, mark_preexisting
-from torch_upgrade_check.aspects import AB_ASPECTS, PER_SIDE_ASPECTS
+from torch_upgrade_check.aspects import AB_ASPECTS, PER_SIDE_ASPECTS, ab_of
 from torch_upgrade_check.commands import argv, stack_checks
 from torch_upgrade_check.commands.common import PROG, finish, fleet_memory, infra, say
 from torch_upgrade_check.commands.compare_sides import Sides, in_parallel, plan_sides, provision_sides
@@ -108,11 +108,16 @@ def ab_pair(sides: Sides, plan: Plan) -> measure.Pair | None:
     if not (plan.ab_specs or plan.op_specs):
         return None
     settings = sides.settings
-    warm = ("memory",) if sides.device == "cpu" and any(c.aspect == "memory" for c in plan.ab_specs) else ()
+    warm = cpu_warm_up(plan.ab_specs) if sides.device == "cpu" else ()
     cpus, why = measure.pinned_cpus(settings.threads or 1)
     return measure.Pair(sides.pythons["baseline"], sides.pythons["candidate"], sides.out / "logs", settings.threads,
                         tuple(settings.python_path), cpus, warm,
                         Path(tempfile.mkdtemp(prefix="torch-upgrade-check-inductor-")), cpus_why=why)
+
+
+def cpu_warm_up(ab_specs: list[CheckSpec]) -> tuple[str, ...]:
+    """The A/B aspects planned whose workers ready the CPU profiler before they are pinned (their AB's cpu_profiler)."""
+    return tuple(dict.fromkeys(c.aspect for c in ab_specs if ab_of(c.aspect).cpu_profiler))
 
 
 # --- correctness ----------------------------------------------------------------------------------------------------
@@ -195,7 +200,7 @@ def _measure(settings: session.Settings, ab_specs: list[CheckSpec], pair: measur
     `attributing`, each regressed or undecided latency check's forward profiled op by op (orchestrate.attribute)."""
     kinds = [a for a in AB_ASPECTS if any(c.aspect == a for c in ab_specs)]
     cold = (f", a compile-time check {measure.COMPILE_BUDGET_ROUNDS} of its rounds, {budget_s * measure.COMPILE_BUDGET_FACTOR:g}"
-            f"-{budget_s * measure.COMPILE_BUDGET_MOST:g} s" if "compile-time" in kinds else "")
+            f"-{budget_s * measure.COMPILE_BUDGET_MOST:g} s" if any(ab_of(k).cold_compiles for k in kinds) else "")
     say(f"{', '.join(kinds)}: {len(ab_specs)} checks A/B, in batches of interleaved rounds, each batch in a fresh "
         f"pair of workers ({settings.threads} CPU threads each; up to {budget_s:g} s a check{cold})")
     if pair.cpus:
@@ -268,7 +273,7 @@ def judge(sides: Sides, started: float) -> int:
             reports["baseline"], mark_preexisting(reports["baseline"], reports["candidate"],
                                                   s.fail_on_shared_failures), s.fail_on_set)
     reports["candidate"] = fleet_memory(s.served, reports["candidate"], shlex.join(
-        [PROG, *argv.compare_head(s), "--device", sides.device, *argv.fleet_flags(s, "memory")]))
+        [PROG, *argv.compare_head(s), "--device", sides.device, *argv.fleet_memory_flags(s)]))
     sides.reports = {k: replace(r, finished=session.now(), complete=True) for k, r in reports.items()}
     sides.write()
     return finish(s.output, list(sides.reports.values()), sides.out / "report.json", time.monotonic() - started)

@@ -1,11 +1,11 @@
 """torch.compile as a workload ships it, and what the compile checks do with the compiled model besides judging it.
 
-A workload's `compile:` options (spec.params["compile"]: mode, dynamic, fullgraph, backend, options) say how the team
-calls torch.compile; the compile-mode aspect replaces the mode with the one teams ship for speed on the device
-(model.COMPILE_MODE_OF). Where the factory gives `dynamic_inputs` (inputs of other sizes) and the options leave
-`dynamic` unset, the dimensions that differ are marked dynamic (torch._dynamo.mark_dynamic) on every input set, as a
-team marks its batches. `compiled` is the one place that turns all that into a compiled model: the compile checks
-call it, and so do compile-cache and compiled-latency, which run and time the compiled model.
+A workload's `compile:` options (spec.params[model.COMPILE_OPTIONS]: mode, dynamic, fullgraph, backend, options) say
+how the team calls torch.compile; an aspect whose row says `device_mode` (compile-mode) replaces the mode with the one
+teams ship for speed on the device (model.COMPILE_MODE_OF). Where the factory gives `dynamic_inputs` (inputs of other
+sizes) and the options leave `dynamic` unset, the dimensions that differ are marked dynamic (torch._dynamo.mark_dynamic)
+on every input set, as a team marks its batches. `compiled` is the one place that turns all that into a compiled model:
+the compile checks call it, and so do compile-cache and compiled-latency, which run and time the compiled model.
 
 Also here: the size sweep (each set of dynamic_inputs through the compiled model, the graphs Dynamo compiled there
 counted) and compare's files of compiled outputs (the baseline saves its weights, inputs, compiled outputs and fp64
@@ -20,16 +20,18 @@ from typing import Any
 
 import torch
 
-from torch_upgrade_check.model import COMPILE_MODE_OF, CheckSpec
+from torch_upgrade_check.aspects import ASPECT
+from torch_upgrade_check.model import COMPILE_MODE_OF, COMPILE_OPTIONS, CheckSpec
 from torch_upgrade_check.worker import crossversion, error_text, tensors
 from torch_upgrade_check.worker.instance import Instance, Skip, grad_leaves
 
 
 def options(spec: CheckSpec) -> dict[str, Any]:
-    """The torch.compile arguments this check compiles with: the workload's `compile:`, and for compile-mode the
-    device's mode in place of its mode (and of its Inductor options: torch.compile takes one or the other)."""
-    given = dict(spec.params.get("compile") or {})
-    if spec.aspect == "compile-mode":
+    """The torch.compile arguments this check compiles with: the workload's `compile:`, and for an aspect whose row
+    says `device_mode` the device's mode in place of its mode (and of its Inductor options: torch.compile takes one or
+    the other)."""
+    given = dict(spec.params.get(COMPILE_OPTIONS) or {})
+    if spec.aspect in ASPECT and ASPECT[spec.aspect].device_mode:
         given.pop("options", None)
         given["mode"] = COMPILE_MODE_OF.get(spec.device, COMPILE_MODE_OF["cpu"])
     return given

@@ -10,6 +10,10 @@ from torch_upgrade_check.analysis.verdicts import format_ms
 from torch_upgrade_check.aspects._metrics import Judged, Timed
 from torch_upgrade_check.model import CheckSpec, Outcome
 
+# its repro command repeats its row's switch (--compile-time) where it was on: --only alone plans it on no workload that
+# does not list it (commands.argv.repro_command)
+REPRO_SWITCH = True
+
 
 @dataclass(frozen=True)
 class Metrics(Timed):

@@ -18,6 +18,7 @@ from torch_upgrade_check.aspects._metrics import Recorded
 from torch_upgrade_check.model import CheckResult, Outcome
 
 WORKLOAD, DTYPE, ASPECT = "environment", "-", "fleet-memory"
+JUDGED = "memory"  # the aspect whose peaks it judges: its repro command reruns those checks (--only memory)
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,10 @@ def judge_report(memory: int, results: Sequence[CheckResult], *, device: str, la
         return result(Outcome.SKIPPED, f"the checks ran on {device}: the peak memory of each workload is judged "
                                        f"against the fleet's smallest card ({card}) on a CUDA runner")
     peaks = {f"{r.workload}[{r.dtype}]": float(r.metrics["peak_bytes"]) for r in results
-             if r.aspect == "memory" and r.device == "cuda" and r.outcome is not Outcome.ERROR
+             if r.aspect == JUDGED and r.device == "cuda" and r.outcome is not Outcome.ERROR
              and isinstance(r.metrics.get("peak_bytes"), (int, float))}
     unmeasured = sorted(f"{r.workload}[{r.dtype}]" for r in results
-                        if r.aspect == "memory" and r.device == "cuda" and f"{r.workload}[{r.dtype}]" not in peaks)
+                        if r.aspect == JUDGED and r.device == "cuda" and f"{r.workload}[{r.dtype}]" not in peaks)
     if not peaks and unmeasured:  # each ran and none finished: out of memory on the runner's own card, likeliest
         return result(Outcome.SUSPICIOUS, f"no peak was measured for {', '.join(unmeasured)} (its memory check did "
                                           f"not finish), so none is judged against the fleet's smallest card "

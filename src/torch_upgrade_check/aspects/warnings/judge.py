@@ -14,6 +14,9 @@ from torch_upgrade_check.aspects._metrics import Judged, Recorded
 from torch_upgrade_check.model import CheckResult, CheckSpec, Outcome, Report, Side
 
 NAME = "warnings"
+# its failures count only where --fail-on names its kind (not by default): its repro command then repeats --fail-on as
+# typed (commands.argv.repro_command)
+REPRO_FAIL_ON = True
 
 
 @dataclass(frozen=True)
