@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -131,3 +132,15 @@ def test_warnings_repro_repeats_fail_on_as_typed_where_it_names_warnings() -> No
 def test_fleet_memorys_repro_reruns_the_memory_checks_with_the_fleet_as_given() -> None:
     s = _settings("compare", "--candidate", "2.13.0", "--fleet", "memory=24GiB", "--config", "cfg.yml")
     assert fleet_memory_flags(s) == ["--only", "memory", "--config", "cfg.yml", "--fleet", "memory=24GiB"]
+
+
+def test_ddps_repro_repeats_ddp_and_its_command_lists_the_check() -> None:
+    """ddp is opt-in (--ddp): --only alone matches no check, so its repro says --ddp again, and the repro as a user
+    pastes it (with --list) finds the check (it stopped with exit 2, "matches no check", before)."""
+    spec = CheckSpec("transformer_block", "ddp", "cpu", "float32")
+    command = repro_command(_settings("run", "--ddp"), ["run"], "cpu", spec)
+    assert command == f"{PROG} run --device cpu --only 'transformer_block[float32]/ddp' --ddp"
+    listed = subprocess.run([sys.executable, "-m", "torch_upgrade_check", *shlex.split(command)[1:], "--list"],
+                            check=False, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0].startswith("transformer_block[float32]/ddp "), listed.stdout

@@ -11,6 +11,9 @@ from torch_upgrade_check.model import CheckSpec
 
 WORDS = fsdp2.Words("DDP", "all-reduced gradients", "gradient", "all-reduced gradient",
                     "all-reduced gradients (each rank's)")
+# its repro command repeats its row's switch (--ddp): --only alone matches no check where the switch is off
+# (commands.argv.repro_command)
+REPRO_SWITCH = True
 
 
 @dataclass(frozen=True)
