@@ -1,4 +1,5 @@
-"""compare's stack checks: `stack[-]/resolve` before anything is installed, `<distribution>[-]/imports` after (no torch).
+"""compare's stack checks, each reached through its row (aspects.TABLE's host rows, at their `stage`: resolve before
+anything is installed, imports, abi and api after), its folder's host.py called as `on_host(context)` (no torch).
 
 Each side's stack is read at its own git ref (`stack_sides.side_stacks`): the baseline's files as --base-ref has them, the
 candidate's as --head-ref (or the working tree) has them. commands/compare.py calls these at two points and
