@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_upgrade_check.aspects import TABLE, Runs, part
+from torch_upgrade_check.aspects import TABLE, Runs, Stage, part
 from torch_upgrade_check.aspects._metrics import Recorded
 from torch_upgrade_check.report.columns import Column
 
@@ -21,7 +21,7 @@ WORKER_SIDE = (Runs.WORKER, Runs.TORCHRUN)  # rows whose checks run in a worker 
 # the generic layers: they reach an aspect's code through aspects.part, never by its name
 GENERIC = ("worker/checks.py", "analysis/verdicts.py", "report/checks.py", "report/comparison.py", "report/summary.py",
            "report/junit.py", "orchestrate/measure.py", "analysis/sides.py", "report/unjudged.py", "worker/compiling.py",
-           "commands/argv.py", "commands/compare.py", "commands/bisect.py")
+           "commands/argv.py", "commands/compare.py", "commands/bisect.py", "commands/stack_checks.py")
 
 
 # each row's side besides judge.py and render.py: the worker's run.py, the host's host.py (a check the orchestrator
@@ -60,6 +60,39 @@ def test_the_folder_holds_every_part(aspect) -> None:
 def test_no_generic_layer_spells_a_foldered_aspects_name(aspect) -> None:
     spelled = [path for path in GENERIC if re.search(rf"[\"']{re.escape(aspect.name)}[\"']", (PKG / path).read_text())]
     assert spelled == []
+
+
+@pytest.mark.parametrize("path", GENERIC)
+def test_no_generic_layer_imports_an_aspects_folder(path: str) -> None:
+    # a folder imported by name is an aspect named: the generic layers reach its modules through aspects.part
+    folders = {a.folder for a in FOLDERED}
+    named = sorted(m for m in _imports(PKG / path) if m.startswith("torch_upgrade_check.aspects.")
+                   and m.split(".")[2] in folders)
+    assert named == []
+
+
+# the hooks a host check's host.py defines, which commands/stack_checks calls through the row (its stage), and the
+# parameters each takes; `blocking` and `torch_not_on_index` are optional (a check run before installing may stop it)
+HOST_HOOKS = {"planned": ("settings", "only"), "on_host": ("context",)}
+OPTIONAL_HOST_HOOKS = {"blocking": ("role", "r", "files", "logs"), "torch_not_on_index": ("s", "sides", "base_python", "out"),
+                       "pinned_by_team": ("before", "after")}
+
+
+@pytest.mark.parametrize("aspect", FOLDERED, ids=lambda a: a.name)
+def test_a_host_check_has_a_stage_and_the_hooks_compare_calls(aspect) -> None:
+    assert (aspect.stage is not None) == (aspect.runs is Runs.HOST), "a stage is a host check's, and every one has it"
+    if aspect.runs is not Runs.HOST:
+        return
+    assert isinstance(aspect.stage, Stage)
+    host = part(aspect.name, "host")
+    for name, params in HOST_HOOKS.items():
+        assert tuple(inspect.signature(getattr(host, name)).parameters) == params, f"{aspect.name}: host.{name}"
+    if aspect.stage is Stage.BEFORE_INSTALL:  # its results may stop the run, with a line saying what it did to torch
+        assert isinstance(host.VERB, str) and host.VERB
+    for name, params in OPTIONAL_HOST_HOOKS.items():
+        hook = getattr(host, name, None)
+        if hook is not None:
+            assert tuple(inspect.signature(hook).parameters) == params, f"{aspect.name}: host.{name}"
 
 
 def test_every_aspect_has_a_folder_a_name_not_in_the_table_has_no_parts_and_a_wrong_role_is_refused() -> None:

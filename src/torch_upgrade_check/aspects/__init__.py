@@ -40,6 +40,13 @@ class Runs(Word):
     REPORT = "report"  # decided from a finished report's results (report, merge, the end of run and compare)
 
 
+class Stage(Word):
+    """When a host check (Runs.HOST) runs in compare: commands/stack_checks calls its host.py's `on_host` then."""
+
+    BEFORE_INSTALL = "before-install"  # each side's stack resolved before anything is installed: its results may stop the run
+    INSTALLED = "installed"  # in each side's installed environment, once its workers are ready
+
+
 class InCompare(Word):
     """How compare treats the aspect's checks."""
 
@@ -151,6 +158,7 @@ class Aspect:
     # the settings' switch (a dest: compile_time for --compile-time) that adds it to every workload that can take it;
     # bisect hands it on to every step (commands.argv.FORWARD_FLAGS)
     switch: str = ""
+    stage: Stage | None = None  # a host check's (Runs.HOST): when compare runs it; None for every other row
 
 
 _W, _C, _FK = Runs.WORKER, InCompare, FailKind  # short, for the table
@@ -213,15 +221,17 @@ TABLE: tuple[Aspect, ...] = (
     Aspect("warnings", _W, _C.ALONE, _FK.WARNINGS, Cost(0.3, 0.5), last=True, forwards=10, folder="warnings"),
     Aspect("resolve", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
            Cost(None, None, "your stack: one installer dry run a side (1.5 s with pip here, see Cost of a run)"),
-           opt_in=STACK_OPT_IN, folder="resolve"),
+           opt_in=STACK_OPT_IN, folder="resolve", stage=Stage.BEFORE_INSTALL),
     Aspect("imports", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
-           Cost(None, None, "your stack: one process a top-level module"), opt_in=STACK_OPT_IN, folder="imports"),
+           Cost(None, None, "your stack: one process a top-level module"), opt_in=STACK_OPT_IN, folder="imports",
+           stage=Stage.INSTALLED),
     Aspect("abi", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
            Cost(None, None, "your stack: reads every shared object that links torch"), opt_in=STACK_OPT_IN,
-           folder="abi"),
+           folder="abi", stage=Stage.INSTALLED),
     Aspect("api", Runs.HOST, _C.STACK, _FK.CORRECTNESS,
            Cost(5.4, 13, "opt-in (--scan): one process a side imports torch and reaches each name your code uses; "
-                         "names under torch._dynamo the most"), opt_in="--scan, or --only api", folder="api"),
+                         "names under torch._dynamo the most"), opt_in="--scan, or --only api", folder="api",
+           stage=Stage.INSTALLED),
     Aspect("export", _W, _C.SAVED, _FK.CORRECTNESS,
            Cost(7.4, 13, "the first of a worker imports torch.export in it and in the loader process"),
            opt_in="a workload's aspects (the built-ins have it)", family="artifact", forwards=20, compiles=0.3,
@@ -257,6 +267,8 @@ SIZED_ASPECTS = tuple(a.name for a in TABLE if a.sized)  # a failure the baselin
 # an aspect folder's modules: the worker side, the rule, the summary's columns, and (a Runs.HOST aspect's, in place of
 # run.py) the host side, which the orchestrator's commands call beside the workers
 ROLES = ("run", "judge", "render", "host")
+# the host checks compare runs at each stage (Stage's order, then TABLE's), each reached by its row's folder's host.py
+HOST_STAGES = {stage: tuple(a.name for a in TABLE if a.stage is stage) for stage in Stage}
 
 
 def part(aspect: str, role: str) -> ModuleType | None:

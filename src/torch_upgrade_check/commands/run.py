@@ -10,7 +10,7 @@ from dataclasses import replace
 from torch_upgrade_check import __version__
 from torch_upgrade_check.aspects import APART_ASPECTS
 from torch_upgrade_check.aspects.api import host as apiscan
-from torch_upgrade_check.commands import argv, stack_checks
+from torch_upgrade_check.commands import argv
 from torch_upgrade_check.commands.common import PROG, finish, fleet_memory, fleet_result, infra, say, with_device_limits
 from torch_upgrade_check.commands.settings import RunSettings
 from torch_upgrade_check.errors import EXIT_PASSED
@@ -24,7 +24,7 @@ from torch_upgrade_check.schema import write_reports
 
 def execute(s: RunSettings) -> int:
     settings, output = s.session, s.output
-    roots = stack_checks.scan_roots(s, settings.only)  # a --scan path that does not exist: exit 2 before anything runs
+    roots = apiscan.scan_roots(s, settings.only)  # a --scan path that does not exist: exit 2 before anything runs
     out = settings.out
     report = session.new_report(settings)
     try:

@@ -100,13 +100,13 @@ def test_the_verdicts_gone_fails_new_warning_and_lost_parameter_are_suspicious_t
 def test_api_is_opt_in_scan_paths_or_only_api_with_the_python_path(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from torch_upgrade_check import cli
-    from torch_upgrade_check.commands import settings, stack_checks
+    from torch_upgrade_check.commands import settings
 
     monkeypatch.chdir(tmp_path)  # no ./torch-upgrade-check.yml is read
 
     def roots(only: list[str], *flags: str) -> list[str]:
         argv = ["run", *flags]
-        return stack_checks.scan_roots(settings.build(cli.build_parser().parse_args(argv), argv), only)
+        return apiscan.scan_roots(settings.build(cli.build_parser().parse_args(argv), argv), only)
 
     assert roots([]) == [] and roots([], "--python-path", str(tmp_path)) == []  # the default suite never scans
     assert roots([], "--scan", str(tmp_path)) == [str(tmp_path)]

@@ -22,7 +22,7 @@ import ctypes.util
 import re
 import struct
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -33,7 +33,9 @@ from elftools.elf.elffile import ELFFile
 from packaging.utils import canonicalize_name
 
 from torch_upgrade_check.aspects.abi import host_macho as macho
-from torch_upgrade_check.aspects.abi.judge import ASPECT, Missing, Scan, judge_sides  # noqa: F401 (the check's names)
+from torch_upgrade_check.aspects.abi.judge import ASPECT, Missing, Scan, judge_sides
+from torch_upgrade_check.aspects.imports import host as imports_host  # each side's distributions, listed once for both
+from torch_upgrade_check.hostchecks.context import HostContext, Settings, said, wanted
 from torch_upgrade_check.model import CheckResult, Side
 
 # see lib_stem; ROCm's torch ships libc10_hip/libtorch_hip, Intel GPUs' libc10_xpu/libtorch_xpu, beside CUDA's
@@ -214,3 +216,20 @@ def check(envs: Mapping[str, Environment], *, device: str, repro: str, labels: M
         seconds[role] = time.monotonic() - started
     return judge_sides(scans, stack_notes(envs, removed or {}), device=device, repro=repro, labels=labels,
                        seconds=seconds)
+
+
+# The hooks commands/stack_checks reaches through the row (Stage.INSTALLED).
+
+def planned(settings: Settings, only: Sequence[str]) -> bool:
+    """With a stack (unless --only leaves abi out), or without one when --only asks for it."""
+    return wanted(settings, only, ASPECT)
+
+
+def on_host(context: HostContext) -> dict[str, CheckResult]:
+    """Each side's abi result, from the distributions imports lists (read once for both: imports' `installed`)."""
+    listings, removed = imports_host.installed(context)
+    envs = {role: Environment({d: (str(v["version"]), list(v["libraries"])) for d, v in listings[role].items()})
+            for role in context.pythons}
+    results = check(envs, device=context.device, labels=context.labels, removed=removed,
+                    repro=context.repro_of(ASPECT))
+    return said(results, ASPECT, context.say)

@@ -49,6 +49,7 @@ from torch_upgrade_check.aspects.api.judge import (  # noqa: F401 (the check's n
     judge_sides,
 )
 from torch_upgrade_check.errors import UsageError
+from torch_upgrade_check.hostchecks.context import HostContext, Settings, said, selected
 from torch_upgrade_check.model import CheckResult, Outcome
 from torch_upgrade_check.orchestrate.workers import InfrastructureError, worker_env
 from torch_upgrade_check.schema import API_NAMES_KIND as KIND
@@ -259,3 +260,32 @@ def check(pythons: Mapping[str, str], roots: Sequence[str], *, device: str, repr
                    baseline_label=baseline_label, guards=scanned.guards)
     judged["candidate"] = with_advice(judged["candidate"], advice, note)
     return {**judged, **errors}
+
+
+# The hooks commands/stack_checks reaches through the row (Stage.INSTALLED).
+
+def scan_roots(s: Settings, only: Sequence[str]) -> list[str]:
+    """What the api check scans: the --scan paths, or, when --only asks for api, the python-path folders (--python-path
+    and the config's); none (no api check) otherwise, or when --only leaves api out."""
+    if not selected(only, ASPECT):
+        return []
+    if s.scan:
+        return check_roots(s.scan)
+    if not only:
+        return []
+    return [*(s.cfg.resolved_python_path() if s.cfg is not None else []), *(str(Path(p).resolve()) for p in s.python_path)]
+
+
+def planned(settings: Settings, only: Sequence[str]) -> bool:
+    """With a path to scan: --scan, or --only naming api (a --scan path that does not exist: exit 2, UsageError)."""
+    return bool(scan_roots(settings, only))
+
+
+def on_host(context: HostContext) -> dict[str, CheckResult]:
+    """Each side's api result: the torch names the scanned files use, asked of each side's torch."""
+    roots = scan_roots(context.settings, context.only)
+    if not roots:
+        return {}
+    results = check(context.pythons, roots, device=context.device, timeout_s=max(context.timeout_s, TIMEOUT_S),
+                    repro=context.repro_of(ASPECT), baseline_label=context.labels.get("baseline", ""), say=context.say)
+    return said(results, ASPECT, context.say)

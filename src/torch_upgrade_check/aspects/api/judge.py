@@ -6,13 +6,13 @@ suspicious."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from torch_upgrade_check.analysis.closeness import plural_of
 from torch_upgrade_check.aspects._metrics import Recorded
-from torch_upgrade_check.aspects._stack import DTYPE, WORKLOAD, listed
+from torch_upgrade_check.aspects._stack import Built, by_side, listed
 from torch_upgrade_check.model import CheckResult, Outcome
 
 ASPECT = "api"
@@ -97,9 +97,7 @@ def judge_sides(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device:
     """Each side's `stack[-]/api` result; the candidate's against the baseline's answers when there is one. A name
     the candidate lacks whose every use the team's code guards (`guards`, host_guards.py) is suspicious, not failed."""
     scanned = Scanned(uses, guards or {})
-    def result(outcome: Outcome, reason: str, metrics: dict[str, Any], details: list[str]) -> CheckResult:
-        return CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics,
-                           details="\n".join(details), duration_s=round(seconds, 3), repro=repro)
+    result = Built(CheckResult, ASPECT, device, repro, seconds)
 
     def missing(name: str, side: Mapping[str, Any]) -> str:
         a = side[name]
@@ -112,23 +110,31 @@ def judge_sides(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device:
         also = f" ({plural_of(len(some), 'more use')} guarded)" if some else ""
         return f"{name} at {_uses({name: bare}, name)}{also}: {why}"
 
-    results: dict[str, CheckResult] = {}
-    base = answers.get("baseline")
-    cand = answers["candidate"]
-    if base is not None:
+    def baseline(base: Mapping[str, Any]) -> CheckResult:
         absent = [n for n, a in base["names"].items() if not a.get("exists")]
-        results["baseline"] = result(Outcome.PASSED, f"{len(base['names']) - len(absent)} of {len(base['names'])} torch "
-                                     f"names your code uses exist with torch {base.get('torch', '?')}",
-                                     {"uses": uses, "names": base["names"]}, [missing(n, base["names"]) for n in absent])
-    if base is None:
+        return result(Outcome.PASSED, f"{len(base['names']) - len(absent)} of {len(base['names'])} torch names your "
+                      f"code uses exist with torch {base.get('torch', '?')}", {"uses": uses, "names": base["names"]},
+                      [missing(n, base["names"]) for n in absent])
+
+    def alone(cand: Mapping[str, Any]) -> CheckResult:
         absent = [n for n, a in cand["names"].items() if not a.get("exists")]
         lines = [missing(n, cand["names"]) for n in absent]
         reason = (f"{len(absent)} of {len(cand['names'])} torch names your code uses do not exist with torch "
                   f"{cand.get('torch', '?')} (no baseline says whether they did before): {listed(lines, LISTED)}" if absent else
                   f"all {len(cand['names'])} torch names your code uses exist")
-        results["candidate"] = result(Outcome.SUSPICIOUS if absent else Outcome.PASSED, reason,
-                                      {"uses": uses, "names": cand["names"], "missing": absent}, lines)
-        return results
+        return result(Outcome.SUSPICIOUS if absent else Outcome.PASSED, reason,
+                      {"uses": uses, "names": cand["names"], "missing": absent}, lines)
+
+    def against(base: Mapping[str, Any], cand: Mapping[str, Any]) -> CheckResult:
+        return _against(base, cand, scanned, baseline_label, result, missing)
+
+    return by_side(answers, baseline=baseline, alone=alone, against=against)
+
+
+def _against(base: Mapping[str, Any], cand: Mapping[str, Any], scanned: Scanned, baseline_label: str,
+             result: Built[CheckResult], missing: Callable[[str, Mapping[str, Any]], str]) -> CheckResult:
+    """The candidate's result against the baseline's answers."""
+    uses = scanned.uses
     f = compare_answers(base["names"], cand["names"])
     since = f" with baseline {baseline_label}" if baseline_label else " on the baseline"
     handled = [n for n in f.gone if guarded_only(scanned, n)]  # the team's code falls back: its own handling
@@ -164,5 +170,4 @@ def judge_sides(uses: Uses, answers: Mapping[str, Mapping[str, Any]], *, device:
     else:
         reason = f"every torch name your code uses{since} exists here ({len(cand['names']) - len(neither)} names)"
         outcome = Outcome.PASSED
-    results["candidate"] = result(outcome, reason + also, metrics, details)
-    return results
+    return result(outcome, reason + also, metrics, details)

@@ -30,7 +30,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from torch_upgrade_check.aspects.imports.judge import ASPECT, Imported, judge_sides  # noqa: F401 (the check's names)
+from torch_upgrade_check.aspects.imports.judge import ASPECT, Imported, judge_sides
+from torch_upgrade_check.hostchecks.context import HostContext, Settings, own_requirements, said, wanted
 from torch_upgrade_check.model import CheckResult
 from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
@@ -163,3 +164,34 @@ def check(pythons: Mapping[str, str], *, device: str, repro: str, timeout_s: flo
     return judge_sides(done, device=device, repro=repro, seconds=time.monotonic() - started, baseline_label=baseline_label,
                  removed=removed)
 
+
+
+# The hooks commands/stack_checks reaches through the row (Stage.INSTALLED).
+
+def planned(settings: Settings, only: Sequence[str]) -> bool:
+    """With a stack (unless --only leaves imports out), or without one when --only asks for it."""
+    return wanted(settings, only, ASPECT)
+
+
+def installed(context: HostContext) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each side's installed distributions (listing) and those the team's pull request removed (removed_by_team):
+    read once a run, by the first of imports and abi that runs, which both judge with them."""
+    def read() -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+        listings = {role: listing(python) for role, python in context.pythons.items()}
+        removed = removed_by_team(own_requirements(context.settings), listings)
+        if removed:
+            context.say(f"imports, abi: {len(removed)} distributions the baseline has are removed by the team's pull "
+                        f"request (its requirements drop {', '.join(sorted(set(removed.values())))}): reported, not "
+                        "failed")
+        return listings, removed
+
+    return context.once("installed", read)
+
+
+def on_host(context: HostContext) -> dict[str, CheckResult]:
+    """Each side's imports result, every top-level module of its stack imported in a process of its own."""
+    listings, removed = installed(context)
+    results = check(context.pythons, device=context.device, timeout_s=min(context.timeout_s, TIMEOUT_S),
+                    repro=context.repro_of(ASPECT), baseline_label=context.labels.get("baseline", ""),
+                    say=context.say, listings=listings, removed=removed)
+    return said(results, ASPECT, context.say)

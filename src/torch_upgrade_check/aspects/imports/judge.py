@@ -13,7 +13,7 @@ from packaging.utils import canonicalize_name
 
 from torch_upgrade_check.analysis.closeness import plural_of
 from torch_upgrade_check.aspects._metrics import Recorded
-from torch_upgrade_check.aspects._stack import DTYPE, WORKLOAD, listed
+from torch_upgrade_check.aspects._stack import Built, by_side, listed
 from torch_upgrade_check.model import CheckResult, Outcome
 
 ASPECT = "imports"
@@ -53,35 +53,35 @@ def _entry(i: Imported) -> str:
     return f"{i.module} ({i.distribution} {i.version}) {i.says()}"
 
 
+def _table(side: Mapping[str, Imported]) -> dict[str, dict[str, Any]]:
+    return {m: {"distribution": i.distribution, "version": i.version, "status": i.status, "error": i.error,
+                "seconds": i.seconds} for m, i in sorted(side.items())}
+
+
 def judge_sides(done: Mapping[str, Mapping[str, Imported]], *, device: str, repro: str, seconds: float = 0.0,
           baseline_label: str = "", removed: Mapping[str, str] | None = None) -> dict[str, CheckResult]:
     """Each side's `stack[-]/imports` result; the candidate's judged against the baseline's imports when there is one.
     `removed`: the distributions the team's pull request removed (removed_by_team), reported when gone, not failed."""
-    def result(outcome: Outcome, reason: str, metrics: dict[str, Any], details: str) -> CheckResult:
-        return CheckResult(WORKLOAD, ASPECT, device, DTYPE, outcome, reason=reason, metrics=metrics, details=details,
-                           duration_s=round(seconds, 3), repro=repro)
+    result = Built(CheckResult, ASPECT, device, repro, seconds)
 
-    def table(side: Mapping[str, Imported]) -> dict[str, dict[str, Any]]:
-        return {m: {"distribution": i.distribution, "version": i.version, "status": i.status, "error": i.error,
-                    "seconds": i.seconds} for m, i in sorted(side.items())}
-
-    results = {}
-    base = done.get("baseline")
-    if base is not None:
+    def baseline(base: Mapping[str, Imported]) -> CheckResult:
         bad = [i for i in base.values() if i.status != "ok"]
-        results["baseline"] = result(Outcome.PASSED, f"{len(base) - len(bad)} of {len(base)} modules import"
-                                     + (f"; not: {'; '.join(_entry(i) for i in bad[:LISTED])}" if bad else ""),
-                                     {"modules": table(base)}, "\n".join(_entry(i) for i in bad))
-    cand = done["candidate"]
-    not_ok = [i for i in cand.values() if i.status != "ok"]
-    if base is None:
+        return result(Outcome.PASSED, f"{len(base) - len(bad)} of {len(base)} modules import"
+                      + (f"; not: {'; '.join(_entry(i) for i in bad[:LISTED])}" if bad else ""),
+                      {"modules": _table(base)}, [_entry(i) for i in bad])
+
+    def alone(cand: Mapping[str, Imported]) -> CheckResult:
+        not_ok = [i for i in cand.values() if i.status != "ok"]
         outcome = Outcome.SUSPICIOUS if not_ok else Outcome.PASSED
         reason = (f"{len(not_ok)} of {len(cand)} modules do not import (no baseline says whether they did before): "
                   + "; ".join(_entry(i) for i in not_ok[:LISTED])) if not_ok else f"all {len(cand)} modules import"
-        results["candidate"] = result(outcome, reason, {"modules": table(cand)}, "\n".join(_entry(i) for i in not_ok))
-        return results
-    results["candidate"] = _against_baseline(base, cand, not_ok, removed or {}, baseline_label, result, table)
-    return results
+        return result(outcome, reason, {"modules": _table(cand)}, [_entry(i) for i in not_ok])
+
+    def against(base: Mapping[str, Imported], cand: Mapping[str, Imported]) -> CheckResult:
+        not_ok = [i for i in cand.values() if i.status != "ok"]
+        return _against_baseline(base, cand, not_ok, removed or {}, baseline_label, result, _table)
+
+    return by_side(done, baseline=baseline, alone=alone, against=against)
 
 
 def _against_baseline(base: Mapping[str, Imported], cand: Mapping[str, Imported], not_ok: list[Imported],

@@ -50,8 +50,10 @@ from torch_upgrade_check.aspects.resolve.judge import (  # noqa: F401 (the check
     split_changes,
     unmet_by_stack,
 )
+from torch_upgrade_check.hostchecks.context import HostContext, Settings, said, selected
 from torch_upgrade_check.model import CheckResult, Outcome
-from torch_upgrade_check.orchestrate import installer
+from torch_upgrade_check.orchestrate import installer, provision
+from torch_upgrade_check.orchestrate.workers import InfrastructureError
 
 TIMEOUT_S = 600  # a resolution that backtracks through many releases of a package takes minutes
 
@@ -264,3 +266,103 @@ def check(sides: Sequence[Side], stack: Sequence[str], pip: Sequence[str], logs:
     reason, metrics, details = refused(version, lines, fixes, c.reason, str(c.log))
     results[cand.role] = result(cand.role, Outcome.FAILED, reason, metrics, details)
     return results
+
+
+# The hooks commands/stack_checks reaches through the row (Stage.BEFORE_INSTALL): when resolve is planned, its check
+# on each side's own stack, what a side that does not resolve means for the run, and whether a side's torch is there.
+
+# what the check does to each side's torch, as the line stopping a comparison of one torch with itself says it (each
+# side's result holds the torch in metrics["torch"]): "... but both sides resolve torch 2.14.1"
+VERB = "resolve"
+
+
+def planned(settings: Settings, only: Sequence[str]) -> bool:
+    """--list shows resolve with a stack, unless --only leaves it out."""
+    return bool(settings.stack) and selected(only, ASPECT)
+
+
+def _pip(python: str, logs: Path) -> list[str]:
+    """A pip for the dry runs: `python -m pip`, else one in a small venv uv seeds from `python` (the action's own
+    venv, made by uv, has none)."""
+    try:
+        ok = subprocess.run([python, "-m", "pip", "--version"], capture_output=True, timeout=60, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if ok:
+        return [python, "-m", "pip"]
+    uv = installer.find_uv()
+    if uv is None:
+        raise InfrastructureError(f"the resolve check needs pip, and {python} has none (nor is uv here to make one); "
+                                  f"install pip there, or pass --only to leave resolve out")
+    folder = logs / "resolve-pip"
+    installer.run_logged(installer.create_command("uv", python, folder, uv), logs / "resolve-pip.log",
+                         "making a venv with pip for the resolve check", say=lambda _: None,
+                         env=installer.installer_env("uv"))
+    return [str(provision.venv_python(folder)), "-m", "pip"]
+
+
+def side_index(s: Settings, spec: provision.TorchSpec) -> Index:
+    """Where a side's torch comes from (its backend's index, or --index-url), for a dry run."""
+    return Index(s.index_url or provision.index_for(s.torch_backend, spec, provision.detect_cuda_driver()),
+                 s.extra_index_url, s.find_links, spec.pre)
+
+
+def on_host(context: HostContext) -> dict[str, CheckResult]:
+    """Each side's resolve result ({} without a stack, or when --only leaves it out), each side resolving its own
+    stack (s.stacks); a prepared interpreter (or current) is skipped: nothing is installed into it."""
+    s, say = context.settings, context.say
+    stacks, stk = s.stacks, s.stack
+    if not (stk or any(stacks.values())) or not selected(context.only, ASPECT):
+        return {}
+    device, repro = context.device, context.repro_of(ASPECT)
+    todo, skipped = [], {}
+    for role, (spec, prepared) in context.sides.items():
+        if spec is None or prepared or spec.kind == "current":
+            skipped[role] = CheckResult(WORKLOAD, ASPECT, device, DTYPE, Outcome.SKIPPED,
+                                        reason="a prepared interpreter (or current): nothing is installed into it",
+                                        repro=repro)
+            continue
+        own = stacks.get(role, stk)
+        todo.append(Side(role, spec.requirement, side_index(s, spec), spec.text, (*s.extra_requirement, *own.requirements)))
+    if not todo or todo[-1].role != "candidate":
+        return skipped
+    logs = context.out / "logs"
+    results = check(todo, [*s.extra_requirement, *stk.requirements], _pip(context.base_python, logs), logs,
+                    device=device, repro=repro, say=say, env=installer.installer_env("pip"))
+    return {**skipped, **said(results, ASPECT, say)}
+
+
+def blocking(role: str, r: CheckResult, files: str, logs: Path) -> tuple[str, bool]:
+    """What a side's resolve error (`files`: its stack's files and where they were read) means for the run: the line
+    that stops it, and whether it is the runner's doing (pip timed out or could not reach the index: exit 3), not
+    the team's (a torch its index lacks, a stack that does not resolve: exit 2)."""
+    m = Metrics.from_dict(r.metrics)
+    log = m.log if m.has("log") else logs
+    if m.torch_absent:  # the index's answer, named: the side's torch version is not there
+        return (f"the {role}'s {r.reason} (log: {log}); pass a torch version that index has, or the "
+                "--torch-backend (or --index-url) that has this one", False)
+    if m.runner:
+        return (f"{r.reason} (log: {log}); pip could not finish: check the runner's network and index, then "
+                "run again", True)
+    fix = ("fix those files there, or pass --baseline VERSION with the torch they do install with"
+           if role == "baseline" else "fix those files (the pull request's)")
+    return f"the {role}'s stack ({files}) cannot be installed: {r.reason} (log: {log}); {fix}", False
+
+
+def torch_not_on_index(s: Settings, sides: Mapping[str, tuple[provision.TorchSpec | None, str | None]],
+                       base_python: str, out: Path) -> str | None:
+    """After an install failed: the line naming a side's torch version that its index does not have (the team's
+    input: exit 2), from pip's dry run of torch alone; None when each side's torch is there (or pip cannot ask)."""
+    for role, (spec, prepared) in sides.items():
+        if spec is None or prepared or spec.kind == "current":
+            continue
+        try:
+            pip = _pip(base_python, out / "logs")
+        except InfrastructureError:
+            return None
+        why = torch_absent(pip, spec.requirement, spec.text, side_index(s, spec),
+                           out / "logs" / f"torch-on-index-{role}.log", env=installer.installer_env("pip"))
+        if why:
+            return (f"the {role}'s {why}; pass a torch version that index has, or the --torch-backend (or --index-url) "
+                    "that has this one")
+    return None
