@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from torch_upgrade_check import cli
+from torch_upgrade_check.aspects.fleet_memory.judge import JUDGED
 from torch_upgrade_check.commands import settings
-from torch_upgrade_check.commands.argv import compare_repro, fleet_memory_flags, repro_command
+from torch_upgrade_check.commands.argv import compare_repro, fleet_flags, repro_command
 from torch_upgrade_check.commands.common import PROG
 from torch_upgrade_check.model import CheckSpec
 
@@ -131,7 +132,7 @@ def test_warnings_repro_repeats_fail_on_as_typed_where_it_names_warnings() -> No
 
 def test_fleet_memorys_repro_reruns_the_memory_checks_with_the_fleet_as_given() -> None:
     s = _settings("compare", "--candidate", "2.13.0", "--fleet", "memory=24GiB", "--config", "cfg.yml")
-    assert fleet_memory_flags(s) == ["--only", "memory", "--config", "cfg.yml", "--fleet", "memory=24GiB"]
+    assert fleet_flags(s, JUDGED) == ["--only", "memory", "--config", "cfg.yml", "--fleet", "memory=24GiB"]
 
 
 def test_ddps_repro_repeats_ddp_and_its_command_lists_the_check() -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from torch_upgrade_check import suite
 from torch_upgrade_check.aspects import AB_ASPECTS, ASPECT, LATENCY_LIKE, TABLE, ab_of, part
-from torch_upgrade_check.aspects.fleet_memory import judge as fleet_judge
 from torch_upgrade_check.commands.common import PROG
 from torch_upgrade_check.commands.settings import BisectSettings, CompareSettings, Install, RunSettings
 from torch_upgrade_check.model import CheckSpec
@@ -116,13 +115,9 @@ def compare_repro(s: CompareSettings, device: str, spec: CheckSpec) -> str:
 
 def fleet_flags(s: RunSettings, only: str = "environment") -> list[str]:
     """The flags that run environment[-]/fleet again (the fleet as given, and nothing else); with `only` another
-    --only pattern (fleet_memory_flags)."""
+    --only pattern (the checks fleet-memory judges: commands.common.fleet_memory asks)."""
     return ["--only", only, *(["--config", s.config] if s.config else []), *(["--fleet", s.fleet] if s.fleet else [])]
 
-
-def fleet_memory_flags(s: RunSettings) -> list[str]:
-    """The flags that run the checks environment[-]/fleet-memory judges again, with the fleet as given."""
-    return fleet_flags(s, fleet_judge.JUDGED)
 
 
 def _side(role: str, build: Build) -> list[str]:

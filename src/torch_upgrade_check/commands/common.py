@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -58,15 +58,16 @@ def fleet_result(fleet: Fleet, environment: dict, device: str, repro: str) -> Ch
                          device=device, repro=repro)
 
 
-def fleet_memory(fleet: Fleet, report: Report, repro: str) -> Report:
+def fleet_memory(fleet: Fleet, report: Report, repro: Callable[[str], str]) -> Report:
     """`report` with `environment[-]/fleet-memory` added when the fleet names its smallest card's memory: every
-    workload's measured peak device memory must fit in it (judged on CUDA; skipped, saying so, elsewhere)."""
+    workload's measured peak device memory must fit in it (judged on CUDA; skipped, saying so, elsewhere). `repro`
+    makes its repro command from the --only pattern of the checks it judges."""
     from torch_upgrade_check.aspects.fleet_memory import judge as judging
 
     memory = fleet[2]
     if not memory:
         return report
-    judged = judging.judge_report(memory, report.results, device=report.device, label=report.label, repro=repro)
+    judged = judging.judge_report(memory, report.results, device=report.device, label=report.label, repro=repro(judging.JUDGED))
     return replace(report, results=(*report.results, judged))
 
 

@@ -272,8 +272,8 @@ def judge(sides: Sides, started: float) -> int:
         reports["candidate"] = judge_against_baseline(
             reports["baseline"], mark_preexisting(reports["baseline"], reports["candidate"],
                                                   s.fail_on_shared_failures), s.fail_on_set)
-    reports["candidate"] = fleet_memory(s.served, reports["candidate"], shlex.join(
-        [PROG, *argv.compare_head(s), "--device", sides.device, *argv.fleet_memory_flags(s)]))
+    reports["candidate"] = fleet_memory(s.served, reports["candidate"], lambda only: shlex.join(
+        [PROG, *argv.compare_head(s), "--device", sides.device, *argv.fleet_flags(s, only)]))
     sides.reports = {k: replace(r, finished=session.now(), complete=True) for k, r in reports.items()}
     sides.write()
     return finish(s.output, list(sides.reports.values()), sides.out / "report.json", time.monotonic() - started)

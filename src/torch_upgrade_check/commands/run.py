@@ -73,7 +73,8 @@ def execute(s: RunSettings) -> int:
                             say=say)
         say(f"api {api['candidate'].outcome.value}: {api['candidate'].reason[:300]}")
         final = replace(final, results=(*final.results, api["candidate"]))
-    final = fleet_memory(s.served, final, shlex.join([PROG, *head, "--device", device, *argv.fleet_memory_flags(s)]))
+    final = fleet_memory(s.served, final,
+                         lambda only: shlex.join([PROG, *head, "--device", device, *argv.fleet_flags(s, only)]))
     final = replace(final, finished=session.now(), complete=True)
     write_reports([final], out / "report.json")
     return finish(output, [final], out / "report.json", time.monotonic() - started)
