@@ -346,14 +346,22 @@ def test_a_slowdown_seen_on_the_one_quiet_pair_fails_under_undecided_fail(tmp_pa
     and every later pair, busy, read about 1.0x. The quiet pair settles nothing within the budget: `undecided` (host
     busy), which had no estimate (NaN) and passed under `--undecided fail` (the default); it now carries the quiet
     pair's estimate, beyond the threshold and significant at the run's confidence, and fails. Pair 1 is quiet only
-    where the machine is: on a machine busy without the neighbour, this test says so and skips."""
+    where the machine is: on a machine busy without the neighbour, this test says so and skips; so it does where a pair
+    the neighbour spun in read quiet (its process, started with each pair, was late: CI saw 5 of 6 such pairs busy
+    once), after checking what holds then too: the slowdown is not passed."""
     code, lat, _ = slower_beside_a_neighbour(tmp_path, torch_python, "2-8")
     m = lat["metrics"]
     assert m["change"] == "undecided" and lat["outcome"] != "passed", lat["reason"]
-    assert m["host_busy_pairs"] >= m["batches"] - 1 and m["batches"] >= 2, m
-    if m["host_busy_shares"][0] > hostbusy.BUSY_SHARE:
-        pytest.skip(f"the machine itself kept pair 1 busy ({m['host_busy_shares'][0]:.0%} of its CPU used by others): "
-                    "no quiet pair to decide on")
+    shares = m["host_busy_shares"]
+    assert m["batches"] >= 2 and len(shares) == m["batches"], m
+    if shares[0] is None or shares[0] > hostbusy.BUSY_SHARE:
+        pytest.skip(f"the machine itself kept pair 1 busy ({shares[0]} of its CPU used by others): no quiet pair to "
+                    "decide on")
+    missed = [i + 1 for i, share in enumerate(shares) if i and (share is None or share <= hostbusy.BUSY_SHARE)]
+    if missed:
+        pytest.skip(f"pair(s) {missed}, which the neighbour spun in, read quiet ({shares}): not the one-quiet-pair case "
+                    f"(the slowdown was not passed: {lat['outcome']})")
+    assert m["host_busy_pairs"] == m["batches"] - 1, m
     assert (code, lat["outcome"]) == (1, "failed"), lat["reason"]
     assert "host busy: " in lat["reason"] and "over the 1 quiet one" in lat["reason"], lat["reason"]
     assert m["ratio"] > 1.5 and m["undecided_policy"] == "fail", m
