@@ -50,7 +50,8 @@ def _public(version: str) -> str:
 
 
 def _files(s: CompareSettings, role: str) -> str:
-    return f"{', '.join(s.stacks[role].sources) or 'the stack'} {where(s.refs, role)}"
+    """A side's stack files (its own, else the run's) and where they were read."""
+    return f"{', '.join(s.stacks.get(role, s.stack).sources) or 'the stack'} {where(s.refs, role)}"
 
 
 def _asked(s: CompareSettings, role: str) -> str:
@@ -153,14 +154,10 @@ def resolve_stage(s: CompareSettings, only: Sequence[str], sides: Sides, base_py
         blocking = getattr(host, "blocking", None)
         for role, r in got.items():
             if r.outcome is Outcome.ERROR and blocked is None and blocking is not None:
-                blocked = Blocked(*blocking(role, r, _stack_files(s, role), logs))
+                blocked = Blocked(*blocking(role, r, _files(s, role), logs))
         results.update(got)
     return results, blocked
 
-
-def _stack_files(s: CompareSettings, role: str) -> str:
-    """A side's stack files (its own, else the run's) and where they were read."""
-    return f"{', '.join(s.stacks.get(role, s.stack).sources) or 'the stack'} {where(s.refs, role)}"
 
 
 def with_results(reports: dict[str, Report], results: Mapping[str, CheckResult]) -> dict[str, Report]:
